@@ -1,0 +1,192 @@
+"""Privacy accounting formulas shared by every target.
+
+Pure functions, keyword-friendly, no state. Each docstring names the result it implements.
+
+* μ-GDP ↔ (ε, δ): Dong, Roth & Su (2019), Corollary 2.13 (specs/auditing.md §5).
+* RDP → (ε, δ): the classic conversion (Mironov 2017, Prop. 3) and the improved one of
+  Balle et al. 2020 / Canonne, Kamath & Steinke 2020 (specs/auditing.md §5).
+* Poisson-subsampled Gaussian RDP: through ``dp_accounting`` (Mironov, Talwar & Zhang 2019).
+* Calibration: a monotone root finder that never returns a noise level whose ε exceeds the target.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from scipy.optimize import brentq
+from scipy.special import log_ndtr
+from scipy.stats import norm
+
+#: RDP orders used throughout (dense near 1, then integers, then large orders).
+DEFAULT_ORDERS: tuple[float, ...] = tuple(
+    [1.0 + x / 10.0 for x in range(1, 100)] + list(range(11, 64)) + [64, 80, 96, 128, 192, 256, 512, 1024]
+)
+
+
+def check_epsilon(epsilon: float, name: str = "epsilon") -> float:
+    epsilon = float(epsilon)
+    if not (epsilon > 0) or math.isnan(epsilon):
+        raise ValueError(f"{name} must be > 0, got {epsilon!r}")
+    return epsilon
+
+
+def check_delta(delta: float, name: str = "delta") -> float:
+    delta = float(delta)
+    if not (0.0 < delta < 1.0):
+        raise ValueError(f"{name} must be in (0, 1), got {delta!r}")
+    return delta
+
+
+# ---------------------------------------------------------------------------------------------
+# Gaussian differential privacy
+# ---------------------------------------------------------------------------------------------
+def _log_sub_exp(a: float, b: float) -> float:
+    """log(e^a − e^b) for a ≥ b."""
+    if b == -math.inf:
+        return a
+    if b >= a:
+        return -math.inf
+    return a + math.log1p(-math.exp(b - a))
+
+
+def gdp_delta(epsilon: float, mu: float) -> float:
+    """δ(ε) of a μ-GDP mechanism: Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2) (DRS 2019, Cor. 2.13)."""
+    if mu <= 0:
+        return 0.0
+    if math.isinf(mu):
+        return 1.0
+    log_a = float(log_ndtr(-epsilon / mu + mu / 2))
+    log_b = epsilon + float(log_ndtr(-epsilon / mu - mu / 2))
+    return math.exp(_log_sub_exp(log_a, log_b))
+
+
+def gdp_epsilon(mu: float, delta: float) -> float:
+    """Smallest ε with δ(ε; μ) ≤ δ; 0 when δ(0) already ≤ δ; ∞ for μ = ∞."""
+    check_delta(delta)
+    if mu <= 0:
+        return 0.0
+    if math.isinf(mu):
+        return math.inf
+    if gdp_delta(0.0, mu) <= delta:
+        return 0.0
+    hi = max(1.0, mu * mu)
+    while gdp_delta(hi, mu) > delta:
+        hi *= 2.0
+        if hi > 1e6:
+            return math.inf
+    return brentq(lambda e: gdp_delta(e, mu) - delta, 0.0, hi, xtol=1e-12, rtol=1e-12)
+
+
+def gdp_mu(epsilon: float, delta: float) -> float:
+    """The μ for which a μ-GDP mechanism is exactly (ε, δ)-DP (inverse of :func:`gdp_epsilon`)."""
+    check_epsilon(epsilon)
+    check_delta(delta)
+    lo, hi = 1e-8, 1.0
+    while gdp_delta(epsilon, hi) < delta:
+        hi *= 2.0
+    return brentq(lambda m: gdp_delta(epsilon, m) - delta, lo, hi, xtol=1e-14, rtol=1e-13)
+
+
+def gdp_mu_from_rates(fpr: float, fnr: float) -> float:
+    """The μ implied by one point of a test: Φ⁻¹(1 − FPR) − Φ⁻¹(FNR) (specs/auditing.md §5)."""
+    return float(norm.isf(fpr) - norm.ppf(fnr))
+
+
+def gdp_compose(*mus: float) -> float:
+    """Composition of GDP mechanisms: μ = sqrt(Σ μ_i²)."""
+    return math.sqrt(sum(m * m for m in mus))
+
+
+def poisson_gdp_clt(sampling_rate: float, noise_multiplier: float, steps: int) -> float:
+    """CLT μ of T Poisson-subsampled Gaussian steps: q·sqrt(T(e^{1/σ²} − 1)) (Bu et al. 2020)."""
+    return sampling_rate * math.sqrt(steps * math.expm1(1.0 / noise_multiplier**2))
+
+
+# ---------------------------------------------------------------------------------------------
+# Rényi differential privacy
+# ---------------------------------------------------------------------------------------------
+def gaussian_rdp(orders: Sequence[float], noise_multiplier: float, count: int = 1) -> np.ndarray:
+    """RDP of `count` Gaussian mechanisms with std/sensitivity = σ: count·α/(2σ²)."""
+    a = np.asarray(orders, dtype=float)
+    if noise_multiplier <= 0:
+        return np.full_like(a, np.inf)
+    return count * a / (2.0 * noise_multiplier**2)
+
+
+def subsampled_gaussian_rdp(
+    orders: Sequence[float], sampling_rate: float, noise_multiplier: float, steps: int
+) -> np.ndarray:
+    """RDP of `steps` Poisson-subsampled Gaussian steps (add/remove relation), via dp_accounting."""
+    from dp_accounting import dp_event
+    from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
+
+    if steps == 0 or sampling_rate == 0:
+        return np.zeros(len(orders))
+    if noise_multiplier <= 0:
+        return np.full(len(orders), np.inf)
+    acc = rdp_lib.RdpAccountant(list(orders))
+    event = dp_event.PoissonSampledDpEvent(sampling_rate, dp_event.GaussianDpEvent(noise_multiplier))
+    acc.compose(dp_event.SelfComposedDpEvent(event, int(steps)))
+    return np.asarray(acc._rdp, dtype=float)  # the accountant keeps its curve in _rdp
+
+
+def rdp_to_dp(
+    orders: Sequence[float], rdp: Sequence[float], delta: float, *, conversion: str = "improved"
+) -> tuple[float, float]:
+    """(ε, best order) from an RDP curve.
+
+    ``classic``: ε = min_α ε(α) + ln(1/δ)/(α − 1) (Mironov 2017, Prop. 3).
+    ``improved``: ε = min_α ε(α) + ln((α − 1)/α) − (ln δ + ln α)/(α − 1) (Canonne et al. 2020, Prop. 12).
+    """
+    check_delta(delta)
+    a = np.asarray(orders, dtype=float)
+    r = np.asarray(rdp, dtype=float)
+    if conversion == "classic":
+        eps = r + math.log(1.0 / delta) / (a - 1.0)
+    elif conversion == "improved":
+        eps = r + np.log1p(-1.0 / a) - (math.log(delta) + np.log(a)) / (a - 1.0)
+    else:
+        raise ValueError(f"conversion must be 'classic' or 'improved', got {conversion!r}")
+    eps = np.where(np.isnan(eps), np.inf, eps)
+    i = int(np.argmin(eps))
+    return max(0.0, float(eps[i])), float(a[i])
+
+
+# ---------------------------------------------------------------------------------------------
+# Calibration
+# ---------------------------------------------------------------------------------------------
+def calibrate_decreasing(
+    epsilon_of: Callable[[float], float],
+    target_epsilon: float,
+    *,
+    lo: float = 1e-3,
+    hi: float = 1.0,
+    rtol: float = 1e-9,
+) -> float:
+    """Smallest parameter x (e.g. a noise multiplier) with epsilon_of(x) ≤ target.
+
+    `epsilon_of` must be non-increasing in x. The bracket is widened by doubling/halving, then
+    bisected on log x; the returned value is the upper end of the final bracket, so the calibrated
+    mechanism never claims more than the target.
+    """
+    check_epsilon(target_epsilon, "target epsilon")
+    while epsilon_of(hi) > target_epsilon:
+        hi *= 2.0
+        if hi > 1e8:
+            raise ValueError(f"cannot reach epsilon {target_epsilon}: no parameter below 1e8 suffices")
+    while lo > 1e-12 and epsilon_of(lo) <= target_epsilon:
+        lo /= 2.0
+    llo, lhi = math.log(lo), math.log(hi)
+    while lhi - llo > rtol:
+        mid = 0.5 * (llo + lhi)
+        if epsilon_of(math.exp(mid)) > target_epsilon:
+            llo = mid
+        else:
+            lhi = mid
+    return math.exp(lhi)
+
+
+def gap_delta(count: int) -> float:
+    """GAP's δ rule: 10^(−number of digits of `count`) (edges for edge-level, nodes for node-level)."""
+    return 10.0 ** (-len(str(int(count))))

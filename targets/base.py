@@ -1,0 +1,363 @@
+"""Target contracts: config, claim, release views, and the target registry.
+
+A *target* is a DP-GNN trainer built from a *target ε*: its paper's accountant calibrates the
+noise, :meth:`Target.claim` reports what that accountant says, and :meth:`Target.fit` trains once
+on a graph and returns a :class:`Release` with the views an adversary may observe.
+
+Planted bugs change the *release*, never the claim: the gap between the two is exactly what an
+audit must find.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib
+import math
+import types
+import typing
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, ClassVar
+
+import torch
+
+from targets.accounting import check_delta, check_epsilon
+
+LEVELS = ("api", "weights", "mechanism", "trace")
+
+
+class Unit(str, Enum):
+    """What a target's DP guarantee protects."""
+
+    EDGE = "edge"
+    NODE = "node"
+
+
+@dataclass
+class TargetConfig:
+    """Fields every target config has. Subclasses add their hyperparameters, with spec defaults.
+
+    Args:
+        epsilon (float): the target ε the accountant calibrates the noise to (default: 1.0).
+        delta (float, optional): δ; ``None`` applies the paper's own δ rule to the graph.
+        bug (str, optional): a planted bug from the target's ``bugs`` (default: none).
+        device (str): ``cpu``, ``cuda`` or ``auto``.
+    """
+
+    epsilon: float = 1.0
+    delta: float | None = None
+    bug: str | None = None
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        check_epsilon(self.epsilon)
+        if self.delta is not None:
+            check_delta(self.delta)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What the target's own accountant says of one calibrated run.
+
+    ``gdp_mu`` is set when the claim is a μ-GDP claim (the tightest estimator then assumes a
+    Gaussian trade-off curve). ``details`` carries the accountant's internals (σ, sensitivity,
+    steps, orders, ...) so that every ε can be explained.
+    """
+
+    epsilon: float
+    delta: float
+    accountant: str
+    unit: str
+    gdp_mu: float | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+    queries: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["details"] = {k: _jsonable(v) for k, v in self.details.items()}
+        return d
+
+
+@dataclass
+class MechanismStep:
+    """One released noisy intermediate, as a white-box auditor sees it.
+
+    Args:
+        output: the released tensor.
+        mean: the noiseless value of ``output`` under a given graph (with everything the step
+            depends on that was released before it held fixed). The auditor knows the algorithm.
+        noise_std: per-entry std of the Gaussian noise when ``output = mean + N(0, std²)`` exactly
+            (no post-processing); ``None`` when the law is not a plain Gaussian.
+        name: a label (e.g. ``hop 3``).
+    """
+
+    output: torch.Tensor
+    mean: Callable[[Any], torch.Tensor]
+    noise_std: float | None = None
+    name: str = ""
+
+
+@dataclass
+class Release:
+    """What one training run releases, by threat level (a target offers what it can).
+
+    * ``api``: ``predict(graph, nodes) -> posteriors`` (n_query × classes); each call a fresh
+      release where the target's inference is randomised.
+    * ``weights``: final parameters (name → tensor).
+    * ``mechanism``: the noisy intermediates the DP proof is about (:class:`MechanismStep`).
+    * ``trace``: every noisy update of a DP-SGD run.
+    """
+
+    api: Callable[..., torch.Tensor] | None = None
+    weights: dict[str, torch.Tensor] | None = None
+    mechanism: list[MechanismStep] | None = None
+    trace: Any = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def levels(self) -> tuple[str, ...]:
+        return tuple(level for level in LEVELS if getattr(self, level) is not None)
+
+    def view(self, level: str) -> Any:
+        if level not in LEVELS:
+            raise ValueError(f"unknown level {level!r}; known: {', '.join(LEVELS)}")
+        value = getattr(self, level)
+        if value is None:
+            raise ValueError(f"this release offers no {level!r} view; it offers {', '.join(self.levels)}")
+        return value
+
+
+class Target(ABC):
+    """A DP-GNN trainer under audit.
+
+    Subclasses set ``name``, ``Config`` (a :class:`TargetConfig` subclass), ``unit``, ``levels``
+    and ``bugs`` (name → one-line description), and implement :meth:`claim` and :meth:`fit`.
+    A target is rebuilt from its config in every worker, so workers share no state.
+    """
+
+    name: ClassVar[str] = ""
+    Config: ClassVar[type[TargetConfig]] = TargetConfig
+    levels: ClassVar[tuple[str, ...]] = ("api",)
+    bugs: ClassVar[dict[str, str]] = {}
+
+    def __init__(self, config: TargetConfig | None = None, **overrides: Any) -> None:
+        config = config if config is not None else self.Config()
+        if overrides:
+            config = replace_config(config, **overrides)
+        if not isinstance(config, self.Config):
+            raise TypeError(f"{type(self).__name__} needs a {self.Config.__name__}, got {type(config).__name__}")
+        if config.bug is not None and config.bug not in self.bugs:
+            known = ", ".join(sorted(self.bugs)) or "none"
+            raise ValueError(f"unknown bug {config.bug!r} for target {self.name!r}; known: {known}")
+        self.config = config
+        self.device = resolve_device(config.device)
+
+    @property
+    def unit(self) -> Unit:
+        return Unit(getattr(self.config, "unit", Unit.EDGE.value))
+
+    @abstractmethod
+    def claim(self, graph: Any) -> Claim:
+        """The paper's accountant on the calibrated run for this graph."""
+
+    @abstractmethod
+    def fit(self, graph: Any, rng: torch.Generator) -> Release:
+        """Train once on `graph` with randomness from `rng`; return the release."""
+
+    def noiseless(self, graph: Any) -> torch.Tensor | None:
+        """The deterministic part of the mechanism's output on `graph` (for canary search), if any."""
+        return None
+
+    def prepare(self, graph: Any) -> None:
+        """Work that depends on neither the secret bit nor the canary (cached per worker)."""
+
+    def bug(self, name: str) -> bool:
+        return self.config.bug == name
+
+
+# ---------------------------------------------------------------------------------------------
+# config helpers
+# ---------------------------------------------------------------------------------------------
+def config_fields(config_cls: type) -> dict[str, Any]:
+    hints = typing.get_type_hints(config_cls)
+    return {f.name: hints.get(f.name, Any) for f in dataclasses.fields(config_cls)}
+
+
+def _coerce(value: Any, hint: Any, key: str) -> Any:
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if text.lower() in ("none", "null"):
+        return None
+    args = typing.get_args(hint)
+    candidates = [a for a in args if a is not type(None)] if args else [hint]
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        pass
+    for kind in candidates:
+        try:
+            if kind is bool:
+                if text.lower() in ("1", "true", "yes", "on"):
+                    return True
+                if text.lower() in ("0", "false", "no", "off"):
+                    return False
+                raise ValueError
+            if kind is int:
+                return int(float(text)) if float(text).is_integer() else int(text)
+            if kind is float:
+                return float(text)
+            if kind is str:
+                return text
+        except ValueError:
+            continue
+    raise ValueError(f"the {key!r} parameter must be {hint}; got {value!r}")
+
+
+def replace_config(config: TargetConfig, **changes: Any) -> TargetConfig:
+    """`dataclasses.replace` with string values coerced to the field types and unknown keys named."""
+    fields = config_fields(type(config))
+    unknown = [k for k in changes if k not in fields]
+    if unknown:
+        raise ValueError(
+            f"unknown parameter(s) {', '.join(map(repr, unknown))} for {type(config).__name__}; "
+            f"valid: {', '.join(fields)}"
+        )
+    coerced = {k: _coerce(v, fields[k], k) for k, v in changes.items()}
+    return dataclasses.replace(config, **coerced)
+
+
+def parse_assignments(items: list[str] | None) -> dict[str, str]:
+    """``["hops=10", "beta=1"]`` → ``{"hops": "10", "beta": "1"}``."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        for part in item.split():
+            if "=" not in part:
+                raise ValueError(f"--set takes key=value pairs, got {part!r}")
+            key, value = part.split("=", 1)
+            out[key.strip()] = value.strip()
+    return out
+
+
+def resolve_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' was asked for but no CUDA device is available")
+    return torch.device(device)
+
+
+@contextlib.contextmanager
+def seeded(rng: torch.Generator) -> Iterator[None]:
+    """Run a block with torch's global RNG seeded from `rng` (for nn.Module initialisation)."""
+    seed = int(torch.randint(0, 2**62, (1,), generator=rng).item())
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        yield
+
+
+def child_generator(rng: torch.Generator, device: torch.device | str = "cpu") -> torch.Generator:
+    """A new generator on `device`, seeded from `rng`."""
+    seed = int(torch.randint(0, 2**62, (1,), generator=rng).item())
+    g = torch.Generator(device=device)
+    g.manual_seed(seed)
+    return g
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and (math.isinf(value) or math.isnan(value)):
+        return str(value)
+    if isinstance(value, (int, float, str, bool)) or value is None:
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        return value.item()
+    return str(value)
+
+
+# ---------------------------------------------------------------------------------------------
+# registry
+# ---------------------------------------------------------------------------------------------
+_BUILTIN: dict[str, str] = {
+    "gaussian": "targets.gaussian:GaussianMechanism",
+    "gcn": "targets.gcn:NonPrivateGCN",
+    "caribou": "targets.caribou:Caribou",
+    "gap": "targets.gap:GAP",
+    "dpdgc": "targets.dpdgc:DPDGC",
+    "heterpoisson": "targets.heterpoisson:HeterPoisson",
+    "gcon": "targets.gcon:GCON",
+}
+_TARGETS: dict[str, type[Target]] = {}
+
+
+def register(name: str, cls: type[Target], *, force: bool = False) -> None:
+    if (name in _TARGETS or name in _BUILTIN) and not force:
+        raise ValueError(f"target {name!r} is already registered")
+    _TARGETS[name] = cls
+
+
+def _import_spec(spec: str) -> type[Target]:
+    module_name, _, attr = spec.partition(":")
+    module = importlib.import_module(module_name)
+    try:
+        cls = getattr(module, attr)
+    except AttributeError:
+        raise ValueError(f"module {module_name!r} has no attribute {attr!r}") from None
+    if not (isinstance(cls, type) and issubclass(cls, Target)):
+        raise ValueError(f"{spec!r} is not a Target subclass")
+    return cls
+
+
+def available() -> list[str]:
+    """Names of the registered targets whose modules import."""
+    names = []
+    for name in sorted(set(_BUILTIN) | set(_TARGETS)):
+        try:
+            get(name)
+        except (ImportError, ValueError):
+            continue
+        names.append(name)
+    return names
+
+
+def get(name: str) -> type[Target]:
+    """A target class by registry name, or by ``package.module:Class`` for a user's own trainer."""
+    if name in _TARGETS:
+        return _TARGETS[name]
+    if name in _BUILTIN:
+        try:
+            cls = _import_spec(_BUILTIN[name])
+        except ModuleNotFoundError as err:
+            if err.name == _BUILTIN[name].partition(":")[0]:
+                raise ValueError(f"target {name!r} is not available in this version") from None
+            raise
+        _TARGETS[name] = cls
+        return cls
+    if ":" in name:
+        try:
+            return _import_spec(name)
+        except ModuleNotFoundError as err:
+            raise ValueError(f"cannot import {name!r}: {err}") from None
+    known = ", ".join(available())
+    raise ValueError(f"unknown target {name!r}; known: {known} (or package.module:Class)")
+
+
+def build(name: str, *, epsilon: float | None = None, delta: float | None = None,
+          bug: str | None = None, device: str | None = None, **params: Any) -> Target:
+    """Build a target by name with the given ε, δ, bug and ``--set`` parameters."""
+    cls = get(name)
+    changes: dict[str, Any] = dict(params)
+    if epsilon is not None:
+        changes["epsilon"] = epsilon
+    if delta is not None:
+        changes["delta"] = delta
+    if bug is not None:
+        changes["bug"] = bug
+    if device is not None:
+        changes["device"] = device
+    config = replace_config(cls.Config(), **changes)
+    return cls(config)
