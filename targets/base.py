@@ -99,6 +99,29 @@ class MechanismStep:
     name: str = ""
 
 
+class Lazy:
+    """A view computed on first use (e.g. a classifier trained only if an attack asks for it).
+
+    The computation must draw its randomness from a generator split off at fit time, so the
+    release is the same whether or not the view is used.
+    """
+
+    def __init__(self, compute: Callable[[], Any]) -> None:
+        self._compute = compute
+        self._done = False
+        self._value: Any = None
+
+    def get(self) -> Any:
+        if not self._done:
+            self._value, self._done = self._compute(), True
+        return self._value
+
+
+def resolve(value: Any) -> Any:
+    """The value of a possibly :class:`Lazy` view."""
+    return value.get() if isinstance(value, Lazy) else value
+
+
 @dataclass
 class Release:
     """What one training run releases, by threat level (a target offers what it can).
@@ -126,7 +149,7 @@ class Release:
         value = getattr(self, level)
         if value is None:
             raise ValueError(f"this release offers no {level!r} view; it offers {', '.join(self.levels)}")
-        return value
+        return resolve(value)
 
 
 class Target(ABC):

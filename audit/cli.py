@@ -1,0 +1,278 @@
+"""Command line: ``python -m audit <command>`` (also installed as ``dpgnn-audit``)."""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from audit.data import DatasetError
+
+
+class UserError(Exception):
+    """A mistake in the command line or its inputs: printed without a traceback, exit status 2."""
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"epsilon must be a finite number > 0, got {text}")
+    return value
+
+
+def _delta(text: str) -> float | None:
+    if text == "auto":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or 'auto', got {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"delta must be in (0, 1), got {text}")
+    return value
+
+
+def _confidence(text: str) -> float:
+    value = float(text)
+    if not 0.5 <= value < 1:
+        raise argparse.ArgumentTypeError(f"confidence must be in [0.5, 1), got {text}")
+    return value
+
+
+def _add_target_args(p: argparse.ArgumentParser, *, epsilon_default: float | None = 1.0) -> None:
+    p.add_argument("--target", required=True, help="registry name or package.module:Class")
+    p.add_argument("--epsilon", type=_positive_float, default=epsilon_default, help="target ε (default 1)")
+    p.add_argument("--delta", type=_delta, default=None, help="δ in (0,1) or 'auto' (the paper's rule)")
+    p.add_argument("--set", nargs="+", action="append", default=[], metavar="KEY=VALUE",
+                   help="target hyperparameters, e.g. --set hops=10 contraction=0.8")
+    p.add_argument("--bug", default=None, help="a planted bug of the target (see `list`)")
+    p.add_argument("--dataset", default="csbm")
+    p.add_argument("--data-root", default=None, help="folder laid out like shared/datasets (else $AUDIT_DATA_DIR)")
+    p.add_argument("--device", default="cpu", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _params(args: argparse.Namespace) -> dict[str, str]:
+    from targets.base import parse_assignments
+
+    return parse_assignments([item for group in args.set for item in group])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dpgnn-audit", description="Audit the privacy claims of DP graph neural networks.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("run", help="play the audit game and compare the ε lower bound with the claim")
+    _add_target_args(p)
+    p.add_argument("--attack", default="auto")
+    p.add_argument("--canary", default="auto")
+    p.add_argument("--level", default="auto", choices=["auto", "api", "weights", "mechanism", "trace"])
+    p.add_argument("--mode", default="multi", choices=["multi", "one-run"])
+    p.add_argument("--trials", type=int, default=1000)
+    p.add_argument("--confidence", type=_confidence, default=0.95)
+    p.add_argument("--estimator", default="auto", choices=["auto", "cp", "gdp", "bayes"])
+    p.add_argument("--jobs", type=int, default=1)
+    p.add_argument("--backend", default="loky", choices=["loky", "dask"])
+    p.add_argument("--scheduler", default=None, help="Dask scheduler address (with --backend dask)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="results")
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--fail-on-violation", action="store_true", help="exit status 1 on VIOLATION")
+
+    p = sub.add_parser("accounting", help="the claim and the calibrated noise, no training")
+    _add_target_args(p)
+
+    p = sub.add_parser("train", help="utility (accuracy) of one private run")
+    _add_target_args(p)
+    p.add_argument("--seed", type=int, default=0)
+
+    p = sub.add_parser("estimate", help="ε lower bound from two score files (one number a line)")
+    p.add_argument("--scores-out", required=True)
+    p.add_argument("--scores-in", required=True)
+    p.add_argument("--delta", type=_delta, required=True)
+    p.add_argument("--method", default="cp", choices=["cp", "gdp", "bayes", "one-run"])
+    p.add_argument("--confidence", type=_confidence, default=0.95)
+    p.add_argument("--json", action="store_true")
+
+    sub.add_parser("list", help="targets, bugs, attacks, canaries, datasets").add_argument("--json", action="store_true")
+
+    p = sub.add_parser("report", help="markdown and plots for a result")
+    p.add_argument("run", help="result JSON path or run id")
+    p.add_argument("--out", default=None, help="folder for the report (default: beside the result)")
+
+    p = sub.add_parser("compare", help="a table of several results")
+    p.add_argument("runs", nargs="+")
+    return parser
+
+
+# ---------------------------------------------------------------------------------------------
+def _emit(obj: Any, as_json: bool, text: str) -> None:
+    print(json.dumps(obj, indent=2, sort_keys=True, default=str) if as_json else text)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from audit import report
+    from audit.game import AuditSpec, run_audit
+
+    if args.jobs < 1:
+        raise UserError(f"--jobs must be >= 1, got {args.jobs}")
+    spec = AuditSpec(target=args.target, epsilon=args.epsilon, delta=args.delta, bug=args.bug,
+                     params=_params(args), dataset=args.dataset, canary=args.canary, attack=args.attack,
+                     level=args.level, trials=args.trials, seed=args.seed, confidence=args.confidence,
+                     estimator=args.estimator, mode=args.mode, device=args.device, data_root=args.data_root)
+    result = run_audit(spec, out=args.out, jobs=args.jobs, backend=args.backend, scheduler=args.scheduler,
+                       progress=not args.no_progress)
+    _emit(result, args.json, report.table(result) + f"\n\nresult: {Path(args.out) / (result['run_id'] + '.json')}")
+    return 1 if args.fail_on_violation and result["verdict"] == "VIOLATION" else 0
+
+
+def cmd_accounting(args: argparse.Namespace) -> int:
+    from audit import data
+    from targets.base import build
+
+    target = build(args.target, epsilon=args.epsilon, delta=args.delta, bug=args.bug, device=args.device,
+                   **_params(args))
+    graph = data.load(args.dataset, root=args.data_root)
+    claim = target.claim(graph).to_dict()
+    claim["target"] = args.target
+    claim["dataset"] = args.dataset
+    lines = [f"target      {args.target} on {args.dataset}",
+             f"claim       ε = {claim['epsilon']:.6g}, δ = {claim['delta']:.3g}  ({claim['accountant']})",
+             f"unit        {claim['unit']}"]
+    if claim.get("gdp_mu") is not None:
+        lines.append(f"μ (GDP)     {claim['gdp_mu']:.6g}")
+    lines += [f"{k:<11} {v}" for k, v in claim["details"].items()]
+    _emit(claim, args.json, "\n".join(lines))
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    import time
+
+    import torch
+
+    from audit import data
+    from targets.base import build
+
+    target = build(args.target, epsilon=args.epsilon, delta=args.delta, bug=args.bug, device=args.device,
+                   **_params(args))
+    graph = data.load(args.dataset, root=args.data_root, seed=args.seed)
+    claim = target.claim(graph)
+    t0 = time.time()
+    release = target.fit(graph, torch.Generator().manual_seed(args.seed))
+    from targets.base import resolve
+
+    acc = resolve(release.info.get("accuracy"))
+    if acc is None:
+        raise UserError(f"target {args.target!r} reports no accuracy (it is not a classifier)")
+    out = {"target": args.target, "dataset": args.dataset, "epsilon": claim.epsilon, "delta": claim.delta,
+           "accuracy": acc, "seed": args.seed, "wall_time_s": time.time() - t0}
+    text = (f"{args.target} on {args.dataset}, ε = {claim.epsilon:.4g}, δ = {claim.delta:.3g}: "
+            + ", ".join(f"{k} {v:.4f}" for k, v in acc.items()) + f"  ({out['wall_time_s']:.1f}s)")
+    _emit(out, args.json, text)
+    return 0
+
+
+def _read_scores(path: str) -> list[float]:
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"score file not found: {path}")
+    values = []
+    for n, line in enumerate(p.read_text().splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        try:
+            values.append(float(line))
+        except ValueError:
+            raise UserError(f"{path}, line {n}: not a number: {line!r}") from None
+    if not values:
+        raise UserError(f"{path} holds no scores")
+    return values
+
+
+def cmd_estimate(args: argparse.Namespace) -> int:
+    from audit import estimators
+
+    out, inn = _read_scores(args.scores_out), _read_scores(args.scores_in)
+    if args.delta is None:
+        raise UserError("--delta needs a value in (0, 1)")
+    est = estimators.estimate(out, inn, delta=args.delta, method=args.method, confidence=args.confidence)
+    d = est.to_dict()
+    d["auc"] = estimators.auc(out, inn)
+    text = (f"ε lower bound {d['eps_lb']} ({est.method}, {est.confidence:.0%}); interval {d['interval']}; "
+            f"max certifiable {d['max_certifiable_eps']}; AUC {d['auc']:.4f}; counts {est.counts}"
+            + (f"\nassumes: {est.assumption}" if est.assumption else ""))
+    _emit(d, args.json, text)
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from audit import data, estimators
+    from audit.game import ATTACKS, CANARIES
+    from targets import base
+
+    info: dict[str, Any] = {"targets": {}, "attacks": sorted(ATTACKS), "canaries": sorted(CANARIES),
+                            "datasets": data.names(), "estimators": list(estimators.METHODS)}
+    for name in base.available():
+        cls = base.get(name)
+        info["targets"][name] = {"levels": list(cls.levels), "bugs": dict(cls.bugs)}
+    lines = ["targets:"]
+    for name, t in info["targets"].items():
+        lines.append(f"  {name:<13} views: {', '.join(t['levels'])}")
+        for bug, what in t["bugs"].items():
+            lines.append(f"      --bug {bug:<24} {what}")
+    lines += [f"attacks:    {', '.join(info['attacks'])}", f"canaries:   {', '.join(info['canaries'])}",
+              f"estimators: {', '.join(info['estimators'])}", f"datasets:   {', '.join(info['datasets'])}"]
+    _emit(info, args.json, "\n".join(lines))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from audit import report
+
+    try:
+        result = report.load_result(args.run)
+    except FileNotFoundError as err:
+        raise UserError(str(err)) from None
+    folder = Path(args.out) if args.out else Path(result["store"]).parent
+    folder.mkdir(parents=True, exist_ok=True)
+    run_id = result.get("run_id", "run")
+    image = report.plot(result, folder / f"{run_id}.png")
+    md = folder / f"{run_id}.md"
+    md.write_text(report.markdown(result, image.name))
+    print(report.table(result))
+    print(f"\nreport: {md}\nplot:   {image}")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from audit import report
+
+    try:
+        results = [report.load_result(r) for r in args.runs]
+    except FileNotFoundError as err:
+        raise UserError(str(err)) from None
+    print(report.compare(results))
+    return 0
+
+
+COMMANDS = {"run": cmd_run, "accounting": cmd_accounting, "train": cmd_train, "estimate": cmd_estimate,
+            "list": cmd_list, "report": cmd_report, "compare": cmd_compare}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except (UserError, DatasetError, ValueError, FileNotFoundError) as err:
+        print(f"dpgnn-audit {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\ninterrupted: finished trials are saved; rerun the same command to resume", file=sys.stderr)
+        return 130

@@ -1,0 +1,425 @@
+"""Empirical ε lower bounds with confidence (specs/auditing.md).
+
+One entry point, :func:`estimate`, over two score samples (higher score = "the canary was in"):
+
+* ``cp`` — Clopper–Pearson on FPR and FNR at one threshold (Jagielski et al. 2020), each rate
+  bounded at β/2, ε from both inequalities of §0. Rigorous, no assumption on the mechanism.
+* ``gdp`` — Gaussian-DP (Nasr et al. 2023): a lower bound on μ from a confidence bound on the
+  test's error, converted to ε at δ. **Assumes the mechanism's trade-off curve is Gaussian**
+  (exact for Gaussian mechanisms and their compositions); not a bound for other curves.
+* ``bayes`` — Bayesian credible bound (Zanella-Béguelin et al. 2023): Jeffreys (joint-beta)
+  posteriors on FPR and FNR, the β-quantile of ε.
+* ``one-run`` — Steinke, Nasr & Jagielski 2023: m canaries in one run, top/bottom guesses with
+  abstention, the exact p-value for the number of correct guesses.
+
+Validity: the threshold (or guess count) is never chosen on the trials that are reported. For
+``cp``/``gdp``/``bayes`` a fixed, score-independent split holds out ``select_fraction`` of each
+world's trials to choose the threshold; the bound is computed on the rest. For ``one-run`` the
+number of guesses is chosen from a fixed grid with a Bonferroni correction.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy.stats import beta as beta_dist
+from scipy.stats import binom, norm
+
+from targets.accounting import check_delta, gdp_epsilon
+
+METHODS = ("cp", "gdp", "bayes", "one-run")
+_SELECT_FRACTION = {"cp": 0.5, "gdp": 0.2, "bayes": 0.5}
+_MAX_THRESHOLDS = 512
+_ONE_RUN_GRID = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)  # guesses as a fraction of m
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """An empirical ε lower bound and what it rests on.
+
+    ``eps_lb`` is a one-sided lower confidence bound at ``confidence``; ``interval`` is the
+    two-sided interval of the ε the attack demonstrates at its threshold (same confidence);
+    ``max_certifiable_eps`` is the bound a perfect attack would get with this many trials.
+    """
+
+    eps_lb: float
+    interval: tuple[float, float]
+    method: str
+    threshold: float | None
+    max_certifiable_eps: float
+    confidence: float
+    delta: float
+    mu_lb: float | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+    assumption: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["interval"] = [_finite(x) for x in self.interval]
+        d["eps_lb"] = _finite(self.eps_lb)
+        d["max_certifiable_eps"] = _finite(self.max_certifiable_eps)
+        return d
+
+
+def _finite(x: float | None) -> float | str | None:
+    if x is None:
+        return None
+    return x if math.isfinite(x) else ("inf" if x > 0 else "-inf")
+
+
+# ---------------------------------------------------------------------------------------------
+# input checks
+# ---------------------------------------------------------------------------------------------
+def _check_scores(scores: Sequence[float], name: str) -> np.ndarray:
+    arr = np.asarray(scores, dtype=float).ravel()
+    if arr.size == 0:
+        raise ValueError(f"{name} is empty")
+    if not np.all(np.isfinite(arr)):
+        bad = int(np.flatnonzero(~np.isfinite(arr))[0])
+        raise ValueError(f"{name} has a non-finite score at position {bad}: {arr[bad]!r}")
+    return arr
+
+
+def _check_confidence(confidence: float) -> float:
+    confidence = float(confidence)
+    if not (0.5 <= confidence < 1.0):
+        raise ValueError(f"confidence must be in [0.5, 1), got {confidence!r}")
+    return confidence
+
+
+# ---------------------------------------------------------------------------------------------
+# binomial bounds and the privacy region (§0)
+# ---------------------------------------------------------------------------------------------
+def cp_upper(k: int, n: int, beta: float) -> float:
+    """One-sided Clopper–Pearson upper bound on a proportion at level β."""
+    if n == 0:
+        return 1.0
+    if k >= n:
+        return 1.0
+    return float(beta_dist.ppf(1.0 - beta, k + 1, n - k))
+
+
+def cp_lower(k: int, n: int, beta: float) -> float:
+    """One-sided Clopper–Pearson lower bound on a proportion at level β."""
+    if n == 0 or k <= 0:
+        return 0.0
+    return float(beta_dist.ppf(beta, k, n - k + 1))
+
+
+def eps_from_rates(fpr: np.ndarray | float, fnr: np.ndarray | float, delta: float) -> np.ndarray:
+    """ε implied by a test with (FPR, FNR) under (ε, δ)-DP (specs/auditing.md §0), vectorised.
+
+    ε ≥ max{ ln((1 − δ − FNR)/FPR), ln((1 − δ − FPR)/FNR), 0 }.
+    """
+    fpr = np.asarray(fpr, dtype=float)
+    fnr = np.asarray(fnr, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a = np.log(np.clip(1.0 - delta - fnr, 0, None)) - np.log(fpr)
+        b = np.log(np.clip(1.0 - delta - fpr, 0, None)) - np.log(fnr)
+    out = np.fmax(np.fmax(np.nan_to_num(a, nan=-np.inf), np.nan_to_num(b, nan=-np.inf)), 0.0)
+    return out
+
+
+def _cp_upper_vec(k: np.ndarray, n: int, beta: float) -> np.ndarray:
+    k = np.asarray(k)
+    out = np.ones(k.shape, dtype=float)
+    ok = k < n
+    out[ok] = beta_dist.ppf(1.0 - beta, k[ok] + 1, n - k[ok])
+    return out
+
+
+def _cp_lower_vec(k: np.ndarray, n: int, beta: float) -> np.ndarray:
+    k = np.asarray(k)
+    out = np.zeros(k.shape, dtype=float)
+    ok = k > 0
+    out[ok] = beta_dist.ppf(beta, k[ok], n - k[ok] + 1)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# thresholds
+# ---------------------------------------------------------------------------------------------
+def split_indices(n: int, select_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A score-independent split of range(n) into (select, evaluate)."""
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(n)
+    k = int(round(select_fraction * n))
+    return np.sort(perm[:k]), np.sort(perm[k:])
+
+
+def _candidate_thresholds(out: np.ndarray, inn: np.ndarray) -> np.ndarray:
+    pooled = np.unique(np.concatenate([out, inn]))
+    if pooled.size > _MAX_THRESHOLDS:
+        pooled = np.unique(np.quantile(pooled, np.linspace(0, 1, _MAX_THRESHOLDS)))
+    # "IN iff s ≥ t": t just above every observed value, plus −∞ (always IN)
+    return np.concatenate([[-np.inf], pooled, [np.inf]])
+
+
+def _rates_at(out: np.ndarray, inn: np.ndarray, thresholds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(false positives, false negatives) counts for "IN iff s ≥ t" at each threshold."""
+    so, si = np.sort(out), np.sort(inn)
+    fp = out.size - np.searchsorted(so, thresholds, side="left")
+    fn = np.searchsorted(si, thresholds, side="left")
+    return fp, fn
+
+
+# ---------------------------------------------------------------------------------------------
+# the methods at a fixed threshold (counts in, bound out)
+# ---------------------------------------------------------------------------------------------
+def _cp_bound(fp, fn, n_out, n_in, delta, beta):
+    fpr_ub = _cp_upper_vec(fp, n_out, beta / 2)
+    fnr_ub = _cp_upper_vec(fn, n_in, beta / 2)
+    return eps_from_rates(fpr_ub, fnr_ub, delta)
+
+
+def _cp_point_upper(fp, fn, n_out, n_in, delta, beta):
+    """ε at the opposite confidence ends (upper end of the attack's ε interval)."""
+    return eps_from_rates(_cp_lower_vec(fp, n_out, beta / 2), _cp_lower_vec(fn, n_in, beta / 2), delta)
+
+
+def _gdp_mu_bound(fp, fn, n_out, n_in, beta):
+    """Lower confidence bound on μ under a Gaussian trade-off curve.
+
+    With equal world sizes the errors FP + FN are a sum of n_out + n_in independent Bernoullis
+    with mean p̄ = (FPR + FNR)/2, so a CP bound on p̄ holds (Hoeffding 1956: such sums are more
+    concentrated than Binomial(N, p̄)). A μ-GDP test has FPR + FNR ≥ 2Φ(−μ/2) at any threshold,
+    hence μ ≥ −2Φ⁻¹(p̄_ub). With unequal sizes: each rate at β/2 and μ ≥ Φ⁻¹(1 − FPR_ub) − Φ⁻¹(FNR_ub).
+    """
+    if n_out == n_in:
+        p_ub = _cp_upper_vec(np.asarray(fp) + np.asarray(fn), n_out + n_in, beta)
+        return np.fmax(-2.0 * norm.ppf(np.clip(p_ub, 0, 1)), 0.0)
+    fpr_ub = _cp_upper_vec(fp, n_out, beta / 2)
+    fnr_ub = _cp_upper_vec(fn, n_in, beta / 2)
+    return np.fmax(norm.isf(fpr_ub) - norm.ppf(fnr_ub), 0.0)
+
+
+def _gdp_mu_upper(fp, fn, n_out, n_in, beta):
+    if n_out == n_in:
+        p_lb = _cp_lower_vec(np.asarray(fp) + np.asarray(fn), n_out + n_in, beta)
+        return np.fmax(-2.0 * norm.ppf(np.clip(p_lb, 0, 1)), 0.0)
+    fpr_lb = _cp_lower_vec(fp, n_out, beta / 2)
+    fnr_lb = _cp_lower_vec(fn, n_in, beta / 2)
+    return np.fmax(norm.isf(fpr_lb) - norm.ppf(fnr_lb), 0.0)
+
+
+def _bayes_quantiles(fp: int, fn: int, n_out: int, n_in: int, delta: float,
+                     qs: Sequence[float], samples: int = 1_000_000, seed: int = 0) -> np.ndarray:
+    """Quantiles of ε under Jeffreys posteriors FPR ~ Beta(FP+½, TN+½), FNR ~ Beta(FN+½, TP+½)."""
+    rng = np.random.default_rng(seed)
+    fpr = rng.beta(fp + 0.5, n_out - fp + 0.5, size=samples)
+    fnr = rng.beta(fn + 0.5, n_in - fn + 0.5, size=samples)
+    # reflect points above the diagonal (swapped worlds) before applying §0
+    swap = fpr + fnr > 1.0
+    fpr_r = np.where(swap, 1.0 - fnr, fpr)
+    fnr_r = np.where(swap, 1.0 - fpr, fnr)
+    eps = eps_from_rates(fpr_r, fnr_r, delta)
+    return np.quantile(eps, qs)
+
+
+def _bayes_select_score(fp, fn, n_out, n_in, delta, beta):
+    # a cheap proxy for threshold selection: the CP bound (selection data only)
+    return _cp_bound(fp, fn, n_out, n_in, delta, beta)
+
+
+# ---------------------------------------------------------------------------------------------
+# public API
+# ---------------------------------------------------------------------------------------------
+def estimate(scores_out: Sequence[float], scores_in: Sequence[float], *, delta: float,
+             method: str = "cp", confidence: float = 0.95, select_fraction: float | None = None,
+             threshold: float | None = None, seed: int = 0) -> Estimate:
+    """An ε lower bound from OUT-world and IN-world scores (higher = IN).
+
+    Args:
+        scores_out, scores_in: one score per trial in each world (for ``one-run``: one per canary,
+            split by whether the canary was inserted).
+        delta: the δ of the (ε, δ) claim under test, in (0, 1).
+        method: ``cp``, ``gdp``, ``bayes`` or ``one-run``.
+        confidence: 1 − β.
+        select_fraction: share of each world's trials held out to choose the threshold
+            (default: 0.5 for cp and bayes, 0.2 for gdp); ignored when `threshold` is given.
+        threshold: an explicit threshold chosen before seeing these scores (then all trials count).
+        seed: seed of the score-independent split.
+    """
+    out = _check_scores(scores_out, "scores_out")
+    inn = _check_scores(scores_in, "scores_in")
+    check_delta(delta)
+    confidence = _check_confidence(confidence)
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
+    if method == "one-run":
+        return one_run(out, inn, delta=delta, confidence=confidence)
+    beta = 1.0 - confidence
+    if threshold is None:
+        frac = _SELECT_FRACTION[method] if select_fraction is None else float(select_fraction)
+        if not (0.0 < frac < 1.0):
+            raise ValueError(f"select_fraction must be in (0, 1), got {frac!r}")
+        if min(out.size, inn.size) < 4:
+            raise ValueError("need at least 4 trials per world to hold out a threshold-selection set")
+        s_out, e_out = split_indices(out.size, frac, seed)
+        s_in, e_in = split_indices(inn.size, frac, seed + 1)
+        threshold = _select_threshold(method, out[s_out], inn[s_in], delta, beta)
+        out, inn = out[e_out], inn[e_in]
+    fp, fn = (int(c[0]) for c in _rates_at(out, inn, np.array([threshold])))
+    n_out, n_in = out.size, inn.size
+    counts = {"fp": fp, "tn": n_out - fp, "fn": fn, "tp": n_in - fn, "n_out": n_out, "n_in": n_in}
+    maxc = max_certifiable_eps(method, n_out, n_in, delta=delta, confidence=confidence)
+    if method == "cp":
+        lb = float(_cp_bound(fp, fn, n_out, n_in, delta, beta))
+        hi = float(_cp_point_upper(fp, fn, n_out, n_in, delta, beta))
+        return Estimate(lb, (lb, hi), "cp", float(threshold), maxc, confidence, delta, counts=counts)
+    if method == "gdp":
+        mu_lb = float(_gdp_mu_bound(fp, fn, n_out, n_in, beta))
+        mu_hi = float(_gdp_mu_upper(fp, fn, n_out, n_in, beta))
+        lb, hi = gdp_epsilon(mu_lb, delta), gdp_epsilon(mu_hi, delta)
+        return Estimate(lb, (lb, hi), "gdp", float(threshold), maxc, confidence, delta, mu_lb=mu_lb,
+                        counts=counts, assumption="Gaussian trade-off curve (μ-GDP)")
+    q_lo, q_2, q_hi = _bayes_quantiles(fp, fn, n_out, n_in, delta, [beta, beta / 2, 1 - beta / 2])
+    return Estimate(float(q_lo), (float(q_2), float(q_hi)), "bayes", float(threshold), maxc, confidence,
+                    delta, counts=counts, assumption="Jeffreys priors on FPR and FNR (credible bound)")
+
+
+def _select_threshold(method: str, out: np.ndarray, inn: np.ndarray, delta: float, beta: float) -> float:
+    thresholds = _candidate_thresholds(out, inn)
+    fp, fn = _rates_at(out, inn, thresholds)
+    n_out, n_in = out.size, inn.size
+    if method == "gdp":
+        # the best symmetric-error point: smallest FP/n_out + FN/n_in
+        value = -(fp / n_out + fn / n_in)
+    else:
+        value = _cp_bound(fp, fn, n_out, n_in, delta, beta)
+        # break ties (e.g. all zero) by balanced error, so the choice is still informative
+        value = value - 1e-9 * (fp / n_out + fn / n_in)
+    return float(thresholds[int(np.argmax(value))])
+
+
+def max_certifiable_eps(method: str, n_out: int, n_in: int, *, delta: float, confidence: float = 0.95,
+                        select_fraction: float | None = None) -> float:
+    """The bound a perfect attack (no errors) would give with these evaluation trials.
+
+    For ``one-run``, n_out + n_in is the number of canaries m.
+    """
+    beta = 1.0 - confidence
+    if method == "cp" or method == "bayes":
+        if method == "bayes":
+            return float(_bayes_quantiles(0, 0, n_out, n_in, delta, [beta], samples=200_000)[0])
+        return float(_cp_bound(0, 0, n_out, n_in, delta, beta))
+    if method == "gdp":
+        return gdp_epsilon(float(_gdp_mu_bound(0, 0, n_out, n_in, beta)), delta)
+    if method == "one-run":
+        m = n_out + n_in
+        grid = _one_run_grid(m)
+        return max(one_run_epsilon(m, r, r, delta, beta / len(grid)) for r in grid)
+    raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
+
+
+def trial_budget(method: str, epsilon: float, *, delta: float, confidence: float = 0.95) -> int:
+    """Smallest balanced number of trials (both worlds, before the selection hold-out) whose
+    ``max_certifiable_eps`` reaches `epsilon` — the budget below which no attack could certify it."""
+    frac = _SELECT_FRACTION.get(method, 0.0)
+    n = 8
+    while n < 10**8:
+        per_world = int((n // 2) * (1 - frac))
+        if max_certifiable_eps(method, per_world, per_world, delta=delta, confidence=confidence) >= epsilon:
+            return n
+        n *= 2
+    return n
+
+
+# ---------------------------------------------------------------------------------------------
+# one run (Steinke, Nasr & Jagielski 2023)
+# ---------------------------------------------------------------------------------------------
+def one_run_p_value(epsilon: float, delta: float, m: int, r: int, v: int) -> float:
+    """p-value of "the mechanism is (ε, δ)-DP" after v correct guesses out of r, m canaries (§3)."""
+    if v <= 0:
+        return 1.0
+    q = 1.0 / (1.0 + math.exp(-epsilon))
+    tail = binom.sf(v - 1, r, q)  # P[Bin(r, q) ≥ v]
+    if delta == 0:
+        return float(min(1.0, tail))
+    i = np.arange(1, v + 1)
+    a = np.max((binom.sf(v - i - 1, r, q) - tail) / i)
+    return float(min(1.0, tail + a * delta * 2 * m))
+
+
+def one_run_epsilon(m: int, r: int, v: int, delta: float, beta: float) -> float:
+    """sup{ε ≥ 0 : p(ε, δ) ≤ β}, by bisection (p is increasing in ε)."""
+    if one_run_p_value(0.0, delta, m, r, v) > beta:
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while one_run_p_value(hi, delta, m, r, v) <= beta:
+        lo, hi = hi, hi * 2
+        if hi > 200:
+            return math.inf
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if one_run_p_value(mid, delta, m, r, v) <= beta:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _one_run_grid(m: int) -> list[int]:
+    return sorted({max(2, int(round(f * m))) // 2 * 2 for f in _ONE_RUN_GRID if f * m >= 2})
+
+
+def one_run(scores_out: np.ndarray, scores_in: np.ndarray, *, delta: float, confidence: float = 0.95
+            ) -> Estimate:
+    """One-run audit: canaries not inserted (OUT) and inserted (IN), one score each.
+
+    Guesses: the r/2 highest scores say IN and the r/2 lowest say OUT; r runs over a fixed grid
+    of fractions of m, paid for with a Bonferroni correction (β / grid size).
+    """
+    beta = 1.0 - confidence
+    scores = np.concatenate([scores_out, scores_in])
+    truth = np.concatenate([np.zeros(scores_out.size, bool), np.ones(scores_in.size, bool)])
+    m = scores.size
+    grid = _one_run_grid(m)
+    if not grid:
+        raise ValueError("one-run needs at least 2 canaries")
+    order = np.argsort(scores, kind="stable")
+    best = (0.0, grid[0], 0)
+    for r in grid:
+        k = r // 2
+        v = int((~truth[order[:k]]).sum() + truth[order[m - k:]].sum())
+        eps = one_run_epsilon(m, r, v, delta, beta / len(grid))
+        if eps > best[0]:
+            best = (eps, r, v)
+    eps, r, v = best
+    maxc = max_certifiable_eps("one-run", scores_out.size, scores_in.size, delta=delta, confidence=confidence)
+    counts = {"m": m, "guesses": r, "correct": v, "n_out": int(scores_out.size), "n_in": int(scores_in.size)}
+    return Estimate(eps, (eps, math.inf), "one-run", None, maxc, confidence, delta, counts=counts)
+
+
+# ---------------------------------------------------------------------------------------------
+# descriptives (not bounds)
+# ---------------------------------------------------------------------------------------------
+def auc(scores_out: Sequence[float], scores_in: Sequence[float]) -> float:
+    """P[s_in > s_out] + ½ P[tie] (the ROC AUC)."""
+    out = np.sort(np.asarray(scores_out, float))
+    inn = np.asarray(scores_in, float)
+    less = np.searchsorted(out, inn, side="left")
+    leq = np.searchsorted(out, inn, side="right")
+    return float((less + 0.5 * (leq - less)).sum() / (out.size * inn.size))
+
+
+def roc(scores_out: Sequence[float], scores_in: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    """(FPR, TPR) over all thresholds, from (1, 1) down to (0, 0)."""
+    out, inn = np.asarray(scores_out, float), np.asarray(scores_in, float)
+    t = _candidate_thresholds(out, inn)
+    fp, fn = _rates_at(out, inn, t)
+    return fp / out.size, 1.0 - fn / inn.size
+
+
+def tpr_at_fpr(scores_out: Sequence[float], scores_in: Sequence[float], fpr: float) -> float:
+    f, t = roc(scores_out, scores_in)
+    ok = f <= fpr
+    return float(t[ok].max()) if ok.any() else 0.0
+
+
+ESTIMATORS: dict[str, Callable[..., Estimate]] = {
+    m: (lambda m_: (lambda o, i, **kw: estimate(o, i, method=m_, **kw)))(m) for m in METHODS
+}

@@ -1,0 +1,304 @@
+"""The audit game: challenger, secret bits, parallel trials, and the result.
+
+A run fixes a target (from a target ε), a dataset, a canary (two neighbouring worlds, chosen once
+per run from the run seed and the target's *noiseless* map, never from trial outcomes) and an
+attack. Trial i draws its secret bit and its training randomness from (run seed, i) alone, so
+trials can run in any order, on any worker, and a rerun of the same spec resumes.
+
+Bits are balanced in pairs: trials 2j and 2j+1 take opposite bits, in an order set by a coin for
+pair j. Trials run in chunks (joblib: loky processes, or a Dask cluster through joblib's dask
+backend); each chunk rebuilds the target from its config and calls ``prepare`` once.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import platform
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from audit import data as datasets
+from audit import estimators
+from audit.store import Store
+from targets import base as targets
+
+# ---------------------------------------------------------------------------------------------
+# registries of canaries and attacks (imported lazily so that a missing module names itself)
+# ---------------------------------------------------------------------------------------------
+CANARIES: dict[str, str] = {
+    "random-edge": "canaries.edge:RandomEdge",
+    "worst-edge": "canaries.edge:WorstCaseEdge",
+}
+ATTACKS: dict[str, str] = {
+    "mechanism-lrt": "attacks.mechanism:MechanismLRT",
+}
+
+
+def _load(spec: str) -> Any:
+    import importlib
+
+    module, _, attr = spec.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def make_canary(name: str) -> Any:
+    if name not in CANARIES:
+        raise ValueError(f"unknown canary {name!r}; known: {', '.join(sorted(CANARIES))}")
+    return _load(CANARIES[name])()
+
+
+def make_attack(name: str) -> Any:
+    if name not in ATTACKS:
+        raise ValueError(f"unknown attack {name!r}; known: {', '.join(sorted(ATTACKS))}")
+    return _load(ATTACKS[name])()
+
+
+def auto_attack(target: targets.Target) -> str:
+    if "mechanism" in target.levels:
+        return "mechanism-lrt"
+    raise ValueError(f"no attack in this version fits the views of target {target.name!r} "
+                     f"({', '.join(target.levels)}); pass --attack explicitly")
+
+
+def auto_canary(target: targets.Target, graph: Any) -> str:
+    if target.unit is not targets.Unit.EDGE:
+        raise ValueError(f"target {target.name!r} protects nodes; node canaries are not in this version "
+                         "(audit its edge-level mode with --set unit=edge)")
+    try:
+        has_map = target.noiseless(graph) is not None
+    except NotImplementedError:
+        has_map = False
+    return "worst-edge" if has_map else "random-edge"
+
+
+# ---------------------------------------------------------------------------------------------
+# the spec of a run
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class AuditSpec:
+    """Everything that determines an audit's trials (and, with trials/estimator, its result)."""
+
+    target: str = "caribou"
+    epsilon: float = 1.0
+    delta: float | None = None
+    bug: str | None = None
+    params: dict[str, str] = field(default_factory=dict)
+    dataset: str = "csbm"
+    canary: str = "auto"
+    attack: str = "auto"
+    level: str = "auto"
+    trials: int = 1000
+    seed: int = 0
+    confidence: float = 0.95
+    estimator: str = "auto"
+    mode: str = "multi"
+    device: str = "cpu"
+    data_root: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.epsilon <= 0 or math.isnan(self.epsilon):
+            raise ValueError(f"epsilon must be > 0, got {self.epsilon!r}")
+        if self.delta is not None and not (0 < self.delta < 1):
+            raise ValueError(f"delta must be in (0, 1), got {self.delta!r}")
+        if self.trials < 8 or self.trials % 2:
+            raise ValueError(f"trials must be an even number >= 8, got {self.trials!r}")
+        if not (0.5 <= self.confidence < 1):
+            raise ValueError(f"confidence must be in [0.5, 1), got {self.confidence!r}")
+        if self.mode not in ("multi", "one-run"):
+            raise ValueError(f"mode must be 'multi' or 'one-run', got {self.mode!r}")
+        if self.estimator not in ("auto", *estimators.METHODS):
+            raise ValueError(f"unknown estimator {self.estimator!r}; known: auto, {', '.join(estimators.METHODS)}")
+
+    def key(self) -> str:
+        """Hash of the fields that determine trial outcomes (not trials, confidence, estimator)."""
+        d = asdict(self)
+        for k in ("trials", "confidence", "estimator", "data_root"):
+            d.pop(k)
+        return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def build_target(spec: AuditSpec) -> targets.Target:
+    return targets.build(spec.target, epsilon=spec.epsilon, delta=spec.delta, bug=spec.bug,
+                         device=spec.device, **spec.params)
+
+
+# ---------------------------------------------------------------------------------------------
+# seeding
+# ---------------------------------------------------------------------------------------------
+def secret_bit(seed: int, index: int) -> int:
+    """Balanced in pairs: trials 2j, 2j+1 take opposite bits, ordered by a coin from (seed, j)."""
+    coin = int(np.random.SeedSequence([seed, index // 2, 0xB17]).generate_state(1)[0]) & 1
+    return (index & 1) ^ coin
+
+
+def trial_seed(seed: int, index: int) -> int:
+    a, b = np.random.SeedSequence([seed, index, 0x5EED]).generate_state(2)
+    return (int(a) << 31 ^ int(b)) & ((1 << 63) - 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# playing trials
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class _Setup:
+    """What a worker needs to play trials (picklable)."""
+
+    target_cls: str
+    config: Any
+    pair: Any
+    graph: Any
+    attack: str
+    seed: int
+    threads: int = 1
+
+
+def play_chunk(setup: _Setup, indices: list[int]) -> list[tuple[int, int, float]]:
+    """Play the given trials; returns (index, bit, score) for each."""
+    if setup.threads:
+        torch.set_num_threads(setup.threads)
+    target = targets.get(setup.target_cls)(setup.config)
+    attack = make_attack(setup.attack)
+    target.prepare(setup.graph)
+    rows = []
+    for i in indices:
+        bit = secret_bit(setup.seed, i)
+        rng = torch.Generator().manual_seed(trial_seed(setup.seed, i))
+        release = target.fit(setup.pair.world(bit), rng)
+        score = float(attack.score(release, setup.pair, setup.graph))
+        if not math.isfinite(score):
+            raise RuntimeError(f"attack {setup.attack!r} returned a non-finite score at trial {i}")
+        rows.append((i, bit, score))
+    return rows
+
+
+def _chunks(indices: list[int], jobs: int, max_chunk: int = 100) -> list[list[int]]:
+    if not indices:
+        return []
+    size = max(1, min(max_chunk, math.ceil(len(indices) / (4 * max(jobs, 1)))))
+    return [indices[k:k + size] for k in range(0, len(indices), size)]
+
+
+def _execute(setup: _Setup, chunks: list[list[int]], jobs: int, backend: str, scheduler: str | None
+             ) -> Iterator[list[tuple[int, int, float]]]:
+    if jobs == 1 and backend == "loky":
+        for c in chunks:
+            yield play_chunk(setup, c)
+        return
+    from joblib import Parallel, delayed, parallel_config
+
+    if backend == "dask":
+        try:
+            from dask.distributed import Client
+        except ImportError:
+            raise ValueError("the dask backend needs dask[distributed]: pip install 'dpgnn-audit[dask]'") from None
+        client = Client(scheduler) if scheduler else Client(processes=False)
+        try:
+            with parallel_config(backend="dask"):
+                yield from Parallel(n_jobs=-1, return_as="generator_unordered")(
+                    delayed(play_chunk)(setup, c) for c in chunks)
+        finally:
+            client.close()
+        return
+    if backend != "loky":
+        raise ValueError(f"backend must be 'loky' or 'dask', got {backend!r}")
+    yield from Parallel(n_jobs=jobs, backend="loky", return_as="generator_unordered")(
+        delayed(play_chunk)(setup, c) for c in chunks)
+
+
+# ---------------------------------------------------------------------------------------------
+# running an audit
+# ---------------------------------------------------------------------------------------------
+def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, backend: str = "loky",
+              scheduler: str | None = None, progress: bool = True,
+              on_chunk: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Play (or resume) the games of `spec`, estimate, and write the result. Returns the result."""
+    if spec.mode == "one-run":
+        raise ValueError("--mode one-run is not available for this target in this version")
+    t0 = time.time()
+    graph = datasets.load(spec.dataset, root=spec.data_root, seed=spec.seed)
+    target = build_target(spec)
+    claim = target.claim(graph)
+    canary_name = auto_canary(target, graph) if spec.canary == "auto" else spec.canary
+    attack_name = auto_attack(target) if spec.attack == "auto" else spec.attack
+    attack = make_attack(attack_name)
+    level = attack.levels[0] if spec.level == "auto" else spec.level
+    if level not in target.levels:
+        raise ValueError(f"target {target.name!r} offers no {level!r} view; it offers {', '.join(target.levels)}")
+    if level not in attack.levels:
+        raise ValueError(f"attack {attack_name!r} works on {', '.join(attack.levels)}, not {level!r}")
+    canary_rng = np.random.default_rng([spec.seed, 0xCA4A])
+    pair = make_canary(canary_name).worlds(graph, canary_rng, target)
+
+    out = Path(out)
+    store = Store(out / "audit.sqlite")
+    key = spec.key()
+    store.begin(key, asdict(spec))
+    todo = [i for i in range(spec.trials) if i not in store.done(key)]
+    setup = _Setup(spec.target, target.config, pair, graph, attack_name, spec.seed)
+    bar = None
+    if progress and todo:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=spec.trials, initial=spec.trials - len(todo), desc=f"audit {spec.target}",
+                   unit="trial", file=sys.stderr, dynamic_ncols=True)
+    try:
+        for rows in _execute(setup, _chunks(todo, jobs), jobs, backend, scheduler):
+            store.add_trials(key, rows)
+            if bar is not None:
+                bar.update(len(rows))
+            if on_chunk is not None:
+                on_chunk(len(rows))
+    finally:
+        if bar is not None:
+            bar.close()
+    rows = store.trials(key, limit=spec.trials)
+    bits = np.array([b for _, b, _ in rows])
+    scores = np.array([s for _, _, s in rows])
+    method = spec.estimator if spec.estimator != "auto" else ("gdp" if claim.gdp_mu is not None else "cp")
+    est = estimators.estimate(scores[bits == 0], scores[bits == 1], delta=claim.delta, method=method,
+                              confidence=spec.confidence)
+    result = make_result(spec, key, target, claim, pair, attack_name, level, est, scores, bits,
+                         wall=time.time() - t0, store_path=store.path)
+    run_id = f"{spec.target.replace(':', '.').replace('/', '.')}-{key}-{spec.trials}-{method}"
+    result["run_id"] = run_id
+    store.save_result(run_id, key, result)
+    store.close()
+    (out / f"{run_id}.json").write_text(json.dumps(result, indent=2, sort_keys=True))
+    return result
+
+
+def verdict(eps_lb: float, claimed: float) -> str:
+    return "VIOLATION" if eps_lb > claimed else "CONSISTENT"
+
+
+def make_result(spec: AuditSpec, key: str, target: targets.Target, claim: targets.Claim, pair: Any,
+                attack: str, level: str, est: estimators.Estimate, scores: np.ndarray, bits: np.ndarray,
+                *, wall: float, store_path: Path) -> dict[str, Any]:
+    out_s, in_s = scores[bits == 0], scores[bits == 1]
+    import torch_geometric
+
+    config = {k: v for k, v in asdict(target.config).items()}
+    return {
+        "target": spec.target, "config": config, "dataset": spec.dataset, "canary": pair.info,
+        "attack": attack, "level": level, "trials": int(bits.size), "seed": spec.seed, "key": key,
+        "claimed_epsilon": claim.epsilon, "claimed_delta": claim.delta, "accountant": claim.accountant,
+        "claim": claim.to_dict(), "eps_lb": est.to_dict()["eps_lb"], "ci": est.to_dict()["interval"],
+        "mu_lb": est.mu_lb, "method": est.method, "assumption": est.assumption,
+        "confidence": est.confidence, "estimate": est.to_dict(),
+        "auc": estimators.auc(out_s, in_s),
+        "tpr_at_fpr": {str(f): estimators.tpr_at_fpr(out_s, in_s, f) for f in (0.1, 0.01, 0.001)},
+        "max_certifiable_eps": est.to_dict()["max_certifiable_eps"],
+        "tightness": (est.eps_lb / claim.epsilon) if claim.epsilon > 0 and math.isfinite(est.eps_lb) else None,
+        "verdict": verdict(est.eps_lb, claim.epsilon),
+        "wall_time_s": wall, "store": str(store_path),
+        "versions": {"python": platform.python_version(), "torch": torch.__version__,
+                     "torch_geometric": torch_geometric.__version__, "numpy": np.__version__},
+    }

@@ -1,0 +1,504 @@
+"""CARIBOU: convergent-privacy DP-GNN with Contractive Graph Layers (Zheng, Li, Li, Wang, NDSS 2026).
+
+Pipeline (specs/caribou.md §2, §4):
+
+1. Encoder: a 2-layer SELU MLP (+ batch-norm) with a linear head, pre-trained with cross-entropy on
+   the training labels; its hidden embedding, rows scaled to unit norm, is X⁽⁰⁾ (n × h).
+   Edge level: trained without DP (it never sees edges). Node level: DP-SGD.
+2. PCMP (Algorithm 1): K hops of the Contractive Graph Layer (Eq. 4)
+   ``X ← C_L·(α1·Â X + α2·Mean(X)) + β·X⁽⁰⁾``, then ``X ← X + N(0, (Δσ)²)`` entrywise, then each row
+   projected to the unit ball. Only X⁽ᴷ⁾ is released (hidden-state assumption).
+3. Classification module: two channels, X⁽⁰⁾ and X⁽ᴷ⁾, each a 1-layer SELU base MLP, concatenated,
+   a linear head; Adam, best validation checkpoint. Node level: DP-SGD, no batch-norm.
+
+Claim (the paper's accounting, literally): sensitivity Eq. 6 (edge; one *undirected* edge, √2
+over the two endpoint rows) or Eq. 8 (node); the convergent multiplier M(K, C_L) (§3.2; PAM
+options ``kprime`` and ``linear``); μ = sqrt(M)/σ (Theorem 6) converted exactly (``gdp``) or
+Theorem 11's RDP with the classic conversion (``rdp_paper``). Node level adds the two DP-SGD
+phases' RDP (one shared multiplier). Inference on a query graph re-runs PCMP with fresh noise:
+``queries`` such releases compose (μ·sqrt(Q)).
+
+Views: ``api`` (predict; on the training graph it reuses X⁽ᴷ⁾, on another graph it is a fresh
+release), ``weights`` (CM parameters), ``mechanism`` (X⁽ᴷ⁾; with ``release-all-hops`` every hop).
+Shapes: X⁽ᵏ⁾ is n × h; posteriors n × classes.
+"""
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch_geometric.data import Data
+
+from audit.data import degrees
+from targets import dpsgd
+from targets.accounting import (
+    DEFAULT_ORDERS, calibrate_decreasing, gap_delta, gaussian_rdp, gdp_epsilon, gdp_mu, rdp_to_dp,
+    subsampled_gaussian_rdp)
+from targets.base import Claim, Lazy, MechanismStep, Release, Target, TargetConfig, child_generator, seeded
+
+
+# ---------------------------------------------------------------------------------------------
+# the paper's formulas (specs/caribou.md §3)
+# ---------------------------------------------------------------------------------------------
+def _f(x: float) -> float:
+    return x / math.sqrt(x + 1) - x / math.sqrt(x + 2)
+
+
+def c_of(d: float) -> float:
+    """C(D) of Eq. 7: f(D) for D > 3, f(3) for 1 ≤ D ≤ 3."""
+    return _f(d) if d > 3 else _f(3.0)
+
+
+def edge_sensitivity(d_min: int, contraction: float, alpha1: float) -> float:
+    """Δ_e, Eq. 6 (Theorem 8)."""
+    d = float(d_min)
+    bracket = 1 / ((d + 1) * (d + 2)) + c_of(d) / math.sqrt(d + 1) + 1 / (math.sqrt(d + 2) * math.sqrt(d + 1))
+    return math.sqrt(2) * contraction * alpha1 * bracket
+
+
+def node_sensitivity(d_min: int, d_max: int, n: int, contraction: float, alpha1: float) -> float:
+    """Δ_n, Eq. 8 (Theorem 9)."""
+    d = float(d_min)
+    alpha2 = 1.0 - alpha1
+    bracket = (math.sqrt(d_max) / ((d + 1) * (d + 2)) + c_of(d) * math.sqrt(d_max) / math.sqrt(d + 1)
+               + 1 / math.sqrt(d + 2))
+    return 1 + alpha2 * contraction * 2 * n / (n + 1) + alpha1 * contraction * bracket
+
+
+def convergent_multiplier(hops: int, contraction: float) -> float:
+    """M(K, γ) = min{K, (1 − γ^K)/(1 + γ^K) · (1 + γ)/(1 − γ)} (§3.2); K when γ = 1."""
+    if contraction >= 1:
+        return float(hops)
+    g_k = contraction**hops
+    return min(float(hops), (1 - g_k) / (1 + g_k) * (1 + contraction) / (1 - contraction))
+
+
+def compositions(hops: int, contraction: float, pam: str) -> float:
+    """The effective number of Gaussian compositions the claim charges (PAM, §3.5)."""
+    if pam == "m":
+        return convergent_multiplier(hops, contraction)
+    if pam == "kprime":
+        return min(float(hops), (1 + contraction) / (1 - contraction)) if contraction < 1 else float(hops)
+    return float(hops)  # linear
+
+
+# ---------------------------------------------------------------------------------------------
+# message passing
+# ---------------------------------------------------------------------------------------------
+def gcn_propagate(graph: Data, x: torch.Tensor) -> torch.Tensor:
+    """Â X with Â = D̃^{-1/2}(A + I)D̃^{-1/2}, D̃ = deg + 1."""
+    src, dst = graph.edge_index.to(x.device)
+    deg = degrees(graph).to(x.device, x.dtype) + 1.0
+    inv_sqrt = deg.rsqrt()
+    out = x / deg.unsqueeze(1)
+    out.index_add_(0, dst, x[src] * (inv_sqrt[src] * inv_sqrt[dst]).unsqueeze(1))
+    return out
+
+
+def cgl(graph: Data, x: torch.Tensor, x0: torch.Tensor, contraction: float, alpha1: float, beta: float) -> torch.Tensor:
+    """Contractive Graph Layer, Eq. 4."""
+    mean = x.mean(dim=0, keepdim=True).expand_as(x)
+    return contraction * (alpha1 * gcn_propagate(graph, x) + (1 - alpha1) * mean) + beta * x0
+
+
+def project(x: torch.Tensor, kind: str) -> torch.Tensor:
+    norms = x.norm(dim=1, keepdim=True)
+    if kind == "sphere":
+        return x / norms.clamp_min(1e-12)
+    return x / norms.clamp_min(1.0)
+
+
+def bound_degree(graph: Data, max_degree: int, rng: torch.Generator) -> Data:
+    """Keep each undirected edge, in random order, while both endpoints have fewer than D_max kept."""
+    ei = graph.edge_index
+    und = ei[:, ei[0] < ei[1]]
+    order = torch.randperm(und.size(1), generator=rng)
+    count = np.zeros(graph.num_nodes, dtype=np.int64)
+    keep = []
+    for j in order.tolist():
+        u, v = int(und[0, j]), int(und[1, j])
+        if count[u] < max_degree and count[v] < max_degree:
+            count[u] += 1
+            count[v] += 1
+            keep.append(j)
+    kept = und[:, sorted(keep)]
+    out = graph.clone()
+    out.edge_index = torch.cat([kept, kept.flip(0)], 1)
+    from torch_geometric.utils import coalesce
+
+    out.edge_index = coalesce(out.edge_index, num_nodes=graph.num_nodes)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# modules
+# ---------------------------------------------------------------------------------------------
+class Encoder(nn.Module):
+    def __init__(self, features: int, hidden: int, classes: int, batch_norm: bool) -> None:
+        super().__init__()
+        norm = (lambda: nn.BatchNorm1d(hidden)) if batch_norm else nn.Identity
+        self.body = nn.Sequential(nn.Linear(features, hidden), norm(), nn.SELU(),
+                                  nn.Linear(hidden, hidden), norm(), nn.SELU())
+        self.head = nn.Linear(hidden, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.body(x))
+
+
+class ClassificationModule(nn.Module):
+    """GAP's multi-input MLP with two channels (X⁽⁰⁾, X⁽ᴷ⁾), concatenated, then a linear head."""
+
+    def __init__(self, hidden: int, classes: int, batch_norm: bool) -> None:
+        super().__init__()
+        norm = (lambda: nn.BatchNorm1d(hidden)) if batch_norm else nn.Identity
+        self.base0 = nn.Sequential(nn.Linear(hidden, hidden), norm(), nn.SELU())
+        self.basek = nn.Sequential(nn.Linear(hidden, hidden), norm(), nn.SELU())
+        self.head = nn.Linear(2 * hidden, classes)
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        h = z.shape[-1] // 2
+        return self.head(torch.cat([self.base0(z[..., :h]), self.basek(z[..., h:])], dim=-1))
+
+
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class CaribouConfig(TargetConfig):
+    """CARIBOU hyperparameters (specs/caribou.md §2.6 defaults).
+
+    Args:
+        unit: ``edge`` (EDP, default) or ``node`` (NDP).
+        hops (K), contraction (C_L), alpha1 (α1; α2 = 1 − α1), beta (β): the CGL.
+        accountant: ``gdp`` (exact μ-GDP conversion; default) or ``rdp_paper`` (Theorem 11).
+        pam: ``m`` (convergent M(K, C_L)), ``kprime`` or ``linear`` (M = K).
+        projection: ``ball`` (default) or ``sphere`` (GAP's normalisation).
+        hidden, encoder_epochs, cm_epochs, lr: model and training (Adam).
+        degree_bound, batch_size, clip: node level (D_max, DP-SGD batch, per-example clip norm).
+        queries: fresh PCMP releases (inference calls) the claim composes.
+        noise_multiplier: when set, the claim is evaluated at this σ instead of calibrating.
+    """
+
+    unit: str = "edge"
+    hops: int = 10
+    contraction: float = 0.8
+    alpha1: float = 0.9
+    beta: float = 1.0
+    accountant: str = "gdp"
+    pam: str = "m"
+    projection: str = "ball"
+    hidden: int = 64
+    encoder_epochs: int = 100
+    cm_epochs: int = 100
+    lr: float = 1e-3
+    degree_bound: int = 100
+    batch_size: int = 256
+    clip: float = 1.0
+    queries: int = 1
+    noise_multiplier: float | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        checks = [
+            ("unit", self.unit in ("edge", "node"), "'edge' or 'node'"),
+            ("hops", isinstance(self.hops, int) and self.hops >= 1, "an int >= 1"),
+            ("contraction", 0 <= self.contraction < 1, "a float in [0, 1)"),
+            ("alpha1", 0 <= self.alpha1 <= 1, "a float in [0, 1]"),
+            ("beta", self.beta > 0, "a float > 0"),
+            ("accountant", self.accountant in ("gdp", "rdp_paper"), "'gdp' or 'rdp_paper'"),
+            ("pam", self.pam in ("m", "kprime", "linear"), "'m', 'kprime' or 'linear'"),
+            ("projection", self.projection in ("ball", "sphere"), "'ball' or 'sphere'"),
+            ("hidden", self.hidden >= 1, "an int >= 1"),
+            ("encoder_epochs", self.encoder_epochs >= 0, "an int >= 0"),
+            ("cm_epochs", self.cm_epochs >= 1, "an int >= 1"),
+            ("degree_bound", self.degree_bound >= 1, "an int >= 1"),
+            ("batch_size", self.batch_size >= 1, "an int >= 1"),
+            ("clip", self.clip > 0, "a float > 0"),
+            ("queries", self.queries >= 1, "an int >= 1"),
+            ("noise_multiplier", self.noise_multiplier is None or self.noise_multiplier > 0, "None or > 0"),
+        ]
+        for name, ok, what in checks:
+            if not ok:
+                raise ValueError(f"The {name!r} parameter of Caribou must be {what}, got {getattr(self, name)!r}")
+
+
+class Caribou(Target):
+    name = "caribou"
+    Config = CaribouConfig
+    levels = ("api", "weights", "mechanism")
+    bugs: ClassVar[dict[str, str]] = {
+        "no-noise": "PCMP adds no noise while claiming the calibrated ε",
+        "release-all-hops": "releases every hop X⁽¹⁾…X⁽ᴷ⁾ while claiming the convergent (hidden-state) bound",
+        "no-projection": "skips the row projection to the unit ball that the sensitivity relies on",
+    }
+    published_accuracy: ClassVar[dict[tuple[str, str, float], float]] = {
+        # Table 3 (EDP, top accuracy over 3 runs × grid) and Table 10 (NDP)
+        **{("cora", "edge", e): a for e, a in [(1, 85.1), (2, 86.9), (4, 87.3), (8, 88.4), (16, 88.6), (32, 88.6)]},
+        **{("computers", "edge", e): a for e, a in [(1, 92.0), (2, 92.1), (4, 92.2), (8, 92.2)]},
+        **{("photo", "edge", e): a for e, a in [(1, 95.8), (2, 95.9), (4, 95.9), (8, 96.0)]},
+        **{("chain-s", "edge", e): a for e, a in [(1, 84.4), (2, 90.6), (4, 90.6), (8, 93.8)]},
+        **{("chain-m", "edge", e): a for e, a in [(1, 82.5), (2, 82.5), (4, 82.5), (8, 82.5)]},
+        **{("chain-l", "edge", e): a for e, a in [(1, 70.0), (2, 73.3), (4, 73.3), (8, 75.0)]},
+        **{("chain-x", "edge", e): a for e, a in [(1, 66.0), (2, 68.0), (4, 69.0), (8, 70.0)]},
+        **{("cora", "node", e): a for e, a in [(1, 66.8), (2, 70.3), (4, 75.5), (8, 79.9)]},
+        **{("photo", "node", e): a for e, a in [(1, 93.7), (2, 94.7), (4, 95.0), (8, 95.3)]},
+    }
+
+    def __init__(self, config: CaribouConfig | None = None, **overrides: Any) -> None:
+        super().__init__(config, **overrides)
+        self._encoder_cache: dict[int, Encoder] = {}
+        self._claims: dict[tuple, Claim] = {}
+
+    # ----------------------------------------------------------------------------- accounting
+    def delta_for(self, graph: Data) -> float:
+        if self.config.delta is not None:
+            return self.config.delta
+        return gap_delta(graph.edge_index.size(1) if self.config.unit == "edge" else graph.num_nodes)
+
+    def sensitivity(self, graph: Data) -> float:
+        c = self.config
+        deg = degrees(graph)
+        d_min = int(deg.min())
+        if d_min < 1:
+            raise ValueError(f"CARIBOU's sensitivity needs every node to have degree >= 1 (the paper removes "
+                             f"isolated nodes); this graph has {int((deg == 0).sum())} isolated nodes")
+        if c.unit == "edge":
+            return edge_sensitivity(d_min, c.contraction, c.alpha1)
+        return node_sensitivity(d_min, min(int(deg.max()), c.degree_bound), graph.num_nodes, c.contraction, c.alpha1)
+
+    def _dpsgd_steps(self, graph: Data) -> tuple[float, int, int]:
+        """(sampling rate, encoder steps, CM steps) of the node-level DP-SGD phases."""
+        n_train = int(graph.train_mask.sum())
+        q = min(1.0, self.config.batch_size / n_train)
+        per_epoch = max(1, round(1 / q))
+        return q, self.config.encoder_epochs * per_epoch, self.config.cm_epochs * per_epoch
+
+    def _epsilon_at(self, sigma: float, graph: Data, delta: float) -> tuple[float, float | None, float]:
+        """(ε, μ or None, best RDP order or nan) of the whole pipeline at multiplier σ."""
+        c = self.config
+        m = compositions(c.hops, c.contraction, c.pam) * c.queries
+        if c.unit == "edge":
+            if c.accountant == "gdp":
+                mu = math.sqrt(m) / sigma
+                return gdp_epsilon(mu, delta), mu, math.nan
+            rho = m / (2 * sigma**2)  # Theorem 11 with ε_DAE = ε_CM = 0: min_α αρ + ln(1/δ)/(α−1)
+            return rho + 2 * math.sqrt(rho * math.log(1 / delta)), None, 1 + math.sqrt(math.log(1 / delta) / rho)
+        q, t_enc, t_cm = self._dpsgd_steps(graph)
+        rdp = gaussian_rdp(DEFAULT_ORDERS, sigma) * m
+        rdp = rdp + subsampled_gaussian_rdp(DEFAULT_ORDERS, q, sigma, t_enc + t_cm)
+        conversion = "improved" if c.accountant == "gdp" else "classic"
+        eps, order = rdp_to_dp(DEFAULT_ORDERS, rdp, delta, conversion=conversion)
+        return eps, None, order
+
+    def claim(self, graph: Data) -> Claim:
+        key = (id(graph), graph.edge_index.size(1), graph.num_nodes)
+        if key in self._claims:
+            return self._claims[key]
+        c = self.config
+        delta = self.delta_for(graph)
+        sens = self.sensitivity(graph)
+        m = compositions(c.hops, c.contraction, c.pam)
+        if c.noise_multiplier is not None:
+            sigma = c.noise_multiplier
+        elif c.unit == "edge" and c.accountant == "gdp":
+            sigma = math.sqrt(m * c.queries) / gdp_mu(c.epsilon, delta)  # closed form, §3.4(a)
+        elif c.unit == "edge":
+            big_l = math.log(1 / delta)
+            rho = (math.sqrt(big_l + c.epsilon) - math.sqrt(big_l)) ** 2  # §3.4(b)
+            sigma = math.sqrt(m * c.queries / (2 * rho))
+        else:
+            sigma = calibrate_decreasing(lambda s: self._epsilon_at(s, graph, delta)[0], c.epsilon, lo=0.1, hi=2.0)
+        eps, mu, order = self._epsilon_at(sigma, graph, delta)
+        details: dict[str, Any] = {
+            "noise_multiplier": sigma, "noise_std": sens * sigma, "sensitivity": sens, "M": m,
+            "hops": c.hops, "contraction": c.contraction, "alpha1": c.alpha1, "pam": c.pam,
+            "d_min": int(degrees(graph).min()), "queries": c.queries,
+        }
+        if mu is not None:
+            details["mu"] = mu
+        if not math.isnan(order):
+            details["rdp_order"] = order
+        if c.unit == "node":
+            q, t_enc, t_cm = self._dpsgd_steps(graph)
+            details.update({"d_max": min(int(degrees(graph).max()), c.degree_bound), "sampling_rate": q,
+                            "encoder_steps": t_enc, "cm_steps": t_cm, "clip": c.clip})
+        unit = "edge (one undirected edge)" if c.unit == "edge" else "node (add/remove with incident edges)"
+        claim = Claim(epsilon=eps, delta=delta, accountant=c.accountant + ("" if c.unit == "edge" else " (rdp+dpsgd)"),
+                      unit=unit, gdp_mu=mu, details=details, queries=c.queries)
+        self._claims[key] = claim
+        return claim
+
+    # ----------------------------------------------------------------------------- training
+    def _train_encoder(self, graph: Data, rng: torch.Generator) -> Encoder:
+        """The pre-trained encoder (DP-SGD at node level); X⁽⁰⁾ = :func:`embed`."""
+        c = self.config
+        x, y = graph.x.to(self.device), graph.y.to(self.device)
+        classes = int(graph.y.max()) + 1
+        train = graph.train_mask.to(self.device)
+        with seeded(rng):
+            enc = Encoder(x.size(1), c.hidden, classes, batch_norm=c.unit == "edge").to(self.device)
+        opt = torch.optim.Adam(enc.parameters(), lr=c.lr)
+        if c.unit == "edge":
+            enc.train()
+            for _ in range(c.encoder_epochs):
+                opt.zero_grad()
+                F.cross_entropy(enc(x[train]), y[train]).backward()
+                opt.step()
+        else:
+            sigma = self.claim(graph).details["noise_multiplier"]
+            self._dp_train(enc, x[train], y[train], opt, sigma, self._dpsgd_steps(graph)[1], rng)
+        enc.eval()
+        return enc
+
+    def embed(self, encoder: Encoder, graph: Data) -> torch.Tensor:
+        """X⁽⁰⁾: the encoder's hidden embedding with rows scaled to unit norm."""
+        with torch.no_grad():
+            return F.normalize(encoder.body(graph.x.to(self.device)), dim=1)
+
+    def _dp_train(self, model: nn.Module, inputs: torch.Tensor, labels: torch.Tensor, opt: torch.optim.Optimizer,
+                  sigma: float, steps: int, rng: torch.Generator) -> None:
+        """DP-SGD (Adam on the noisy mean): Poisson sampling, per-example clipping, N(0, (σC)²)."""
+        c = self.config
+        q = min(1.0, c.batch_size / inputs.size(0))
+        expected = q * inputs.size(0)
+        noise_std = 0.0 if self.bug("no-noise") else sigma * c.clip
+
+        def loss_of(out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+            return F.cross_entropy(out.unsqueeze(0), target.unsqueeze(0))
+
+        model.train()
+        for _ in range(steps):
+            idx = dpsgd.poisson_sample(inputs.size(0), q, rng).to(inputs.device)
+            if idx.numel():
+                grads = dpsgd.flatten(dpsgd.per_example_gradients(model, loss_of, inputs[idx], labels[idx]))
+                clipped = dpsgd.clip_rows(grads, c.clip)
+            else:
+                n_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
+                clipped = torch.zeros(0, n_params, device=inputs.device)
+            noisy = dpsgd.noisy_sum(clipped, noise_std, rng)
+            opt.zero_grad()
+            dpsgd.assign_flat_grad(model, noisy / expected)
+            opt.step()
+
+    def prepare(self, graph: Data) -> None:
+        """Cache X⁽⁰⁾ under edge-level DP: the encoder never sees edges, so both worlds share it.
+
+        The cached encoder is one fixed draw of a computation that does not depend on the
+        protected edge; auditing conditionally on it is sound. Not done at node level.
+        """
+        if self.config.unit == "edge":
+            key = id(graph.x)
+            if key not in self._encoder_cache:
+                self._encoder_cache[key] = self._train_encoder(graph, torch.Generator().manual_seed(0x0E2C))
+
+    def _encoder(self, graph: Data, rng: torch.Generator) -> Encoder:
+        cached = self._encoder_cache.get(id(graph.x)) if self.config.unit == "edge" else None
+        return cached if cached is not None else self._train_encoder(graph, rng)
+
+    def pcmp(self, graph: Data, x0: torch.Tensor, sigma_abs: float, rng: torch.Generator | None) -> list[torch.Tensor]:
+        """Algorithm 1 (projecting the freshly noised X⁽ᵏ⁺¹⁾); returns every hop X⁽¹⁾…X⁽ᴷ⁾."""
+        c = self.config
+        x = x0
+        hops = []
+        for _ in range(c.hops):
+            x = cgl(graph, x, x0, c.contraction, c.alpha1, c.beta)
+            if rng is not None and sigma_abs > 0:
+                x = x + sigma_abs * torch.randn(x.shape, generator=rng, dtype=x.dtype).to(x.device)
+            if not self.bug("no-projection"):
+                x = project(x, c.projection)
+            hops.append(x)
+        return hops
+
+    def noiseless(self, graph: Data) -> torch.Tensor:
+        """Noiseless X⁽ᴷ⁾ from the cached (edge-level) encoder; used to search for canaries."""
+        self.prepare(graph)
+        encoder = self._encoder(graph, torch.Generator().manual_seed(0))
+        return self.pcmp(graph, self.embed(encoder, graph), 0.0, None)[-1]
+
+    def _train_cm(self, graph: Data, x0: torch.Tensor, xk: torch.Tensor, rng: torch.Generator) -> nn.Module:
+        c = self.config
+        z = torch.cat([x0, xk], dim=1)
+        y = graph.y.to(self.device)
+        classes = int(graph.y.max()) + 1
+        train, val = graph.train_mask.to(self.device), graph.val_mask.to(self.device)
+        with seeded(rng):
+            cm = ClassificationModule(c.hidden, classes, batch_norm=c.unit == "edge").to(self.device)
+        opt = torch.optim.Adam(cm.parameters(), lr=c.lr)
+        if c.unit == "node":
+            sigma = self.claim(graph).details["noise_multiplier"]
+            self._dp_train(cm, z[train], y[train], opt, sigma, self._dpsgd_steps(graph)[2], rng)
+            cm.eval()
+            return cm
+        best, best_state = -1.0, None
+        for _ in range(c.cm_epochs):
+            cm.train()
+            opt.zero_grad()
+            F.cross_entropy(cm(z[train]), y[train]).backward()
+            opt.step()
+            cm.eval()
+            with torch.no_grad():
+                acc = float((cm(z[val]).argmax(1) == y[val]).float().mean()) if val.any() else 0.0
+            if acc > best:
+                best, best_state = acc, copy.deepcopy(cm.state_dict())
+        if best_state is not None:
+            cm.load_state_dict(best_state)
+        cm.eval()
+        return cm
+
+    def fit(self, graph: Data, rng: torch.Generator) -> Release:
+        c = self.config
+        claim = self.claim(graph)
+        sigma_abs = 0.0 if self.bug("no-noise") else claim.details["noise_std"]
+        work = bound_degree(graph, c.degree_bound, rng) if c.unit == "node" else graph
+        encoder = self._encoder(work, rng)
+        x0 = self.embed(encoder, work)
+        hops = self.pcmp(work, x0, sigma_abs, rng)
+        xk = hops[-1]
+        cm_rng = child_generator(rng)
+        inference_rng = child_generator(rng)
+        state: dict[str, Any] = {"queries": 0}
+
+        def cm() -> nn.Module:
+            if "cm" not in state:
+                state["cm"] = self._train_cm(work, x0, xk, cm_rng)
+            return state["cm"]
+
+        def predict(query: Data | None = None, nodes: torch.Tensor | None = None) -> torch.Tensor:
+            """Posteriors; a query graph other than the training graph is a fresh PCMP release."""
+            if query is None or query is graph:
+                q0, qk = x0, xk
+            else:
+                state["queries"] += 1
+                q0 = self.embed(encoder, query)  # the frozen encoder on the query's features
+                qk = self.pcmp(query, q0, sigma_abs, inference_rng)[-1]
+            model = cm()
+            with torch.no_grad():
+                probs = torch.softmax(model(torch.cat([q0, qk], dim=1)), dim=1).cpu()
+            return probs if nodes is None else probs[nodes]
+
+        def weights() -> dict[str, torch.Tensor]:
+            return {k: v.detach().cpu() for k, v in cm().state_dict().items()}
+
+        def accuracy() -> dict[str, float]:
+            probs = predict()
+            pred = probs.argmax(1)
+            return {s: float((pred[m] == graph.y[m]).float().mean())
+                    for s, m in (("train", graph.train_mask), ("val", graph.val_mask), ("test", graph.test_mask))}
+
+        released = hops if self.bug("release-all-hops") else [xk]
+        steps = []
+        for k, out in enumerate(released):
+            if self.bug("release-all-hops"):
+                prev = x0 if k == 0 else hops[k - 1]
+                mean = (lambda g, prev=prev: cgl(g, prev, x0, c.contraction, c.alpha1, c.beta))
+                name = f"X({k + 1}) given X({k})"
+            else:
+                mean = (lambda g: self.pcmp(g, x0, 0.0, None)[-1])
+                name = f"X({c.hops}) (noiseless PCMP as mean)"
+            steps.append(MechanismStep(output=out, mean=mean, noise_std=None, name=name))
+        return Release(api=predict, weights=Lazy(weights), mechanism=steps,
+                       info={"fresh_noise_per_query": True, "accuracy": Lazy(accuracy), "query_count": state})

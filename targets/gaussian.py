@@ -1,0 +1,96 @@
+"""Exact Gaussian reference mechanism (edge level, one undirected edge).
+
+Releases ``R = A·X̂ + N(0, s²)`` entrywise, where A is the 0/1 adjacency matrix (no self-loops)
+and X̂ the features with rows scaled to unit ℓ2 norm. Adding or removing the undirected edge
+{u, v} changes row u by ±X̂_v and row v by ±X̂_u, so the ℓ2 sensitivity is exactly Δ = √2 and
+the release is μ-GDP with μ = Δ/s = 1/σ for noise multiplier σ = s/Δ (Dong, Roth & Su 2019).
+The claim is exact: a correct audit can approach it and never exceed it.
+
+Views: ``mechanism`` (one step: R, its mean under any graph, the noise std), ``api`` (R's rows as
+"posteriors" of a softmax readout, for black-box attacks). Shapes: R is n × f.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+from torch_geometric.data import Data
+
+from targets.accounting import gdp_epsilon, gdp_mu
+from targets.base import Claim, MechanismStep, Release, Target, TargetConfig
+
+SENSITIVITY = math.sqrt(2.0)
+
+
+@dataclass
+class GaussianConfig(TargetConfig):
+    """Args: delta (default 1e-5 when unset); ``unit`` is always ``edge``."""
+
+    unit: str = "edge"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.unit != "edge":
+            raise ValueError(f"The 'unit' parameter of GaussianMechanism must be 'edge', got {self.unit!r}")
+
+
+def _unit_rows(x: torch.Tensor) -> torch.Tensor:
+    return x / x.norm(dim=1, keepdim=True).clamp_min(1e-12)
+
+
+def aggregate(graph: Data, features: torch.Tensor) -> torch.Tensor:
+    """A·X: sum of neighbours' rows."""
+    out = torch.zeros_like(features)
+    src, dst = graph.edge_index
+    out.index_add_(0, dst, features[src])
+    return out
+
+
+class GaussianMechanism(Target):
+    name = "gaussian"
+    Config = GaussianConfig
+    levels = ("mechanism", "api")
+    bugs: ClassVar[dict[str, str]] = {
+        "no-noise": "adds no noise while claiming the calibrated ε",
+        "half-noise": "adds noise of std σΔ/2 while claiming σΔ",
+    }
+
+    def delta_for(self, graph: Data) -> float:
+        return self.config.delta if self.config.delta is not None else 1e-5
+
+    def claim(self, graph: Data) -> Claim:
+        delta = self.delta_for(graph)
+        mu = gdp_mu(self.config.epsilon, delta)
+        sigma = 1.0 / mu
+        return Claim(
+            epsilon=gdp_epsilon(mu, delta), delta=delta, accountant="gdp (exact)",
+            unit="edge (one undirected edge)", gdp_mu=mu,
+            details={"mu": mu, "noise_multiplier": sigma, "noise_std": sigma * SENSITIVITY,
+                     "sensitivity": SENSITIVITY},
+        )
+
+    def noise_std(self, graph: Data) -> float:
+        std = self.claim(graph).details["noise_std"]
+        if self.bug("no-noise"):
+            return 0.0
+        if self.bug("half-noise"):
+            return std / 2.0
+        return std
+
+    def noiseless(self, graph: Data) -> torch.Tensor:
+        return aggregate(graph, _unit_rows(graph.x.to(self.device)))
+
+    def fit(self, graph: Data, rng: torch.Generator) -> Release:
+        mean = self.noiseless(graph)
+        noise = torch.randn(mean.shape, generator=rng, dtype=mean.dtype).to(self.device)
+        released = mean + self.noise_std(graph) * noise
+        claimed_std = self.claim(graph).details["noise_std"]
+        step = MechanismStep(output=released, mean=self.noiseless, noise_std=claimed_std, name="A·X + noise")
+
+        def predict(query: Data | None = None, nodes: torch.Tensor | None = None) -> torch.Tensor:
+            probs = torch.softmax(released, dim=1).cpu()
+            return probs if nodes is None else probs[nodes]
+
+        return Release(api=predict, mechanism=[step], info={"fresh_noise_per_query": False})
