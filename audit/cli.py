@@ -273,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
     except (UserError, DatasetError, ValueError, FileNotFoundError) as err:
         print(f"dpgnn-audit {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        return 0
     except KeyboardInterrupt:
         print("\ninterrupted: finished trials are saved; rerun the same command to resume", file=sys.stderr)
         return 130

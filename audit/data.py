@@ -145,7 +145,7 @@ def stratified_split(y: torch.Tensor, train: float, val: float, test: float, see
 # synthetic graphs
 # ---------------------------------------------------------------------------------------------
 def csbm(n: int = 600, classes: int = 3, features: int = 32, avg_degree: float = 8.0,
-         homophily: float = 0.8, signal: float = 0.6, seed: int = 0) -> Data:
+         homophily: float = 0.8, signal: float = 0.35, seed: int = 0) -> Data:
     """Contextual stochastic block model (Deshpande et al. 2018), deterministic by `seed`.
 
     Each node gets a class; an intra-class pair is joined with probability p_in and an inter-class

@@ -8,7 +8,7 @@ One entry point, :func:`estimate`, over two score samples (higher score = "the c
   test's error, converted to ε at δ. **Assumes the mechanism's trade-off curve is Gaussian**
   (exact for Gaussian mechanisms and their compositions); not a bound for other curves.
 * ``bayes`` — Bayesian credible bound (Zanella-Béguelin et al. 2023): Jeffreys (joint-beta)
-  posteriors on FPR and FNR, the β-quantile of ε.
+  posteriors on FPR and FNR; the larger of the two §0 directions' β/2 posterior quantiles.
 * ``one-run`` — Steinke, Nasr & Jagielski 2023: m canaries in one run, top/bottom guesses with
   abstention, the exact p-value for the number of correct guesses.
 
@@ -205,18 +205,45 @@ def _gdp_mu_upper(fp, fn, n_out, n_in, beta):
     return np.fmax(norm.isf(fpr_lb) - norm.ppf(fnr_lb), 0.0)
 
 
-def _bayes_quantiles(fp: int, fn: int, n_out: int, n_in: int, delta: float,
-                     qs: Sequence[float], samples: int = 1_000_000, seed: int = 0) -> np.ndarray:
-    """Quantiles of ε under Jeffreys posteriors FPR ~ Beta(FP+½, TN+½), FNR ~ Beta(FN+½, TP+½)."""
+def _bayes_posterior(fp: int, fn: int, n_out: int, n_in: int, delta: float, samples: int = 1_000_000,
+                     seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Posterior draws of the two §0 directions under Jeffreys priors
+    FPR ~ Beta(FP+½, TN+½), FNR ~ Beta(FN+½, TP+½): (ln((1−δ−FNR)/FPR), ln((1−δ−FPR)/FNR))."""
     rng = np.random.default_rng(seed)
     fpr = rng.beta(fp + 0.5, n_out - fp + 0.5, size=samples)
     fnr = rng.beta(fn + 0.5, n_in - fn + 0.5, size=samples)
-    # reflect points above the diagonal (swapped worlds) before applying §0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a = np.log(np.clip(1.0 - delta - fnr, 1e-300, None)) - np.log(fpr)
+        b = np.log(np.clip(1.0 - delta - fpr, 1e-300, None)) - np.log(fnr)
+    return a, b
+
+
+def _bayes_bounds(fp: int, fn: int, n_out: int, n_in: int, delta: float, beta: float,
+                  samples: int = 1_000_000) -> tuple[float, float, float]:
+    """(lower bound, interval low, interval high) of ε.
+
+    The lower bound is the larger of the two directions' β/2 posterior quantiles. Taking the
+    β-quantile of their maximum instead is biased upwards when the directions are close (a
+    randomized-response coverage test exceeds the truth ~20% of the time at β = 5%); the union
+    over the two directions keeps the frequentist coverage, as Clopper–Pearson's does.
+    """
+    a, b = _bayes_posterior(fp, fn, n_out, n_in, delta, samples)
+    lb = max(0.0, float(np.quantile(a, beta / 2)), float(np.quantile(b, beta / 2)))
+    lo = max(0.0, float(np.quantile(a, beta / 4)), float(np.quantile(b, beta / 4)))
+    hi = max(0.0, float(np.quantile(np.fmax(a, b), 1 - beta / 2)))
+    return lb, lo, hi
+
+
+def _bayes_quantiles(fp: int, fn: int, n_out: int, n_in: int, delta: float,
+                     qs: Sequence[float], samples: int = 1_000_000, seed: int = 0) -> np.ndarray:
+    """Quantiles of ε under the joint-beta posterior, points above the diagonal reflected (the
+    package's credible interval, specs/auditing.md §4). Descriptive; the bound is
+    :func:`_bayes_bounds`, which fixes the test's direction instead of reflecting after the fact."""
+    rng = np.random.default_rng(seed)
+    fpr = rng.beta(fp + 0.5, n_out - fp + 0.5, size=samples)
+    fnr = rng.beta(fn + 0.5, n_in - fn + 0.5, size=samples)
     swap = fpr + fnr > 1.0
-    fpr_r = np.where(swap, 1.0 - fnr, fpr)
-    fnr_r = np.where(swap, 1.0 - fpr, fnr)
-    eps = eps_from_rates(fpr_r, fnr_r, delta)
-    return np.quantile(eps, qs)
+    return np.quantile(eps_from_rates(np.where(swap, 1.0 - fnr, fpr), np.where(swap, 1.0 - fpr, fnr), delta), qs)
 
 
 def _bayes_select_score(fp, fn, n_out, n_in, delta, beta):
@@ -229,7 +256,7 @@ def _bayes_select_score(fp, fn, n_out, n_in, delta, beta):
 # ---------------------------------------------------------------------------------------------
 def estimate(scores_out: Sequence[float], scores_in: Sequence[float], *, delta: float,
              method: str = "cp", confidence: float = 0.95, select_fraction: float | None = None,
-             threshold: float | None = None, seed: int = 0) -> Estimate:
+             threshold: float | None = None, seed: int = 0, samples: int = 1_000_000) -> Estimate:
     """An ε lower bound from OUT-world and IN-world scores (higher = IN).
 
     Args:
@@ -242,6 +269,7 @@ def estimate(scores_out: Sequence[float], scores_in: Sequence[float], *, delta: 
             (default: 0.5 for cp and bayes, 0.2 for gdp); ignored when `threshold` is given.
         threshold: an explicit threshold chosen before seeing these scores (then all trials count).
         seed: seed of the score-independent split.
+        samples: Monte-Carlo draws of the ``bayes`` posterior (fixed seed).
     """
     out = _check_scores(scores_out, "scores_out")
     inn = _check_scores(scores_in, "scores_in")
@@ -276,8 +304,8 @@ def estimate(scores_out: Sequence[float], scores_in: Sequence[float], *, delta: 
         lb, hi = gdp_epsilon(mu_lb, delta), gdp_epsilon(mu_hi, delta)
         return Estimate(lb, (lb, hi), "gdp", float(threshold), maxc, confidence, delta, mu_lb=mu_lb,
                         counts=counts, assumption="Gaussian trade-off curve (μ-GDP)")
-    q_lo, q_2, q_hi = _bayes_quantiles(fp, fn, n_out, n_in, delta, [beta, beta / 2, 1 - beta / 2])
-    return Estimate(float(q_lo), (float(q_2), float(q_hi)), "bayes", float(threshold), maxc, confidence,
+    lb, lo, hi = _bayes_bounds(fp, fn, n_out, n_in, delta, beta, samples=samples)
+    return Estimate(lb, (lo, hi), "bayes", float(threshold), maxc, confidence,
                     delta, counts=counts, assumption="Jeffreys priors on FPR and FNR (credible bound)")
 
 
@@ -304,7 +332,7 @@ def max_certifiable_eps(method: str, n_out: int, n_in: int, *, delta: float, con
     beta = 1.0 - confidence
     if method == "cp" or method == "bayes":
         if method == "bayes":
-            return float(_bayes_quantiles(0, 0, n_out, n_in, delta, [beta], samples=200_000)[0])
+            return _bayes_bounds(0, 0, n_out, n_in, delta, beta, samples=200_000)[0]
         return float(_cp_bound(0, 0, n_out, n_in, delta, beta))
     if method == "gdp":
         return gdp_epsilon(float(_gdp_mu_bound(0, 0, n_out, n_in, beta)), delta)

@@ -225,6 +225,9 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
     t0 = time.time()
     graph = datasets.load(spec.dataset, root=spec.data_root, seed=spec.seed)
     target = build_target(spec)
+    pinned = target.public_params(graph)
+    if pinned:
+        target = type(target)(targets.replace_config(target.config, **pinned))
     claim = target.claim(graph)
     canary_name = auto_canary(target, graph) if spec.canary == "auto" else spec.canary
     attack_name = auto_attack(target) if spec.attack == "auto" else spec.attack

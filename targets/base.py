@@ -193,6 +193,15 @@ class Target(ABC):
         """The deterministic part of the mechanism's output on `graph` (for canary search), if any."""
         return None
 
+    def public_params(self, graph: Any) -> dict[str, Any]:
+        """Graph-derived quantities the paper treats as public, pinned from the base graph.
+
+        The game applies these to the config before playing, so both worlds are trained with the
+        noise calibrated on the base graph (a private edge count or minimum degree must not move
+        the noise between worlds). Default: δ, when the paper's δ rule reads the graph.
+        """
+        return {"delta": self.claim(graph).delta} if self.config.delta is None else {}
+
     def prepare(self, graph: Any) -> None:
         """Work that depends on neither the secret bit nor the canary (cached per worker)."""
 

@@ -181,6 +181,7 @@ class CaribouConfig(TargetConfig):
         degree_bound, batch_size, clip: node level (D_max, DP-SGD batch, per-example clip norm).
         queries: fresh PCMP releases (inference calls) the claim composes.
         noise_multiplier: when set, the claim is evaluated at this σ instead of calibrating.
+        d_min, d_max: the public degree bounds of Eq. 6/8 (default: read off the graph).
     """
 
     unit: str = "edge"
@@ -200,6 +201,8 @@ class CaribouConfig(TargetConfig):
     clip: float = 1.0
     queries: int = 1
     noise_multiplier: float | None = None
+    d_min: int | None = None
+    d_max: int | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -220,6 +223,8 @@ class CaribouConfig(TargetConfig):
             ("clip", self.clip > 0, "a float > 0"),
             ("queries", self.queries >= 1, "an int >= 1"),
             ("noise_multiplier", self.noise_multiplier is None or self.noise_multiplier > 0, "None or > 0"),
+            ("d_min", self.d_min is None or self.d_min >= 1, "None or an int >= 1"),
+            ("d_max", self.d_max is None or self.d_max >= 1, "None or an int >= 1"),
         ]
         for name, ok, what in checks:
             if not ok:
@@ -259,16 +264,27 @@ class Caribou(Target):
             return self.config.delta
         return gap_delta(graph.edge_index.size(1) if self.config.unit == "edge" else graph.num_nodes)
 
-    def sensitivity(self, graph: Data) -> float:
+    def degree_bounds(self, graph: Data) -> tuple[int, int]:
+        """(D_min, D_max): the config's public values, else read off the graph."""
         c = self.config
         deg = degrees(graph)
-        d_min = int(deg.min())
+        d_min = c.d_min if c.d_min is not None else int(deg.min())
         if d_min < 1:
             raise ValueError(f"CARIBOU's sensitivity needs every node to have degree >= 1 (the paper removes "
                              f"isolated nodes); this graph has {int((deg == 0).sum())} isolated nodes")
+        d_max = c.d_max if c.d_max is not None else min(int(deg.max()), c.degree_bound)
+        return d_min, d_max
+
+    def public_params(self, graph: Data) -> dict[str, Any]:
+        d_min, d_max = self.degree_bounds(graph)
+        return {**super().public_params(graph), "d_min": d_min, "d_max": d_max}
+
+    def sensitivity(self, graph: Data) -> float:
+        c = self.config
+        d_min, d_max = self.degree_bounds(graph)
         if c.unit == "edge":
             return edge_sensitivity(d_min, c.contraction, c.alpha1)
-        return node_sensitivity(d_min, min(int(deg.max()), c.degree_bound), graph.num_nodes, c.contraction, c.alpha1)
+        return node_sensitivity(d_min, d_max, graph.num_nodes, c.contraction, c.alpha1)
 
     def _dpsgd_steps(self, graph: Data) -> tuple[float, int, int]:
         """(sampling rate, encoder steps, CM steps) of the node-level DP-SGD phases."""
@@ -316,7 +332,7 @@ class Caribou(Target):
         details: dict[str, Any] = {
             "noise_multiplier": sigma, "noise_std": sens * sigma, "sensitivity": sens, "M": m,
             "hops": c.hops, "contraction": c.contraction, "alpha1": c.alpha1, "pam": c.pam,
-            "d_min": int(degrees(graph).min()), "queries": c.queries,
+            "d_min": self.degree_bounds(graph)[0], "queries": c.queries,
         }
         if mu is not None:
             details["mu"] = mu
@@ -324,7 +340,7 @@ class Caribou(Target):
             details["rdp_order"] = order
         if c.unit == "node":
             q, t_enc, t_cm = self._dpsgd_steps(graph)
-            details.update({"d_max": min(int(degrees(graph).max()), c.degree_bound), "sampling_rate": q,
+            details.update({"d_max": self.degree_bounds(graph)[1], "sampling_rate": q,
                             "encoder_steps": t_enc, "cm_steps": t_cm, "clip": c.clip})
         unit = "edge (one undirected edge)" if c.unit == "edge" else "node (add/remove with incident edges)"
         claim = Claim(epsilon=eps, delta=delta, accountant=c.accountant + ("" if c.unit == "edge" else " (rdp+dpsgd)"),

@@ -1,0 +1,780 @@
+"""GAP: differentially private GNNs with aggregation perturbation.
+
+Sajadmanesh, Shamsabadi, Bellet & Gatica-Perez, USENIX Security 2023 (arXiv 2203.00949);
+spec ``shared/specs/gap.md``. Three decoupled modules:
+
+1. **Encoder** (EM): an MLP ``d → h`` trained on features and labels alone (no edges), then
+   ``X0 = rownorm(encoder_mlp(X))`` for every node.
+2. **Private multi-hop aggregation** (PMA), the only step that reads edges::
+
+       H0 = rownorm(X0)
+       S_k = Aᵀ H_{k-1} + N(0, (σΔ)² I)        (sum over in-neighbours: row v = Σ_{u→v} H_{k-1}[u])
+       H_k = rownorm(S_k)                        k = 1..K
+
+   computed once; the stack ``[H0, …, H_K]`` (N × h × (K+1)) is cached and every prediction reads it.
+3. **Classifier** (CM): one base MLP per hop channel, combined (``cat`` by default), then a head.
+
+Levels (``unit``):
+
+* ``edge`` (EDP): encoder and classifier are trained without noise (they never see edges); only PMA
+  is noisy, with sensitivity Δ = 1. **Unit: one directed edge u→v** — exactly what GAP's code
+  charges (adding u→v changes only row v of ``Aᵀ H`` by a unit vector). ``edge_unit="undirected"``
+  charges Δ = √2 instead (adding {u, v} changes rows u and v), same noise multiplier σ.
+* ``node`` (NDP, add/remove a node with its features, label and incident edges): the out-degree is
+  bounded to D = ``max_degree`` by sampling, PMA uses Δ = √D, and encoder and classifier are trained
+  by DP-SGD (per-example clipping C, Gaussian noise σC on the summed clipped gradients, Poisson
+  sampling at rate q = B / N_train, Adam on the noisy mean). No BatchNorm at node level.
+
+Accountant (the paper's, literally): one noise multiplier σ shared by all modules, calibrated to
+the target ε (GAP does not split the budget).
+
+* EDP: PMA is K Gaussian mechanisms with noise multiplier σ, composed exactly (autodp
+  ``ComposeGaussian``): it is μ-GDP with μ = √K / σ, converted to (ε, δ) by the exact GDP curve.
+* NDP: RDP composition ε(α) = ε_EM(α) + K·α/(2σ²) + ε_CM(α), where each DP-SGD part is
+  ``T = ⌊epochs · N_train / B⌋`` Poisson-subsampled Gaussian steps (rate q, via dp-accounting),
+  converted with the improved RDP → (ε, δ) conversion (autodp's default).
+* δ (``delta=None``): ``10^-digits(n)`` with n = number of *directed* edges (EDP; PyG counts both
+  directions) or training nodes (NDP).
+
+Releases (:class:`~targets.base.Release`):
+
+* ``api``: ``predict(graph, nodes=None)`` → softmax posteriors (n_query × classes) read from the
+  cached stack of the private graph (the transductive guarantee: no fresh noise; the ``graph``
+  argument is accepted for the contract and ignored).
+* ``weights``: ``encoder.*`` and ``classifier.*`` parameters.
+* ``mechanism``: one :class:`~targets.base.MechanismStep` per hop with output ``S_k`` (N × h), the
+  *pre-normalisation* noisy aggregate. GAP's proof is about exactly this Gaussian mechanism
+  (``H_k = rownorm(S_k)`` is post-processing), so ``S_k = mean + N(0, (σΔ)²)`` entry-wise and
+  ``noise_std = σΔ``; releasing ``S_k`` gives the adversary at least what the cached ``H_k`` gives,
+  and the paper's composition bounds the joint law of ``(S_1, …, S_K)``, so an audit of it is sound.
+  ``mean(graph) = A_graphᵀ H_{k-1}`` with the *released* ``H_{k-1} = rownorm(S_{k-1})`` held fixed
+  (``H_0`` from the released encoder on ``graph.x``; rows a graph has beyond the release are filled
+  with that graph's noiseless embeddings). At node level ``A_graph`` is degree-bounded with the
+  run's own sampling seed (exact for the trained graph; the identity when no out-degree exceeds D).
+* ``trace`` (node level): every DP-SGD step (module, sampled batch, parameters before the step,
+  noisy sum of clipped gradients, noise std σC).
+
+Shapes: ``x`` N × d; stack N × h × (K+1); posteriors n × c; mechanism outputs N × h each.
+
+:meth:`GAP.prepare` caches the encoder under EDP only: it is trained on features, labels and masks
+(never edges), which an edge canary does not change; the cache is keyed on those tensors. Under NDP
+the encoder is a DP-SGD release of node data and is retrained in every fit.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call, grad, vmap
+
+from targets.accounting import (
+    DEFAULT_ORDERS,
+    calibrate_decreasing,
+    gap_delta,
+    gaussian_rdp,
+    gdp_epsilon,
+    rdp_to_dp,
+    subsampled_gaussian_rdp,
+)
+from targets.base import Claim, MechanismStep, Release, Target, TargetConfig, seeded
+from targets.dpsgd import assign_flat_grad, clip_rows, noisy_sum, poisson_sample
+
+_ACTIVATIONS = {"selu": F.selu, "relu": F.relu, "tanh": torch.tanh}
+_COMBINES = ("cat", "sum", "mean", "max")
+_OPTIMIZERS = ("adam", "sgd")
+
+
+# ---------------------------------------------------------------------------------------------
+# config
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class GAPConfig(TargetConfig):
+    """GAP hyperparameters (spec §4; defaults from the reference code's scripts).
+
+    Args:
+        unit (str): ``edge`` (EDP) or ``node`` (NDP) (default: ``edge``).
+        hops (int): K, number of noisy aggregation hops (default: 2).
+        hidden_dim (int): h (default: 16).
+        encoder_layers (int): encoder MLP layers; 0 uses raw features (default: 2).
+        base_layers (int): layers of each per-hop base MLP (default: 1).
+        head_layers (int): layers of the head MLPs (default: 1).
+        combine (str): ``cat``, ``sum``, ``mean`` or ``max`` (default: ``cat``).
+        activation (str): ``selu``, ``relu`` or ``tanh`` (default: ``selu``).
+        dropout (float): dropout rate (default: 0).
+        batch_norm (bool): BatchNorm in encoder and classifier; forced off at node level (default: True).
+        epochs (int, optional): classifier epochs; None → 100 (edge) / 10 (node).
+        encoder_epochs (int, optional): encoder epochs; None → 100 (edge) / 10 (node); 0 when
+            ``encoder_layers`` is 0.
+        optimizer (str): ``adam`` or ``sgd`` (default: ``adam``).
+        learning_rate (float): (default: 0.01).
+        weight_decay (float): (default: 0).
+        batch_size (int, optional): None → full batch (edge) / 256 (node, Poisson rate B/N_train).
+        max_grad_norm (float): DP-SGD clipping norm C, node level (default: 1.0).
+        max_degree (int): out-degree bound D, node level (default: 100).
+        edge_unit (str): ``directed`` (GAP's code: Δ = 1) or ``undirected`` (Δ = √2), edge level.
+    """
+
+    unit: str = "edge"
+    hops: int = 2
+    hidden_dim: int = 16
+    encoder_layers: int = 2
+    base_layers: int = 1
+    head_layers: int = 1
+    combine: str = "cat"
+    activation: str = "selu"
+    dropout: float = 0.0
+    batch_norm: bool = True
+    epochs: int | None = None
+    encoder_epochs: int | None = None
+    optimizer: str = "adam"
+    learning_rate: float = 0.01
+    weight_decay: float = 0.0
+    batch_size: int | None = None
+    max_grad_norm: float = 1.0
+    max_degree: int = 100
+    edge_unit: str = "directed"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _choice("unit", self.unit, ("edge", "node"))
+        _choice("combine", self.combine, _COMBINES)
+        _choice("activation", self.activation, tuple(_ACTIVATIONS))
+        _choice("optimizer", self.optimizer, _OPTIMIZERS)
+        _choice("edge_unit", self.edge_unit, ("directed", "undirected"))
+        _int_at_least("hops", self.hops, 1)
+        _int_at_least("hidden_dim", self.hidden_dim, 1)
+        _int_at_least("encoder_layers", self.encoder_layers, 0)
+        _int_at_least("base_layers", self.base_layers, 1)
+        _int_at_least("head_layers", self.head_layers, 1)
+        _int_at_least("max_degree", self.max_degree, 1)
+        for key in ("epochs", "encoder_epochs"):
+            if getattr(self, key) is not None:
+                _int_at_least(key, getattr(self, key), 0)
+        if self.batch_size is not None:
+            _int_at_least("batch_size", self.batch_size, 1)
+        if not isinstance(self.batch_norm, bool):
+            raise ValueError(f"The 'batch_norm' parameter must be a bool, got {self.batch_norm!r}")
+        if not (isinstance(self.dropout, (int, float)) and 0.0 <= self.dropout < 1.0):
+            raise ValueError(f"The 'dropout' parameter must be a float in [0, 1), got {self.dropout!r}")
+        for key in ("learning_rate", "max_grad_norm"):
+            value = getattr(self, key)
+            if not (isinstance(value, (int, float)) and value > 0 and math.isfinite(value)):
+                raise ValueError(f"The {key!r} parameter must be a float > 0, got {value!r}")
+        if not (isinstance(self.weight_decay, (int, float)) and self.weight_decay >= 0):
+            raise ValueError(f"The 'weight_decay' parameter must be a float >= 0, got {self.weight_decay!r}")
+
+    # resolved defaults -------------------------------------------------------------------
+    @property
+    def node_level(self) -> bool:
+        return self.unit == "node"
+
+    @property
+    def cm_epochs(self) -> int:
+        return self.epochs if self.epochs is not None else (10 if self.node_level else 100)
+
+    @property
+    def em_epochs(self) -> int:
+        if self.encoder_layers == 0:
+            return 0
+        return self.encoder_epochs if self.encoder_epochs is not None else (10 if self.node_level else 100)
+
+    @property
+    def use_batch_norm(self) -> bool:
+        return self.batch_norm and not self.node_level
+
+    @property
+    def node_batch_size(self) -> int:
+        return self.batch_size if self.batch_size is not None else 256
+
+    @property
+    def sensitivity(self) -> float:
+        """L2 sensitivity of one hop's sum aggregation, as GAP charges it."""
+        if self.node_level:
+            return math.sqrt(self.max_degree)
+        return math.sqrt(2.0) if self.edge_unit == "undirected" else 1.0
+
+
+def _choice(key: str, value: Any, options: tuple[str, ...]) -> None:
+    if value not in options:
+        raise ValueError(f"The {key!r} parameter must be one of {', '.join(options)}, got {value!r}")
+
+
+def _int_at_least(key: str, value: Any, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"The {key!r} parameter must be an int >= {low}, got {value!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# accountant (paper-specific)
+# ---------------------------------------------------------------------------------------------
+def dpsgd_schedule(n_train: int, batch_size: int, epochs: int) -> tuple[float, int]:
+    """(sampling rate q, accounted steps T) of one DP-SGD module as GAP's ``NoisySGD`` charges it.
+
+    q = B / N_train and T = ⌊epochs · N_train / B⌋. When B ≥ N_train, q is capped at 1 and
+    T = epochs (full-batch DP-GD; the reference code would pass a rate > 1 to autodp here).
+    """
+    if epochs == 0 or n_train == 0:
+        return 0.0, 0
+    if batch_size >= n_train:
+        return 1.0, epochs
+    return batch_size / n_train, (epochs * n_train) // batch_size
+
+
+def node_rdp(orders, sigma: float, hops: int, rate: float, steps_em: int, steps_cm: int
+             ) -> dict[str, np.ndarray]:
+    """RDP curves of GAP-NDP's three modules with one shared noise multiplier σ."""
+    def sgd(steps: int) -> np.ndarray:
+        if steps == 0:
+            return np.zeros(len(orders))
+        if rate >= 1.0:
+            return gaussian_rdp(orders, sigma, steps)
+        absl = logging.getLogger("absl")  # dp-accounting logs each order it cannot bound (kept as ∞)
+        level = absl.level
+        absl.setLevel(logging.ERROR)
+        try:
+            return subsampled_gaussian_rdp(orders, rate, sigma, steps)
+        finally:
+            absl.setLevel(level)
+
+    return {"encoder": sgd(steps_em), "pma": gaussian_rdp(orders, sigma, hops), "classifier": sgd(steps_cm)}
+
+
+def _calibrate_node(eps_of, target: float) -> float:
+    """σ with eps_of(σ) ≤ target, within 1e-7 relative of equality.
+
+    Brent's root finder on log σ (few RDP evaluations, each costly under Poisson sampling), then
+    nudged up until the accountant no longer exceeds the target; falls back to the shared
+    bisection (:func:`~targets.accounting.calibrate_decreasing`) if no bracket is found.
+    """
+    from scipy.optimize import brentq
+
+    lo, hi = math.log(0.05), math.log(2.0)
+    try:
+        while eps_of(math.exp(hi)) > target:
+            hi += math.log(4.0)
+            if hi > math.log(1e6):
+                raise ValueError
+        while eps_of(math.exp(lo)) <= target:
+            lo -= math.log(4.0)
+            if lo < math.log(1e-6):
+                raise ValueError
+        x = brentq(lambda v: eps_of(math.exp(v)) - target, lo, hi, xtol=1e-9, rtol=1e-9)
+    except ValueError:
+        return calibrate_decreasing(eps_of, target, lo=0.1, hi=10.0, rtol=1e-7)
+    sigma = math.exp(x)
+    while eps_of(sigma) > target:
+        sigma *= 1.0 + 1e-8
+    return sigma
+
+
+def edge_epsilon(sigma: float, hops: int, delta: float) -> float:
+    """ε of GAP-EDP's PMA: K exactly composed Gaussians = μ-GDP with μ = √K/σ (autodp ComposeGaussian)."""
+    if sigma <= 0:
+        return math.inf
+    return gdp_epsilon(math.sqrt(hops) / sigma, delta)
+
+
+# ---------------------------------------------------------------------------------------------
+# graph helpers
+# ---------------------------------------------------------------------------------------------
+def rownorm(x: torch.Tensor) -> torch.Tensor:
+    return F.normalize(x, p=2, dim=-1)
+
+
+def sum_aggregate(h: torch.Tensor, edge_index: torch.Tensor, num_nodes: int) -> torch.Tensor:
+    """Aᵀ h: row v = Σ over edges u→v of h[u]."""
+    src, dst = edge_index[0], edge_index[1]
+    out = torch.zeros(num_nodes, h.size(1), dtype=h.dtype, device=h.device)
+    return out.index_add_(0, dst, h[src])
+
+
+def bound_out_degree(edge_index: torch.Tensor, num_nodes: int, max_degree: int, seed: int) -> torch.Tensor:
+    """Keep at most `max_degree` out-edges u→· per node u, sampled without replacement (seeded)."""
+    if edge_index.size(1) == 0:
+        return edge_index
+    g = torch.Generator().manual_seed(seed)
+    src = edge_index[0].cpu()
+    key = torch.rand(src.numel(), generator=g, dtype=torch.float64)
+    order = torch.argsort(src.double() * 2.0 + key)  # group by source, random order within
+    sorted_src = src[order]
+    counts = torch.bincount(sorted_src, minlength=num_nodes)
+    starts = torch.cumsum(counts, 0) - counts
+    rank = torch.arange(src.numel()) - starts[sorted_src]
+    keep = order[rank < max_degree]
+    keep, _ = torch.sort(keep)
+    return edge_index[:, keep.to(edge_index.device)]
+
+
+# ---------------------------------------------------------------------------------------------
+# models
+# ---------------------------------------------------------------------------------------------
+class _MLP(nn.Module):
+    """Linear layers with (BatchNorm →) dropout → activation between them; the last is plain."""
+
+    def __init__(self, d_in: int, hidden: int, d_out: int, layers: int, act, dropout: float, bn: bool):
+        super().__init__()
+        dims = [d_in] + [hidden] * (layers - 1) + [d_out]
+        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(dims[:-1], dims[1:]))
+        self.bns = nn.ModuleList(nn.BatchNorm1d(hidden) for _ in range(layers - 1)) if bn else None
+        self.act, self.dropout = act, nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for i, layer in enumerate(self.layers):
+            x = layer(x)
+            if i < len(self.layers) - 1:
+                x = self.bns[i](x) if self.bns is not None else x
+                x = self.act(self.dropout(x))
+        return x
+
+
+class _Encoder(nn.Module):
+    """EM: encoder MLP → rownorm → (BN) → dropout → act → head (training only)."""
+
+    def __init__(self, d_in: int, cfg: GAPConfig, classes: int):
+        super().__init__()
+        act, bn, h = _ACTIVATIONS[cfg.activation], cfg.use_batch_norm, cfg.hidden_dim
+        self.encoder_mlp = _MLP(d_in, h, h, cfg.encoder_layers, act, cfg.dropout, bn)
+        self.bn = nn.BatchNorm1d(h) if bn else None
+        self.head = _MLP(h, h, classes, cfg.head_layers, act, cfg.dropout, bn)
+        self.act, self.dropout = act, nn.Dropout(cfg.dropout)
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        return rownorm(self.encoder_mlp(x))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        z = self.encode(x)
+        z = self.bn(z) if self.bn is not None else z
+        return self.head(self.act(self.dropout(z)))
+
+
+class _Classifier(nn.Module):
+    """CM: one base MLP per hop channel → combine → rownorm → (BN) → dropout → act → head."""
+
+    def __init__(self, d_in: int, cfg: GAPConfig, classes: int):
+        super().__init__()
+        act, bn, h, k = _ACTIVATIONS[cfg.activation], cfg.use_batch_norm, cfg.hidden_dim, cfg.hops + 1
+        self.base = nn.ModuleList(_MLP(d_in, h, h, cfg.base_layers, act, cfg.dropout, bn) for _ in range(k))
+        width = h * k if cfg.combine == "cat" else h
+        self.bn = nn.BatchNorm1d(width) if bn else None
+        self.head = _MLP(width, h, classes, cfg.head_layers, act, cfg.dropout, bn)
+        self.combine, self.act, self.dropout = cfg.combine, act, nn.Dropout(cfg.dropout)
+
+    def forward(self, stack: torch.Tensor) -> torch.Tensor:  # stack: n × h × (K+1)
+        hs = [mlp(stack[..., i]) for i, mlp in enumerate(self.base)]
+        if self.combine == "cat":
+            z = torch.cat(hs, dim=-1)
+        else:
+            z = torch.stack(hs, 0)
+            if self.combine == "sum":
+                z = z.sum(0)
+            elif self.combine == "mean":
+                z = z.mean(0)
+            else:
+                z = z.max(0).values
+        z = rownorm(z)
+        z = self.bn(z) if self.bn is not None else z
+        return self.head(self.act(self.dropout(z)))
+
+
+def _per_example_flat_grads(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """B × P per-example gradients of the cross-entropy (vmap; dropout draws differ per example)."""
+    params = {k: v.detach() for k, v in model.named_parameters()}
+    buffers = {k: v.detach() for k, v in model.named_buffers()}
+
+    def one(p, b, xi, yi):
+        out = functional_call(model, (p, b), (xi.unsqueeze(0),))
+        return F.cross_entropy(out, yi.unsqueeze(0))
+
+    grads = vmap(grad(one), in_dims=(None, None, 0, 0), randomness="different")(params, buffers, x, y)
+    return torch.cat([grads[k].reshape(x.size(0), -1) for k, _ in model.named_parameters()], dim=1)
+
+
+def _flat_params(model: nn.Module) -> torch.Tensor:
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).cpu()
+
+
+@torch.no_grad()
+def _accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
+    if y.numel() == 0:
+        return float("nan")
+    model.eval()
+    return float((model(x).argmax(-1) == y).float().mean())
+
+
+#: claims by (config without bug/device, count): the accountant is pure, and calibration under
+#: Poisson sampling costs seconds, so targets rebuilt for every trial share it.
+_CLAIMS: dict[tuple[str, int], Claim] = {}
+
+
+# ---------------------------------------------------------------------------------------------
+# target
+# ---------------------------------------------------------------------------------------------
+class GAP(Target):
+    """GAP (aggregation perturbation) at edge or node level; see the module docstring."""
+
+    name: ClassVar[str] = "gap"
+    Config: ClassVar[type[TargetConfig]] = GAPConfig
+    levels: ClassVar[tuple[str, ...]] = ("api", "weights", "mechanism", "trace")
+    bugs: ClassVar[dict[str, str]] = {
+        "no-noise": "PMA (and, at node level, DP-SGD) adds no noise while claiming the calibrated ε",
+        "fresh-inference-noise": "every api query re-runs encoder + PMA over the private graph with "
+                                 "fresh noise, unaccounted (GAP's predict on a new Data object, spec §3.5/P4)",
+        "poisson-loader-steps": "node level: DP-SGD runs epochs·⌈N/B⌉ Poisson steps (the reference "
+                                "loader's loop) while the accountant charges ⌊epochs·N/B⌋",
+        "no-degree-bound": "node level: the out-degree is not bounded to D although PMA charges √D",
+    }
+    #: (dataset, setting, ε) → test accuracy %. "edge"/"node": GAP paper (README table, spec §6) for
+    #: facebook/reddit/amazon, CARIBOU Table 3 (first table, edge level) for the others; "node" on
+    #: PyG datasets and "edge (DPDGC)" from DPDGC Table 2; "none" = non-private GAP (ε = ∞).
+    published_accuracy: ClassVar[dict[tuple[str, str, float], float]] = {
+        ("facebook", "none", math.inf): 80.0, ("reddit", "none", math.inf): 99.4,
+        ("amazon", "none", math.inf): 91.2,
+        ("facebook", "edge", 4): 76.3, ("reddit", "edge", 4): 98.7, ("amazon", "edge", 4): 83.8,
+        ("facebook", "node", 8): 63.2, ("reddit", "node", 8): 94.0, ("amazon", "node", 8): 77.4,
+        # CARIBOU Table 3, GAP row (edge level, ε = 1, 2, 4, 8, 16, 32)
+        **{("cora", "edge", e): a for e, a in zip((1, 2, 4, 8, 16, 32), (77.1, 77.5, 77.1, 79.0, 81.7, 82.5))},
+        **{("computers", "edge", e): a for e, a in zip((1, 2, 4, 8, 16, 32), (87.2, 88.3, 87.2, 90.1, 90.1, 90.6))},
+        **{("photo", "edge", e): a for e, a in zip((1, 2, 4, 8, 16, 32), (93.0, 93.4, 93.0, 94.6, 94.6, 94.8))},
+        **{("pubmed", "edge", e): a for e, a in zip((1, 2, 4, 8, 16, 32), (87.4, 87.5, 87.4, 88.1, 88.5, 88.8))},
+        **{("chain-s", "edge", e): a for e, a in zip((1, 2, 4, 8, 16, 32), (65.6, 65.6, 65.6, 65.6, 62.5, 59.4))},
+        **{("chain-m", "edge", e): a for e, a in zip((1, 2, 4, 8, 16, 32), (67.5, 67.5, 67.5, 60.0, 70.0, 65.0))},
+        **{("chain-l", "edge", e): a for e, a in zip((1, 2, 4, 8, 16, 32), (61.7,) * 6)},
+        **{("chain-x", "edge", e): a for e, a in zip((1, 2, 4, 8, 16, 32), (67.0, 68.0, 67.0, 67.0, 68.0, 68.0))},
+        # DPDGC Table 2: GAP under edge GDP (ε = 1) and node GDP (ε = 16)
+        ("squirrel", "edge (DPDGC)", 1): 35.15, ("chameleon", "edge (DPDGC)", 1): 49.47,
+        ("pubmed", "edge (DPDGC)", 1): 87.79, ("computers", "edge (DPDGC)", 1): 87.74,
+        ("cora", "edge (DPDGC)", 1): 76.95, ("photo", "edge (DPDGC)", 1): 92.94,
+        ("squirrel", "node", 16): 33.82, ("chameleon", "node", 16): 38.68, ("pubmed", "node", 16): 85.28,
+        ("computers", "node", 16): 77.50, ("cora", "node", 16): 54.36, ("photo", "node", 16): 81.27,
+    }
+
+    def __init__(self, config: TargetConfig | None = None, **overrides: Any) -> None:
+        super().__init__(config, **overrides)
+        self._prepared: dict[str, Any] | None = None
+
+    # ------------------------------------------------------------------ accounting
+    def claim(self, graph: Any) -> Claim:
+        cfg: GAPConfig = self.config  # type: ignore[assignment]
+        n_train = int(graph.train_mask.sum())
+        n_edges = int(graph.edge_index.size(1))
+        # the claim depends on the config (never on the bug or device) and on these two counts only
+        key = (repr(dataclasses.replace(cfg, bug=None, device="cpu")),
+               n_train if cfg.node_level else n_edges)
+        if key not in _CLAIMS:
+            if len(_CLAIMS) > 256:
+                _CLAIMS.clear()
+            _CLAIMS[key] = self._node_claim(n_train) if cfg.node_level else self._edge_claim(n_edges)
+        return _CLAIMS[key]
+
+    def _edge_claim(self, n_edges: int) -> Claim:
+        cfg: GAPConfig = self.config  # type: ignore[assignment]
+        delta = cfg.delta if cfg.delta is not None else gap_delta(n_edges)
+        k = cfg.hops
+        if math.isinf(cfg.epsilon):
+            sigma = 0.0
+        else:
+            sigma = calibrate_decreasing(lambda s: edge_epsilon(s, k, delta), cfg.epsilon,
+                                         lo=0.1, hi=10.0, rtol=1e-10)
+        mu = math.sqrt(k) / sigma if sigma > 0 else math.inf
+        unit = ("edge (one undirected edge: both directions)" if cfg.edge_unit == "undirected"
+                else "edge (one directed edge u→v)")
+        return Claim(
+            epsilon=edge_epsilon(sigma, k, delta), delta=delta,
+            accountant="GAP-EDP: K exactly composed Gaussian mechanisms (autodp ComposeGaussian) = μ-GDP, μ = √K/σ",
+            unit=unit, gdp_mu=mu,
+            details={
+                "level": "edge", "noise_multiplier": sigma, "sensitivity": cfg.sensitivity,
+                "noise_std": sigma * cfg.sensitivity, "hops": k, "mu": mu, "edge_unit": cfg.edge_unit,
+                "delta_rule": "10^-digits(directed edges)" if cfg.delta is None else "given",
+                "num_directed_edges": n_edges,
+            },
+        )
+
+    def _node_claim(self, n_train: int) -> Claim:
+        cfg: GAPConfig = self.config  # type: ignore[assignment]
+        delta = cfg.delta if cfg.delta is not None else gap_delta(n_train)
+        rate, steps_em = dpsgd_schedule(n_train, cfg.node_batch_size, cfg.em_epochs)
+        _, steps_cm = dpsgd_schedule(n_train, cfg.node_batch_size, cfg.cm_epochs)
+        orders = DEFAULT_ORDERS
+
+        def eps_of(s: float) -> float:
+            curves = node_rdp(orders, s, cfg.hops, rate, steps_em, steps_cm)
+            return rdp_to_dp(orders, sum(curves.values()), delta)[0]
+
+        if math.isinf(cfg.epsilon):
+            sigma = 0.0
+            eps, order, curves = math.inf, float("nan"), {}
+        else:
+            sigma = _calibrate_node(eps_of, cfg.epsilon)
+            curves = node_rdp(orders, sigma, cfg.hops, rate, steps_em, steps_cm)
+            eps, order = rdp_to_dp(orders, sum(curves.values()), delta)
+        at = {name: float(np.interp(order, orders, c)) for name, c in curves.items()}
+        return Claim(
+            epsilon=eps, delta=delta,
+            accountant="GAP-NDP: RDP composition of DP-SGD (encoder) + K Gaussians (PMA, Δ=√D) + "
+                       "DP-SGD (classifier), Poisson-subsampled Gaussian RDP via dp-accounting, "
+                       "improved RDP→DP conversion",
+            unit="node (add/remove with features, label and incident edges; out-degree bounded to D)",
+            details={
+                "level": "node", "noise_multiplier": sigma, "sensitivity": cfg.sensitivity,
+                "noise_std": sigma * cfg.sensitivity, "dpsgd_noise_std": sigma * cfg.max_grad_norm,
+                "hops": cfg.hops, "max_degree": cfg.max_degree, "max_grad_norm": cfg.max_grad_norm,
+                "batch_size": cfg.node_batch_size, "num_train": n_train, "sampling_rate": rate,
+                "steps_encoder": steps_em, "steps_classifier": steps_cm,
+                "epochs_encoder": cfg.em_epochs, "epochs_classifier": cfg.cm_epochs,
+                "best_order": order, "rdp_at_best_order": at,
+                "orders": f"accounting.DEFAULT_ORDERS ({len(orders)} orders, {orders[0]}…{orders[-1]})",
+                "delta_rule": "10^-digits(training nodes)" if cfg.delta is None else "given",
+            },
+        )
+
+    # ------------------------------------------------------------------ encoder
+    def _graph_tensors(self, graph: Any) -> dict[str, torch.Tensor]:
+        dev = self.device
+        return {"x": graph.x.to(dev), "y": graph.y.to(dev),
+                "train": graph.train_mask.nonzero().view(-1).to(dev),
+                "val": graph.val_mask.nonzero().view(-1).to(dev),
+                "test": graph.test_mask.nonzero().view(-1).to(dev)}
+
+    def _new_encoder(self, d_in: int, classes: int) -> _Encoder | None:
+        cfg: GAPConfig = self.config  # type: ignore[assignment]
+        return _Encoder(d_in, cfg, classes).to(self.device) if cfg.encoder_layers > 0 else None
+
+    def _encode(self, encoder: _Encoder | None, x: torch.Tensor) -> torch.Tensor:
+        if encoder is None:
+            return rownorm(x)
+        encoder.eval()
+        with torch.no_grad():
+            return encoder.encode(x)
+
+    def _fingerprint(self, graph: Any) -> tuple[torch.Tensor, ...]:
+        return (graph.x, graph.y, graph.train_mask, graph.val_mask)
+
+    def prepare(self, graph: Any) -> None:
+        """Cache the edge-free encoder (EDP only: it never reads edges; no-op at node level)."""
+        cfg: GAPConfig = self.config  # type: ignore[assignment]
+        if cfg.node_level:
+            return
+        rng = torch.Generator().manual_seed(0)
+        t = self._graph_tensors(graph)
+        classes = int(graph.y.max()) + 1
+        with seeded(rng):
+            encoder = self._new_encoder(t["x"].size(1), classes)
+            if encoder is not None:
+                self._train(encoder, t["x"], t, cfg.em_epochs, rng, trace=None, name="encoder")
+        self._prepared = {"key": tuple(v.clone() for v in self._fingerprint(graph)), "encoder": encoder}
+
+    def _cached_encoder(self, graph: Any) -> tuple[bool, _Encoder | None]:
+        if self._prepared is None or self.config.node_level:  # type: ignore[attr-defined]
+            return False, None
+        key = self._fingerprint(graph)
+        same = all(a.shape == b.shape and torch.equal(a, b) for a, b in zip(self._prepared["key"], key))
+        return same, self._prepared["encoder"] if same else None
+
+    # ------------------------------------------------------------------ training
+    def _train(self, model: nn.Module, inputs: torch.Tensor, t: dict[str, torch.Tensor], epochs: int,
+               rng: torch.Generator, trace: list | None, name: str) -> None:
+        """Train `model` on the training rows; keep the best-validation-accuracy checkpoint.
+
+        Edge level: ordinary (Adam) training, full batch unless ``batch_size`` is set. Node level:
+        DP-SGD with Poisson sampling, per-example clipping and one shared noise multiplier.
+        """
+        cfg: GAPConfig = self.config  # type: ignore[assignment]
+        if epochs == 0:
+            return
+        opt_cls = torch.optim.Adam if cfg.optimizer == "adam" else torch.optim.SGD
+        opt = opt_cls(model.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
+        y, tr, va = t["y"], t["train"], t["val"]
+        best, best_state = -1.0, None
+        if cfg.node_level:
+            schedule = self._dp_schedule(tr.numel(), epochs)
+        for epoch in range(epochs):
+            if cfg.node_level:
+                for _ in range(schedule[epoch]):
+                    self._dp_step(model, opt, inputs, y, tr, rng, trace, name)
+            else:
+                model.train()
+                if cfg.batch_size is None or cfg.batch_size >= tr.numel():
+                    batches = [tr]
+                else:
+                    perm = torch.randperm(tr.numel(), generator=rng).to(tr.device)
+                    batches = list(tr[perm].split(cfg.batch_size))
+                for b in batches:
+                    opt.zero_grad()
+                    F.cross_entropy(model(inputs[b]), y[b]).backward()
+                    opt.step()
+            acc = _accuracy(model, inputs[va], y[va])
+            if acc > best or best_state is None:
+                best, best_state = acc, copy.deepcopy(model.state_dict())
+        model.load_state_dict(best_state)
+        model.eval()
+
+    def _dp_schedule(self, n_train: int, epochs: int) -> list[int]:
+        """DP-SGD steps per epoch: the accounted ⌊epochs·N/B⌋ spread evenly (or the loader's ⌈N/B⌉)."""
+        cfg: GAPConfig = self.config  # type: ignore[assignment]
+        b = cfg.node_batch_size
+        if self.bug("poisson-loader-steps"):
+            return [max(1, -(-n_train // b))] * epochs
+        _, total = dpsgd_schedule(n_train, b, epochs)
+        return [(e + 1) * total // epochs - e * total // epochs for e in range(epochs)]
+
+    def _dp_step(self, model: nn.Module, opt: torch.optim.Optimizer, inputs: torch.Tensor, y: torch.Tensor,
+                 tr: torch.Tensor, rng: torch.Generator, trace: list | None, name: str) -> None:
+        cfg: GAPConfig = self.config  # type: ignore[assignment]
+        n = tr.numel()
+        rate = min(1.0, cfg.node_batch_size / n)
+        sigma = self._sigma
+        std = 0.0 if self.bug("no-noise") else sigma * cfg.max_grad_norm
+        picked = poisson_sample(n, rate, rng).to(tr.device)
+        batch = tr[picked]
+        model.train()
+        if batch.numel():
+            clipped = clip_rows(_per_example_flat_grads(model, inputs[batch], y[batch]), cfg.max_grad_norm)
+        else:
+            size = sum(p.numel() for p in model.parameters())
+            clipped = torch.zeros(0, size, device=inputs.device)
+        total = noisy_sum(clipped, std, rng)
+        if trace is not None:
+            trace.append({"module": name, "step": len(trace), "batch": batch.cpu(),
+                          "params": _flat_params(model), "noisy_sum": total.detach().cpu(),
+                          "noise_std": sigma * cfg.max_grad_norm, "max_grad_norm": cfg.max_grad_norm,
+                          "expected_batch_size": rate * n})
+        opt.zero_grad()
+        assign_flat_grad(model, total / (rate * n))
+        opt.step()
+
+    # ------------------------------------------------------------------ aggregation
+    def _private_edges(self, graph: Any, seed: int) -> torch.Tensor:
+        cfg: GAPConfig = self.config  # type: ignore[assignment]
+        ei = graph.edge_index.to(self.device)
+        if cfg.node_level and not self.bug("no-degree-bound"):
+            ei = bound_out_degree(ei, graph.num_nodes, cfg.max_degree, seed)
+        return ei
+
+    def _pma(self, x0: torch.Tensor, edges: torch.Tensor, std: float, rng: torch.Generator | None
+             ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Noisy K-hop aggregation; returns the stack (N × h × (K+1)) and the noisy sums S_1..S_K."""
+        n = x0.size(0)
+        h = rownorm(x0)
+        hs, sums = [h], []
+        for _ in range(self.config.hops):  # type: ignore[attr-defined]
+            s = sum_aggregate(h, edges, n)
+            if rng is not None:
+                noise = torch.randn(s.shape, generator=rng, dtype=s.dtype).to(s.device)
+                s = s + std * noise
+            sums.append(s)
+            h = rownorm(s)
+            hs.append(h)
+        return torch.stack(hs, dim=-1), sums
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, graph: Any, rng: torch.Generator) -> Release:
+        cfg: GAPConfig = self.config  # type: ignore[assignment]
+        claim = self.claim(graph)
+        self._sigma = float(claim.details["noise_multiplier"])
+        std = 0.0 if self.bug("no-noise") else self._sigma * cfg.sensitivity
+        claimed_std = self._sigma * cfg.sensitivity
+        t = self._graph_tensors(graph)
+        n, classes = int(graph.num_nodes), int(graph.y.max()) + 1
+        trace: list | None = [] if cfg.node_level else None
+
+        # 1. encoder (edge-free)
+        cached, encoder = self._cached_encoder(graph)
+        if not cached:
+            with seeded(rng):
+                encoder = self._new_encoder(t["x"].size(1), classes)
+                if encoder is not None:
+                    self._train(encoder, t["x"], t, cfg.em_epochs, rng, trace, "encoder")
+        x0 = self._encode(encoder, t["x"])
+
+        # 2. PMA (cached stack)
+        bound_seed = int(torch.randint(0, 2**62, (1,), generator=rng).item())
+        edges = self._private_edges(graph, bound_seed)
+        stack, sums = self._pma(x0, edges, std, rng)
+
+        # 3. classifier on the cached stack
+        with seeded(rng):
+            classifier = _Classifier(stack.size(1), cfg, classes).to(self.device)
+            self._train(classifier, stack, t, cfg.cm_epochs, rng, trace, "classifier")
+        classifier.eval()
+        with torch.no_grad():
+            posteriors = torch.softmax(classifier(stack), dim=-1).cpu()
+        acc = {split: _accuracy(classifier, stack[t[split]], t["y"][t[split]]) for split in ("train", "val", "test")}
+
+        fresh = self.bug("fresh-inference-noise")
+        query_rng = torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,), generator=rng).item()))
+
+        def predict(query_graph: Any = None, nodes: Any = None) -> torch.Tensor:
+            if fresh:
+                x = t["x"]
+                if query_graph is not None and int(query_graph.num_nodes) == n:
+                    x = query_graph.x.to(self.device)
+                s_new, _ = self._pma(self._encode(encoder, x), edges, std, query_rng)
+                with torch.no_grad():
+                    probs = torch.softmax(classifier(s_new), dim=-1).cpu()
+            else:
+                probs = posteriors
+            return probs if nodes is None else probs[torch.as_tensor(nodes, dtype=torch.long)]
+
+        hs = [stack[..., k] for k in range(cfg.hops + 1)]
+        mechanism = [
+            MechanismStep(output=sums[k].detach().cpu(), mean=self._mean_fn(k, hs, encoder, bound_seed),
+                          noise_std=claimed_std, name=f"hop {k + 1}")
+            for k in range(cfg.hops)
+        ]
+        weights = {f"classifier.{k}": v.detach().cpu() for k, v in classifier.state_dict().items()}
+        if encoder is not None:
+            weights.update({f"encoder.{k}": v.detach().cpu() for k, v in encoder.state_dict().items()})
+        info = {
+            "accuracy": acc, "noise_multiplier": self._sigma, "noise_std": claimed_std,
+            "fresh_noise_per_query": fresh, "unit": claim.unit, "stack_shape": tuple(stack.shape),
+            "encoder_cached": cached, "private_edges": int(edges.size(1)),
+            "graph_edges": int(graph.edge_index.size(1)),
+        }
+        return Release(api=predict, weights=weights, mechanism=mechanism, trace=trace, info=info)
+
+    def _mean_fn(self, k: int, hs: list[torch.Tensor], encoder: _Encoder | None, bound_seed: int):
+        """mean(graph) of hop k+1: A_graphᵀ · (released H_k), H_0 from the released encoder."""
+
+        def mean(graph: Any) -> torch.Tensor:
+            n = int(graph.num_nodes)
+            edges = self._private_edges(graph, bound_seed)
+            if k == 0:
+                prev = rownorm(self._encode(encoder, graph.x.to(self.device)))
+            else:
+                released = hs[k]
+                prev = released[:n]
+                if n > released.size(0):  # rows the release lacks: that graph's noiseless embedding
+                    h = rownorm(self._encode(encoder, graph.x.to(self.device)))
+                    for _ in range(k):
+                        h = rownorm(sum_aggregate(h, edges, n))
+                    prev = torch.cat([prev, h[released.size(0):]], 0)
+            return sum_aggregate(prev, edges, n).cpu()
+
+        return mean
+
+    def noiseless(self, graph: Any) -> torch.Tensor | None:
+        """Noiseless hop sums S_1..S_K (K × N × h) with the prepared (or a seed-0, non-private) encoder.
+
+        For canary search only; under NDP the encoder here is a non-private proxy.
+        """
+        cached, encoder = self._cached_encoder(graph)
+        if not cached:
+            if not self.config.node_level:  # type: ignore[attr-defined]
+                self.prepare(graph)
+                _, encoder = self._cached_encoder(graph)
+            else:
+                proxy = GAP(self.config, unit="edge")
+                proxy.prepare(graph)
+                _, encoder = proxy._cached_encoder(graph)
+        x0 = self._encode(encoder, graph.x.to(self.device))
+        _, sums = self._pma(x0, self._private_edges(graph, 0), 0.0, None)
+        return torch.stack(sums, 0).cpu()

@@ -1,0 +1,65 @@
+import os
+
+import pytest
+import torch
+
+from audit import data
+
+
+def _check_normalised(g):
+    ei = g.edge_index
+    assert (ei[0] != ei[1]).all(), "self-loops"
+    pairs = set(map(tuple, ei.t().tolist()))
+    assert all((v, u) in pairs for u, v in pairs), "not undirected"
+    assert len(pairs) == ei.size(1), "duplicates"
+    for m in ("train_mask", "val_mask", "test_mask"):
+        assert getattr(g, m).dtype == torch.bool
+    assert not (g.train_mask & g.test_mask).any()
+
+
+def test_csbm_deterministic_by_seed_and_normalised():
+    a, b, c = data.load("csbm", seed=0), data.load("csbm", seed=0), data.load("csbm", seed=1)
+    assert torch.equal(a.edge_index, b.edge_index) and torch.equal(a.x, b.x)
+    assert not torch.equal(a.x, c.x)
+    _check_normalised(a)
+    stats = data.graph_stats(a)
+    assert stats.nodes == 600 and stats.classes == 3 and stats.min_degree >= 1
+
+
+@pytest.mark.parametrize("name, nodes, edges, train", [
+    ("chain-s", 48, 42, 8), ("chain-m", 60, 54, 10), ("chain-l", 90, 84, 15), ("chain-x", 150, 140, 25)])
+def test_chains(name, nodes, edges, train):
+    g = data.load(name)
+    _check_normalised(g)
+    s = data.graph_stats(g)
+    assert (s.nodes, s.undirected_edges, s.max_degree) == (nodes, edges, 2)
+    assert int(g.train_mask.sum()) == train and int(g.val_mask.sum()) == train
+    first = g.x.sum(1) > 0  # only chain heads carry features
+    assert int(first.sum()) == nodes // (nodes // (2 * (3 if name != "chain-x" else 5)))
+
+
+def test_cora_from_data_dir(data_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("AUDIT_CACHE_DIR", str(tmp_path))
+    g = data.load("cora")
+    s = data.graph_stats(g)
+    assert s.nodes == 2708 and s.undirected_edges == 5278 and s.classes == 7
+    assert int(g.train_mask.sum()) == 140  # public split
+    _check_normalised(g)
+    assert not (data_dir / "Cora" / "processed").exists(), "wrote into the read-only source folder"
+
+
+def test_missing_dataset_is_a_clear_error(tmp_path):
+    with pytest.raises(data.DatasetError, match="not found"):
+        data.load("cora", root=tmp_path)
+    with pytest.raises(data.DatasetError, match="unknown dataset 'nope'"):
+        data.load("nope")
+
+
+def test_edge_helpers_do_not_mutate():
+    g = data.load("chain-s")
+    before = g.edge_index.clone()
+    g1 = data.add_edge(g, 0, 20)
+    assert torch.equal(g.edge_index, before)
+    assert data.has_edge(g1, 0, 20) and data.has_edge(g1, 20, 0)
+    g2 = data.remove_edge(g1, 20, 0)
+    assert torch.equal(g2.edge_index, before)
