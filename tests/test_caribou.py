@@ -1,0 +1,181 @@
+import math
+
+import pytest
+import torch
+from torch_geometric.data import Data
+
+from audit.data import add_edge, load
+from targets import caribou as cb
+from targets.base import build
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return load("csbm")
+
+
+def fast(**kw):
+    return build("caribou", **{"encoder_epochs": 5, "cm_epochs": 5, "hidden": 16, **kw})
+
+
+# --- the paper's formulas: spec §9 anchors ---------------------------------------------------
+def test_convergent_multiplier_anchors():
+    assert cb.convergent_multiplier(1, 0.8) == pytest.approx(1.0)
+    assert cb.convergent_multiplier(10, 0.8) == pytest.approx(7.254668, abs=1e-6)
+    assert cb.convergent_multiplier(100, 0.8) == pytest.approx(9.0, abs=1e-6)
+    assert cb.convergent_multiplier(10, 0.5) == pytest.approx(2.994146, abs=1e-6)
+    assert cb.compositions(10, 0.8, "kprime") == pytest.approx(9) and cb.compositions(10, 0.8, "linear") == 10
+
+
+def test_sensitivity_anchors():
+    assert cb.c_of(1) == pytest.approx(0.158359, abs=1e-6) == cb.c_of(3)
+    assert cb.c_of(4) == pytest.approx(0.155861, abs=1e-6)
+    assert cb.edge_sensitivity(1, 0.8, 0.9) == pytest.approx(0.699416, abs=1e-6)
+    table = {1: 0.971412, 2: 0.655399, 3: 0.498915, 4: 0.403915, 5: 0.339311, 10: 0.188539}
+    for d, v in table.items():
+        assert cb.edge_sensitivity(d, 1.0, 1.0) == pytest.approx(v, abs=1e-6)
+    assert cb.node_sensitivity(1, 100, 2708, 0.8, 0.9) == pytest.approx(3.582, abs=1e-3)
+
+
+@pytest.mark.parametrize("accountant, eps, sigma", [
+    ("gdp", 1, 10.048), ("gdp", 2, 5.370), ("gdp", 8, 1.617), ("rdp_paper", 1, 13.199), ("rdp_paper", 8, 1.859)])
+def test_calibration_matches_worked_example(graph, accountant, eps, sigma):
+    claim = fast(epsilon=eps, delta=1e-5, accountant=accountant).claim(graph)
+    assert claim.details["noise_multiplier"] == pytest.approx(sigma, abs=2e-3)
+    assert claim.epsilon == pytest.approx(eps, abs=1e-3)  # round trip ε → σ → ε
+
+
+@pytest.mark.parametrize("accountant, sigma, eps", [("gdp", 10, 1.0053), ("rdp_paper", 10, 1.32873),
+                                                    ("gdp", 5, 2.1663), ("rdp_paper", 2, 7.3691)])
+def test_forward_accounting(graph, accountant, sigma, eps):
+    claim = fast(delta=1e-5, accountant=accountant, noise_multiplier=sigma).claim(graph)
+    assert claim.epsilon == pytest.approx(eps, abs=1e-3)
+
+
+def test_node_level_claim_round_trips(graph):
+    claim = fast(unit="node", epsilon=4, encoder_epochs=3, cm_epochs=3).claim(graph)
+    assert claim.epsilon == pytest.approx(4, abs=1e-3) and claim.gdp_mu is None
+    assert claim.details["sensitivity"] > 1  # the leading 1 of Eq. 8
+
+
+# --- the layer ------------------------------------------------------------------------------
+@pytest.mark.parametrize("seed", range(5))
+def test_cgl_is_a_contraction_by_brute_force(seed):
+    g = torch.Generator().manual_seed(seed)
+    n = 30
+    mask = torch.rand(n, n, generator=g) < 0.15
+    adj = torch.triu(mask, 1)
+    src, dst = adj.nonzero().t()
+    graph = Data(edge_index=torch.cat([torch.stack([src, dst]), torch.stack([dst, src])], 1), num_nodes=n)
+    x0 = torch.nn.functional.normalize(torch.randn(n, 8, generator=g), dim=1)
+    for _ in range(20):
+        x = cb.project(torch.randn(n, 8, generator=g), "ball")
+        y = cb.project(torch.randn(n, 8, generator=g), "ball")
+        lhs = (cb.cgl(graph, x, x0, 0.8, 0.9, 1.0) - cb.cgl(graph, y, x0, 0.8, 0.9, 1.0)).norm()
+        assert lhs <= 0.8 * (x - y).norm() + 1e-5
+
+
+def test_noiseless_change_of_one_hop_vs_eq6(graph):
+    """Report, do not assume (spec §9): Eq. 6 against measured one-hop changes for unit-row inputs."""
+    t = fast()
+    x0 = torch.nn.functional.normalize(torch.randn(graph.num_nodes, 16, generator=torch.Generator().manual_seed(0)), dim=1)
+    worst = 0.0
+    for u, v in [(0, 1), (10, 500), (42, 77)]:
+        g1 = add_edge(graph, u, v)
+        worst = max(worst, float((cb.cgl(g1, x0, x0, 0.8, 0.9, 1.0) - cb.cgl(graph, x0, x0, 0.8, 0.9, 1.0)).norm()))
+    assert 0 < worst < 3 * cb.edge_sensitivity(1, 0.8, 0.9)
+
+
+# --- releases -------------------------------------------------------------------------------
+def test_determinism_by_seed(graph):
+    t = fast(epsilon=4)
+    a = t.fit(graph, torch.Generator().manual_seed(1))
+    b = t.fit(graph, torch.Generator().manual_seed(1))
+    c = t.fit(graph, torch.Generator().manual_seed(2))
+    assert torch.equal(a.mechanism[0].output, b.mechanism[0].output)
+    assert not torch.equal(a.mechanism[0].output, c.mechanism[0].output)
+    assert torch.equal(a.api(), b.api())
+
+
+def test_release_is_the_same_whether_or_not_the_classifier_is_used(graph):
+    t = fast(epsilon=4)
+    a = t.fit(graph, torch.Generator().manual_seed(1))
+    _ = a.api()
+    b = t.fit(graph, torch.Generator().manual_seed(1))
+    assert torch.equal(a.mechanism[0].output, b.mechanism[0].output)
+
+
+def test_rows_are_projected_and_only_the_last_hop_is_released(graph):
+    r = fast().fit(graph, torch.Generator().manual_seed(0))
+    assert len(r.mechanism) == 1
+    assert float(r.mechanism[0].output.norm(dim=1).max()) <= 1 + 1e-5
+
+
+def test_bug_no_noise_releases_the_noiseless_output(graph):
+    t = fast(bug="no-noise")
+    r = t.fit(graph, torch.Generator().manual_seed(0))
+    assert torch.allclose(r.mechanism[0].output, r.mechanism[0].mean(graph), atol=1e-6)
+
+
+def test_bug_release_all_hops(graph):
+    r = fast(bug="release-all-hops", hops=4).fit(graph, torch.Generator().manual_seed(0))
+    assert len(r.mechanism) == 4
+
+
+def test_bug_no_projection_leaves_rows_unbounded(graph):
+    r = fast(bug="no-projection").fit(graph, torch.Generator().manual_seed(0))
+    assert float(r.mechanism[0].output.norm(dim=1).min()) > 1.5
+
+
+def test_per_hop_noise_has_the_claimed_scale(graph):
+    """One hop, no projection: X⁽¹⁾ − CGL(X⁽⁰⁾) must be N(0, (Δσ)²) entrywise."""
+    t = fast(hops=1, epsilon=2, bug="no-projection")
+    r = t.fit(graph, torch.Generator().manual_seed(0))
+    resid = (r.mechanism[0].output - r.mechanism[0].mean(graph)).flatten()
+    assert float(resid.std()) == pytest.approx(t.claim(graph).details["noise_std"], rel=0.03)
+
+
+def test_inference_on_a_query_graph_is_a_fresh_release(graph):
+    r = fast(epsilon=4).fit(graph, torch.Generator().manual_seed(0))
+    q = graph.clone()
+    p1, p2 = r.api(q), r.api(q)
+    assert not torch.equal(p1, p2)
+    assert r.info["query_count"]["queries"] == 2 and r.info["fresh_noise_per_query"]
+    assert torch.equal(r.api(), r.api())  # transductive answers reuse X(K)
+
+
+def test_queries_compose_in_the_claim(graph):
+    one = fast(epsilon=1, delta=1e-5).claim(graph)
+    four = fast(epsilon=1, delta=1e-5, queries=4).claim(graph)
+    assert four.details["noise_multiplier"] == pytest.approx(2 * one.details["noise_multiplier"], rel=1e-6)
+
+
+def test_public_degree_bounds_are_pinned(graph):
+    t = fast()
+    pinned = t.public_params(graph)
+    assert pinned["d_min"] == 1 and pinned["delta"] == t.claim(graph).delta
+
+
+@pytest.mark.parametrize("key, value", [("hops", 0), ("contraction", 1.0), ("alpha1", 1.5), ("beta", 0),
+                                        ("accountant", "x"), ("pam", "x"), ("unit", "graph")])
+def test_bad_config_rejected(key, value):
+    with pytest.raises(ValueError, match=f"'{key}' parameter"):
+        fast(**{key: value})
+
+
+def test_isolated_nodes_are_refused(graph):
+    g = graph.clone()
+    g.x = torch.cat([g.x, torch.zeros(1, g.x.size(1))])
+    g.y = torch.cat([g.y, torch.zeros(1, dtype=torch.long)])
+    g.num_nodes = graph.num_nodes + 1
+    with pytest.raises(ValueError, match="isolated"):
+        fast().claim(g)
+
+
+def test_audit_end_to_end_catches_no_noise(tmp_path):
+    from audit.game import AuditSpec, run_audit
+    kw = dict(target="caribou", params={"encoder_epochs": "5", "hidden": "16"}, trials=100, seed=0)
+    bad = run_audit(AuditSpec(bug="no-noise", **kw), out=tmp_path, progress=False)
+    ok = run_audit(AuditSpec(**kw), out=tmp_path, progress=False)
+    assert bad["verdict"] == "VIOLATION"
+    assert ok["verdict"] == "CONSISTENT"

@@ -1,0 +1,112 @@
+import json
+
+import numpy as np
+import pytest
+
+from audit import game
+from audit.game import AuditSpec, run_audit
+from audit.store import Store
+
+
+def _spec(**kw):
+    base = dict(target="gaussian", epsilon=2.0, trials=200, seed=5)
+    base.update(kw)
+    return AuditSpec(**base)
+
+
+def _scores(result):
+    with Store(result["store"]) as s:
+        return s.trials(result["key"])
+
+
+def test_bits_are_balanced_and_seeded():
+    bits = [game.secret_bit(0, i) for i in range(1000)]
+    assert sum(bits) == 500
+    assert all(bits[2 * j] != bits[2 * j + 1] for j in range(500))
+    assert bits != [game.secret_bit(1, i) for i in range(1000)]
+    assert game.trial_seed(0, 1) != game.trial_seed(0, 2) != game.trial_seed(1, 1)
+
+
+def test_same_seed_same_result_and_different_seed_differs(tmp_path):
+    a = run_audit(_spec(), out=tmp_path / "a", progress=False)
+    b = run_audit(_spec(), out=tmp_path / "b", progress=False)
+    c = run_audit(_spec(seed=6), out=tmp_path / "c", progress=False)
+    assert _scores(a) == _scores(b)
+    assert a["eps_lb"] == b["eps_lb"] and a["canary"] == b["canary"]
+    assert _scores(a) != _scores(c)
+
+
+def test_parallel_jobs_give_identical_trials(tmp_path):
+    a = run_audit(_spec(), out=tmp_path / "a", progress=False)
+    b = run_audit(_spec(), out=tmp_path / "b", progress=False, jobs=2)
+    assert _scores(a) == _scores(b)
+
+
+def test_resume_after_a_killed_run_loses_nothing(tmp_path):
+    full = run_audit(_spec(), out=tmp_path / "full", progress=False)
+    calls = []
+
+    def die(n):
+        calls.append(n)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_audit(_spec(), out=tmp_path / "cut", progress=False, on_chunk=die)
+    with Store(tmp_path / "cut" / "audit.sqlite") as s:
+        kept = s.trials(_spec().key())
+    assert 0 < len(kept) < 200  # the finished chunks were written
+    resumed = run_audit(_spec(), out=tmp_path / "cut", progress=False)
+    assert _scores(resumed) == _scores(full)
+    assert resumed["eps_lb"] == full["eps_lb"]
+
+
+def test_dask_backend_matches_local(tmp_path):
+    pytest.importorskip("dask.distributed")
+    from dask.distributed import LocalCluster
+
+    local = run_audit(_spec(trials=64), out=tmp_path / "a", progress=False)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+        remote = run_audit(_spec(trials=64), out=tmp_path / "b", progress=False, backend="dask",
+                           scheduler=cluster.scheduler_address)
+    assert _scores(local) == _scores(remote)
+
+
+def test_result_record_has_the_design_fields(tmp_path):
+    r = run_audit(_spec(), out=tmp_path, progress=False)
+    for key in ("target", "config", "dataset", "canary", "attack", "level", "trials", "seed", "claimed_epsilon",
+                "claimed_delta", "accountant", "eps_lb", "ci", "method", "auc", "tpr_at_fpr",
+                "max_certifiable_eps", "tightness", "verdict", "wall_time_s", "versions"):
+        assert key in r, key
+    on_disk = json.loads((tmp_path / f"{r['run_id']}.json").read_text())
+    assert on_disk["eps_lb"] == r["eps_lb"]
+    assert r["method"] == "gdp"  # a GDP claim gets the GDP estimator by default
+
+
+def test_no_noise_is_a_violation_and_correct_config_is_not(tmp_path):
+    ok = run_audit(_spec(trials=400), out=tmp_path, progress=False)
+    bad = run_audit(_spec(trials=400, bug="no-noise"), out=tmp_path, progress=False)
+    assert ok["verdict"] == "CONSISTENT" and ok["eps_lb"] <= 2.0
+    assert bad["verdict"] == "VIOLATION"
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(epsilon=0), "epsilon"), (dict(delta=1.0), "delta"), (dict(trials=7), "trials"),
+    (dict(estimator="x"), "estimator"), (dict(mode="x"), "mode")])
+def test_bad_specs_are_rejected(kw, match):
+    with pytest.raises(ValueError, match=match):
+        _spec(**kw)
+
+
+def test_worst_case_canary_is_at_least_as_sensitive_as_a_random_one():
+    from audit.data import load
+    from canaries.edge import RandomEdge, WorstCaseEdge
+    from targets.base import build
+
+    g, t = load("csbm"), build("caribou", encoder_epochs=5)
+    rng = np.random.default_rng(0)
+    worst = WorstCaseEdge().worlds(g, rng, t)
+    rand = RandomEdge().worlds(g, np.random.default_rng(1), t)
+    change = lambda p: float((t.noiseless(p.g1) - t.noiseless(p.g0)).norm())
+    assert change(worst) >= change(rand)
+    assert worst.info["noiseless_change"] == pytest.approx(change(worst), rel=1e-5)

@@ -1,0 +1,57 @@
+import numpy as np
+import pytest
+import torch
+
+from audit.data import load
+from targets.accounting import gdp_epsilon
+from targets.base import build
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return load("csbm")
+
+
+def test_claim_anchor_and_round_trip(graph):
+    claim = build("gaussian", epsilon=2, delta=1e-5).claim(graph)
+    assert claim.gdp_mu == pytest.approx(0.5016, abs=1e-3)
+    assert claim.details["sensitivity"] == pytest.approx(2**0.5)
+    assert gdp_epsilon(1 / claim.details["noise_multiplier"], 1e-5) == pytest.approx(2.0, rel=1e-6)
+
+
+@pytest.mark.parametrize("bug, factor", [(None, 1.0), ("half-noise", 0.5), ("no-noise", 0.0)])
+def test_released_noise_has_the_stated_scale(graph, bug, factor):
+    target = build("gaussian", epsilon=2, bug=bug)
+    release = target.fit(graph, torch.Generator().manual_seed(0))
+    step, = release.mechanism
+    resid = (step.output - step.mean(graph)).flatten().numpy()
+    claimed = target.claim(graph).details["noise_std"]
+    assert step.noise_std == pytest.approx(claimed)  # the auditor is told the claimed law
+    assert resid.std() == pytest.approx(factor * claimed, rel=0.03, abs=1e-9)
+    if factor:
+        assert abs(resid.mean()) < 4 * factor * claimed / np.sqrt(resid.size)
+
+
+def test_sensitivity_is_exactly_sqrt2_for_any_edge(graph):
+    from audit.data import add_edge
+    t = build("gaussian")
+    base = t.noiseless(graph)
+    for u, v in [(0, 599), (5, 77), (100, 300)]:
+        assert float((t.noiseless(add_edge(graph, u, v)) - base).norm()) == pytest.approx(2**0.5, rel=1e-5)
+
+
+def test_determinism_by_seed(graph):
+    t = build("gaussian")
+    a = t.fit(graph, torch.Generator().manual_seed(3)).mechanism[0].output
+    b = t.fit(graph, torch.Generator().manual_seed(3)).mechanism[0].output
+    c = t.fit(graph, torch.Generator().manual_seed(4)).mechanism[0].output
+    assert torch.equal(a, b) and not torch.equal(a, c)
+
+
+def test_unknown_bug_and_bad_values_are_rejected():
+    with pytest.raises(ValueError, match="unknown bug 'nope'.*half-noise"):
+        build("gaussian", bug="nope")
+    with pytest.raises(ValueError, match="epsilon must be > 0"):
+        build("gaussian", epsilon=-1)
+    with pytest.raises(ValueError, match="unknown parameter"):
+        build("gaussian", hops="3")
