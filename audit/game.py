@@ -266,8 +266,11 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
     bits = np.array([b for _, b, _ in rows])
     scores = np.array([s for _, _, s in rows])
     method = spec.estimator if spec.estimator != "auto" else ("gdp" if claim.gdp_mu is not None else "cp")
+    # gdp tests the symmetric point of the trade-off curve; where the attack fixes that point's
+    # threshold a priori (an LLR's 0), no trial needs to be held out to choose it.
+    prior = getattr(attack, "natural_threshold", None) if method == "gdp" else None
     est = estimators.estimate(scores[bits == 0], scores[bits == 1], delta=claim.delta, method=method,
-                              confidence=spec.confidence)
+                              confidence=spec.confidence, threshold=prior)
     result = make_result(spec, key, target, claim, pair, attack_name, level, est, scores, bits,
                          wall=time.time() - t0, store_path=store.path)
     run_id = f"{spec.target.replace(':', '.').replace('/', '.')}-{key}-{spec.trials}-{method}"

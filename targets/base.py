@@ -90,6 +90,8 @@ class MechanismStep:
             depends on that was released before it held fixed). The auditor knows the algorithm.
         noise_std: per-entry std of the Gaussian noise when ``output = mean + N(0, std²)`` exactly
             (no post-processing); ``None`` when the law is not a plain Gaussian.
+        row_projected: the output is ``Π(mean + N(0, std²))`` with each row projected to the unit
+            ball (or sphere): the auditor rescales rows before the Gaussian likelihood ratio.
         name: a label (e.g. ``hop 3``).
     """
 
@@ -97,6 +99,7 @@ class MechanismStep:
     mean: Callable[[Any], torch.Tensor]
     noise_std: float | None = None
     name: str = ""
+    row_projected: bool = False
 
 
 class Lazy:

@@ -506,15 +506,15 @@ class Caribou(Target):
                     for s, m in (("train", graph.train_mask), ("val", graph.val_mask), ("test", graph.test_mask))}
 
         released = hops if self.bug("release-all-hops") else [xk]
-        steps = []
+        steps: list[MechanismStep] = []
         for k, out in enumerate(released):
             if self.bug("release-all-hops"):
                 prev = x0 if k == 0 else hops[k - 1]
                 mean = (lambda g, prev=prev: cgl(g, prev, x0, c.contraction, c.alpha1, c.beta))
-                name = f"X({k + 1}) given X({k})"
+                steps.append(MechanismStep(output=out, mean=mean, noise_std=claim.details["noise_std"],
+                                           name=f"X({k + 1}) given X({k})", row_projected=c.projection == "ball"))
             else:
-                mean = (lambda g: self.pcmp(g, x0, 0.0, None)[-1])
-                name = f"X({c.hops}) (noiseless PCMP as mean)"
-            steps.append(MechanismStep(output=out, mean=mean, noise_std=None, name=name))
+                steps.append(MechanismStep(output=out, mean=lambda g: self.pcmp(g, x0, 0.0, None)[-1],
+                                           name=f"X({c.hops}) (noiseless PCMP as mean)"))
         return Release(api=predict, weights=Lazy(weights), mechanism=steps,
                        info={"fresh_noise_per_query": True, "accuracy": Lazy(accuracy), "query_count": state})

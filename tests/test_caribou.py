@@ -179,3 +179,14 @@ def test_audit_end_to_end_catches_no_noise(tmp_path):
     ok = run_audit(AuditSpec(**kw), out=tmp_path, progress=False)
     assert bad["verdict"] == "VIOLATION"
     assert ok["verdict"] == "CONSISTENT"
+
+
+def test_all_hops_steps_are_projected_gaussians_the_attack_can_score(graph):
+    from attacks.mechanism import MechanismLRT
+    from canaries.edge import RandomEdge
+    import numpy as np
+    t = fast(bug="release-all-hops", hops=3, epsilon=8)
+    pair = RandomEdge().worlds(graph, np.random.default_rng(0))
+    r = t.fit(pair.g1, torch.Generator().manual_seed(0))
+    assert all(s.row_projected and s.noise_std == t.claim(graph).details["noise_std"] for s in r.mechanism)
+    assert np.isfinite(MechanismLRT().score(r, pair))

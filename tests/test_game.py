@@ -110,3 +110,11 @@ def test_worst_case_canary_is_at_least_as_sensitive_as_a_random_one():
     change = lambda p: float((t.noiseless(p.g1) - t.noiseless(p.g0)).norm())
     assert change(worst) >= change(rand)
     assert worst.info["noiseless_change"] == pytest.approx(change(worst), rel=1e-5)
+
+
+def test_gdp_uses_the_attacks_a_priori_threshold_and_every_trial(tmp_path):
+    r = run_audit(_spec(trials=400), out=tmp_path, progress=False)
+    assert r["estimate"]["threshold"] == 0.0
+    assert r["estimate"]["counts"]["n_out"] + r["estimate"]["counts"]["n_in"] == 400
+    cp = run_audit(_spec(trials=400, estimator="cp"), out=tmp_path, progress=False)
+    assert cp["estimate"]["counts"]["n_out"] + cp["estimate"]["counts"]["n_in"] == 200  # half held out
