@@ -214,10 +214,10 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     from audit import data, estimators
-    from audit.game import ATTACKS, CANARIES
+    from audit.game import ATTACKS, CANARIES, available
     from targets import base
 
-    info: dict[str, Any] = {"targets": {}, "attacks": sorted(ATTACKS), "canaries": sorted(CANARIES),
+    info: dict[str, Any] = {"targets": {}, "attacks": available(ATTACKS), "canaries": available(CANARIES),
                             "datasets": data.names(), "estimators": list(estimators.METHODS)}
     for name in base.available():
         cls = base.get(name)

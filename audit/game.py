@@ -36,10 +36,30 @@ from targets import base as targets
 CANARIES: dict[str, str] = {
     "random-edge": "canaries.edge:RandomEdge",
     "worst-edge": "canaries.edge:WorstCaseEdge",
+    "remove-node": "canaries.node:RemoveNode",
+    "insert-node": "canaries.node:InsertNode",
+    "dirac-gradient": "canaries.gradient:DiracGradient",
 }
 ATTACKS: dict[str, str] = {
     "mechanism-lrt": "attacks.mechanism:MechanismLRT",
+    "linkteller": "attacks.linkteller:LinkTeller",
+    "gmia": "attacks.gmia:GMIA",
+    "lira": "attacks.lira:LiRA",
+    "gradient-projection": "attacks.gradient:ProjectedGradientCanary",
+    "gradient-lrt": "attacks.gradient:FullVectorGradientCanary",
 }
+
+
+def available(registry: dict[str, str]) -> list[str]:
+    """Names in a registry whose modules import (later issues add modules)."""
+    names = []
+    for name, spec in registry.items():
+        try:
+            _load(spec)
+        except (ImportError, AttributeError):
+            continue
+        names.append(name)
+    return names
 
 
 def _load(spec: str) -> Any:
@@ -49,29 +69,39 @@ def _load(spec: str) -> Any:
     return getattr(importlib.import_module(module), attr)
 
 
+def _make(registry: dict[str, str], kind: str, name: str) -> Any:
+    if name not in registry or name not in available(registry):
+        raise ValueError(f"unknown {kind} {name!r}; known: {', '.join(sorted(available(registry)))}")
+    return _load(registry[name])()
+
+
 def make_canary(name: str) -> Any:
-    if name not in CANARIES:
-        raise ValueError(f"unknown canary {name!r}; known: {', '.join(sorted(CANARIES))}")
-    return _load(CANARIES[name])()
+    return _make(CANARIES, "canary", name)
 
 
 def make_attack(name: str) -> Any:
-    if name not in ATTACKS:
-        raise ValueError(f"unknown attack {name!r}; known: {', '.join(sorted(ATTACKS))}")
-    return _load(ATTACKS[name])()
+    return _make(ATTACKS, "attack", name)
 
 
 def auto_attack(target: targets.Target) -> str:
-    if "mechanism" in target.levels:
-        return "mechanism-lrt"
+    """The strongest available attack for the target's views: white-box first."""
+    have = set(available(ATTACKS))
+    node = target.unit is targets.Unit.NODE
+    preference = [("trace", "gradient-lrt"), ("trace", "gradient-projection"), ("mechanism", "mechanism-lrt"),
+                  ("api", "lira" if node else "linkteller"), ("api", "gmia" if node else "linkteller")]
+    for level, attack in preference:
+        if level in target.levels and attack in have and (level != "mechanism" or not node):
+            return attack
     raise ValueError(f"no attack in this version fits the views of target {target.name!r} "
-                     f"({', '.join(target.levels)}); pass --attack explicitly")
+                     f"({', '.join(target.levels)}, {target.unit.value} level); pass --attack explicitly")
 
 
-def auto_canary(target: targets.Target, graph: Any) -> str:
+def auto_canary(target: targets.Target, graph: Any, attack: str | None = None) -> str:
+    """The canary that fits the target's unit and the chosen attack."""
+    if attack in ("gradient-lrt", "gradient-projection"):
+        return "dirac-gradient"
     if target.unit is not targets.Unit.EDGE:
-        raise ValueError(f"target {target.name!r} protects nodes; node canaries are not in this version "
-                         "(audit its edge-level mode with --set unit=edge)")
+        return "remove-node"
     try:
         has_map = target.noiseless(graph) is not None
     except NotImplementedError:
@@ -229,8 +259,8 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
     if pinned:
         target = type(target)(targets.replace_config(target.config, **pinned))
     claim = target.claim(graph)
-    canary_name = auto_canary(target, graph) if spec.canary == "auto" else spec.canary
     attack_name = auto_attack(target) if spec.attack == "auto" else spec.attack
+    canary_name = auto_canary(target, graph, attack_name) if spec.canary == "auto" else spec.canary
     attack = make_attack(attack_name)
     level = attack.levels[0] if spec.level == "auto" else spec.level
     if level not in target.levels:
