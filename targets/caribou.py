@@ -25,6 +25,7 @@ Shapes: X⁽ᵏ⁾ is n × h; posteriors n × classes.
 from __future__ import annotations
 
 import copy
+import hashlib
 import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -105,6 +106,14 @@ def cgl(graph: Data, x: torch.Tensor, x0: torch.Tensor, contraction: float, alph
     """Contractive Graph Layer, Eq. 4."""
     mean = x.mean(dim=0, keepdim=True).expand_as(x)
     return contraction * (alpha1 * gcn_propagate(graph, x) + (1 - alpha1) * mean) + beta * x0
+
+
+def feature_fingerprint(graph: Data) -> str:
+    """Content hash of what the edge-level encoder sees (features, labels, training mask)."""
+    h = hashlib.blake2b(digest_size=16)
+    for t in (graph.x, graph.y, graph.train_mask):
+        h.update(t.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
 
 
 def project(x: torch.Tensor, kind: str) -> torch.Tensor:
@@ -255,7 +264,7 @@ class Caribou(Target):
 
     def __init__(self, config: CaribouConfig | None = None, **overrides: Any) -> None:
         super().__init__(config, **overrides)
-        self._encoder_cache: dict[int, Encoder] = {}
+        self._encoder_cache: dict[str, Encoder] = {}
         self._claims: dict[tuple, Claim] = {}
 
     # ----------------------------------------------------------------------------- accounting
@@ -407,13 +416,15 @@ class Caribou(Target):
         protected edge; auditing conditionally on it is sound. Not done at node level.
         """
         if self.config.unit == "edge":
-            key = id(graph.x)
+            key = feature_fingerprint(graph)
             if key not in self._encoder_cache:
                 self._encoder_cache[key] = self._train_encoder(graph, torch.Generator().manual_seed(0x0E2C))
 
     def _encoder(self, graph: Data, rng: torch.Generator) -> Encoder:
-        cached = self._encoder_cache.get(id(graph.x)) if self.config.unit == "edge" else None
-        return cached if cached is not None else self._train_encoder(graph, rng)
+        if self.config.unit == "edge":
+            self.prepare(graph)
+            return self._encoder_cache[feature_fingerprint(graph)]
+        return self._train_encoder(graph, rng)
 
     def pcmp(self, graph: Data, x0: torch.Tensor, sigma_abs: float, rng: torch.Generator | None) -> list[torch.Tensor]:
         """Algorithm 1 (projecting the freshly noised X⁽ᵏ⁺¹⁾); returns every hop X⁽¹⁾…X⁽ᴷ⁾."""

@@ -190,3 +190,13 @@ def test_all_hops_steps_are_projected_gaussians_the_attack_can_score(graph):
     r = t.fit(pair.g1, torch.Generator().manual_seed(0))
     assert all(s.row_projected and s.noise_std == t.claim(graph).details["noise_std"] for s in r.mechanism)
     assert np.isfinite(MechanismLRT().score(r, pair))
+
+
+def test_both_worlds_share_the_edge_level_encoder(graph):
+    """X⁽⁰⁾ never sees edges: world 1 (a copy with one more edge) must get the same encoder."""
+    t = fast()
+    g1 = add_edge(graph, 0, 599)
+    a = t.fit(graph, torch.Generator().manual_seed(0))
+    b = t.fit(g1, torch.Generator().manual_seed(1))
+    assert torch.equal(t._encoder(graph, None).body[0].weight, t._encoder(g1, None).body[0].weight)
+    assert len(t._encoder_cache) == 1 and a is not b

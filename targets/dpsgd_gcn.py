@@ -1,0 +1,274 @@
+"""DP-SGD node classifier: the known-correct node-level reference for the gradient-canary audit.
+
+Design (the simplest faithful node-level DP-SGD)
+------------------------------------------------
+One *example* per training node: the node's input row and its label. The input row is
+``Â^K X`` (SGC-style propagation, ``hops = K``) computed once before training; with the default
+``hops = 0`` it is the node's own feature row, so a node's data enters exactly one example and
+add/remove-one-node has per-example sensitivity 1 (one clipped gradient). With ``hops > 0`` that
+holds only when the graph structure and the other nodes' features are *public*: the claim's unit
+then says so. (The Dirac gradient-canary audit tests the noise and accounting of the DP-SGD
+mechanism itself, which is the same for every ``hops``.)
+
+Model: ``Linear(f, hidden) → ELU → Linear(hidden, C)`` (``hidden = 0``: one linear layer, i.e. a
+1-layer SGC). Each step (Abadi et al. 2016):
+
+1. Poisson sampling: every training node joins the batch independently with probability ``q``
+   (``sampling_rate``; default ``min(1, batch_size / n_train)``).
+2. Per-node gradients (``torch.func``), each clipped to ℓ2 norm ``clip_norm`` = C, summed.
+3. Gaussian noise ``N(0, (σC)² I_d)`` on the sum; the noisy sum divided by the expected batch size
+   ``q·n_train`` feeds SGD (``lr``).
+4. Exactly the accounted ``steps`` are run.
+
+Accountant: RDP of the Poisson-subsampled Gaussian (``targets.accounting.subsampled_gaussian_rdp``,
+add/remove relation), T-fold, converted with the improved conversion (``rdp_to_dp``); σ is
+calibrated to the target ε. With ``q = 1`` each step is a plain Gaussian mechanism and the claim
+also carries the exact ``gdp_mu = √T/σ`` (the gdp estimator's assumption holds exactly); the
+claimed ε stays the RDP one, which is slightly larger than the exact GDP ε.
+
+Gradient-canary hook (same contract as ``targets.heterpoisson``): ``fit(graph, rng,
+canary_gradient=g_c, canary_node=z)`` or graph attributes ``canary_gradient`` / ``canary_node``
+add ``g_c`` (length d, or T×d with one row per step; not clipped) to the clipped sum whenever the
+canary is sampled: with ``canary_node`` when z is in the batch, otherwise by its own Poisson(q) coin
+from a generator split off ``rng`` at the start of fit (always split, so two worlds that differ
+only by the canary see identical batches and identical noise). ``dimension(graph)`` gives d.
+
+Views: ``trace`` (a :class:`targets.heterpoisson.HeterPoissonTrace` with ``noise="gaussian"``, one
+``TraceStep`` per step: ``noisy`` released sum, ``central`` batch node ids, ``canary_in``,
+``clean`` = noiseless clipped sum including the canary — auditor instrumentation), ``weights``
+(final parameters), ``api`` (``predict(graph, nodes=None)`` → softmax over the precomputed inputs
+of ``graph``). Bug ``no-noise``: no noise, same claim.
+
+Cost: csbm (180 training nodes, d ≈ 600, 20 steps) ≈ 30 ms per fit.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from targets.accounting import calibrate_decreasing, rdp_to_dp, subsampled_gaussian_rdp
+from targets.base import Claim, Release, Target, TargetConfig, child_generator, seeded
+from targets.dpsgd import assign_flat_grad, clip_rows, flatten, per_example_gradients, poisson_sample
+from targets.heterpoisson import HeterPoissonTrace, TraceStep
+
+#: RDP orders: a fine grid below 10 and the integers up to 256.
+ORDERS: tuple[float, ...] = tuple(float(a) for a in np.linspace(1.05, 10.0, 180)) + tuple(
+    float(a) for a in range(11, 257))
+
+
+@dataclass
+class DPSGDGCNConfig(TargetConfig):
+    """DP-SGD reference hyperparameters.
+
+    Args:
+        sampling_rate: q; None → min(1, batch_size / n_train).
+        batch_size: expected batch for the q rule (256; q = 1 on csbm's 180 training nodes).
+        steps: T, accounted and run (20).
+        hops: K of the SGC propagation Â^K X (0: own features, exact node-level DP).
+        hidden: hidden width (16); 0 = linear model.
+        clip_norm: C (1.0). lr: SGD learning rate on the mean gradient (0.5).
+        noise_multiplier: σ (noise std σC); None → calibrated from epsilon.
+        unit: ``node``.
+    """
+
+    sampling_rate: float | None = None
+    batch_size: int = 256
+    steps: int = 20
+    hops: int = 0
+    hidden: int = 16
+    clip_norm: float = 1.0
+    lr: float = 0.5
+    noise_multiplier: float | None = None
+    unit: str = "node"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.sampling_rate is not None and not (0.0 < float(self.sampling_rate) <= 1.0):
+            raise ValueError(f"The 'sampling_rate' parameter must be in (0, 1], got {self.sampling_rate!r}")
+        for name, low in (("batch_size", 1), ("steps", 1), ("hops", 0), ("hidden", 0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"The {name!r} parameter must be an int >= {low}, got {value!r}")
+        if not (self.clip_norm > 0):
+            raise ValueError(f"The 'clip_norm' parameter must be > 0, got {self.clip_norm!r}")
+        if not (self.lr > 0):
+            raise ValueError(f"The 'lr' parameter must be > 0, got {self.lr!r}")
+        if self.noise_multiplier is not None and not (self.noise_multiplier > 0):
+            raise ValueError(f"The 'noise_multiplier' parameter must be > 0, got {self.noise_multiplier!r}")
+        if self.unit != "node":
+            raise ValueError(f"The 'unit' parameter must be 'node', got {self.unit!r}")
+
+
+def dpsgd_epsilon(noise_multiplier: float, *, sampling_rate: float, steps: int, delta: float,
+                  orders=ORDERS) -> tuple[float, float]:
+    """(ε, best order) of T Poisson-subsampled Gaussian steps (RDP, improved conversion)."""
+    rdp = subsampled_gaussian_rdp(orders, sampling_rate, noise_multiplier, steps)
+    return rdp_to_dp(orders, rdp, delta, conversion="improved")
+
+
+def propagate(graph: Any, hops: int) -> torch.Tensor:
+    """Â^K X with Â = D^{-1/2}(A + I)D^{-1/2} (the SGC / GCN normalisation)."""
+    x = graph.x.float().cpu()
+    if hops == 0:
+        return x
+    n = graph.num_nodes
+    src, dst = graph.edge_index.cpu()
+    loops = torch.arange(n)
+    src, dst = torch.cat([src, loops]), torch.cat([dst, loops])
+    deg = torch.bincount(dst, minlength=n).float()
+    w = deg[src].rsqrt() * deg[dst].rsqrt()
+    for _ in range(hops):
+        out = torch.zeros_like(x)
+        out.index_add_(0, dst, x[src] * w.unsqueeze(1))
+        x = out
+    return x
+
+
+class _Net(nn.Module):
+    def __init__(self, f: int, hidden: int, classes: int) -> None:
+        super().__init__()
+        if hidden:
+            self.body = nn.Sequential(nn.Linear(f, hidden), nn.ELU(), nn.Linear(hidden, classes))
+        else:
+            self.body = nn.Linear(f, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x)
+
+
+class DPSGDGCN(Target):
+    name = "dpsgd-gcn"
+    Config = DPSGDGCNConfig
+    levels = ("api", "weights", "trace")
+    bugs: ClassVar[dict[str, str]] = {"no-noise": "adds no noise to the clipped sum while claiming the calibrated ε"}
+
+    def __init__(self, config: DPSGDGCNConfig | None = None, **overrides: Any) -> None:
+        super().__init__(config, **overrides)
+        self._sigma_cache: dict[tuple, float] = {}
+
+    # ------------------------------------------------------------------ accounting
+    def plan(self, graph: Any) -> dict[str, Any]:
+        cfg = self.config
+        n_train = int(graph.train_mask.sum())
+        q = float(cfg.sampling_rate) if cfg.sampling_rate is not None else min(1.0, cfg.batch_size / max(n_train, 1))
+        delta = float(cfg.delta) if cfg.delta is not None else 1.0 / max(n_train, 2) ** 1.1
+        kw = dict(sampling_rate=q, steps=int(cfg.steps), delta=delta)
+        if cfg.noise_multiplier is not None:
+            sigma = float(cfg.noise_multiplier)
+        else:
+            key = tuple(sorted(kw.items())) + (cfg.epsilon,)
+            if key not in self._sigma_cache:
+                self._sigma_cache[key] = calibrate_decreasing(
+                    lambda s: dpsgd_epsilon(s, **kw)[0], cfg.epsilon, lo=0.1, hi=2.0, rtol=1e-6)
+            sigma = self._sigma_cache[key]
+        eps, order = dpsgd_epsilon(sigma, **kw)
+        return dict(kw, n_train=n_train, noise_multiplier=sigma, noise_std=sigma * cfg.clip_norm,
+                    epsilon=eps, order=order, expected_batch=q * n_train)
+
+    def claim(self, graph: Any) -> Claim:
+        p, cfg = self.plan(graph), self.config
+        mu = math.sqrt(p["steps"]) / p["noise_multiplier"] if p["sampling_rate"] >= 1.0 else None
+        unit = ("node (add/remove one training node: one example = its own features and label)" if cfg.hops == 0
+                else f"node, only if the graph and non-training features are public (inputs Â^{cfg.hops}X)")
+        details = {
+            "noise_multiplier": p["noise_multiplier"], "noise_std": p["noise_std"], "noise": "gaussian",
+            "noise_law": "Gaussian N(0, noise_std^2 I) on the clipped sum", "clip_norm": cfg.clip_norm,
+            "sensitivity": cfg.clip_norm, "sampling_rate": p["sampling_rate"], "steps": p["steps"],
+            "steps_run": p["steps"], "expected_batch": p["expected_batch"], "n_train": p["n_train"],
+            "order": p["order"], "orders": "linspace(1.05,10,180) + 11..256",
+            "conversion": "improved (Canonne et al. 2020)", "hops": cfg.hops,
+            "gdp_mu_note": "exact sqrt(T)/sigma when q = 1; none claimed for q < 1",
+            "target_epsilon": cfg.epsilon, "calibrated": cfg.noise_multiplier is None,
+        }
+        return Claim(epsilon=p["epsilon"], delta=p["delta"], accountant="rdp-subsampled-gaussian",
+                     unit=unit, gdp_mu=mu, details=details)
+
+    def dimension(self, graph: Any) -> int:
+        f, c, h = graph.x.size(1), int(graph.y.max()) + 1, self.config.hidden
+        return (f * h + h + h * c + c) if h else (f * c + c)
+
+    # ------------------------------------------------------------------ training
+    def fit(self, graph: Any, rng: torch.Generator, *, canary_gradient: torch.Tensor | None = None,
+            canary_node: int | None = None) -> Release:
+        cfg = self.config
+        p = self.plan(graph)
+        q, T = p["sampling_rate"], p["steps"]
+        std = 0.0 if self.bug("no-noise") else p["noise_std"]
+        device = self.device
+        if canary_gradient is None:
+            canary_gradient = getattr(graph, "canary_gradient", None)
+            if canary_node is None:
+                canary_node = getattr(graph, "canary_node", None)
+        inputs = propagate(graph, cfg.hops).to(device)
+        y = graph.y.long().to(device)
+        train_idx = graph.train_mask.cpu().nonzero().view(-1)
+        classes = int(graph.y.max()) + 1
+        with seeded(rng):
+            model = _Net(inputs.size(1), cfg.hidden, classes).to(device)
+        canary_rng = child_generator(rng)  # always split, so worlds with and without canary align
+        shapes = {k: tuple(v.shape) for k, v in model.named_parameters()}
+        d = sum(v.numel() for v in model.parameters())
+        gc = None
+        if canary_gradient is not None:
+            gc = torch.as_tensor(canary_gradient, dtype=torch.float32).to(device)
+            if gc.shape[-1] != d or gc.dim() not in (1, 2) or (gc.dim() == 2 and gc.size(0) < T):
+                raise ValueError(f"canary_gradient must have shape ({d},) or ({T}, {d}), got {tuple(gc.shape)}")
+            if canary_node is not None and not bool(graph.train_mask[int(canary_node)]):
+                raise ValueError(f"canary_node {canary_node} is not a training node")
+        opt = torch.optim.SGD(model.parameters(), lr=cfg.lr)
+        expected_batch = max(p["expected_batch"], 1e-12)
+        trace = HeterPoissonTrace(noise="gaussian", noise_std=std, clip_norm=cfg.clip_norm, sampling_rate=q,
+                                  expected_batch=expected_batch, accounted_steps=T, shapes=shapes)
+
+        def loss_of(out, target):
+            return F.cross_entropy(out.unsqueeze(0), target.unsqueeze(0))
+
+        for t in range(T):
+            batch = train_idx[poisson_sample(train_idx.numel(), q, rng)]
+            total = torch.zeros(d, device=device)
+            if batch.numel():
+                b = batch.to(device)
+                grads = per_example_gradients(model, loss_of, inputs[b], y[b])
+                total += clip_rows(flatten(grads), cfg.clip_norm).sum(0)
+            canary_in = None
+            if gc is not None:
+                coin = bool(torch.rand(1, generator=canary_rng).item() < q)
+                canary_in = bool((batch == int(canary_node)).any()) if canary_node is not None else coin
+                if canary_in:
+                    total = total + (gc[t] if gc.dim() == 2 else gc)
+            noise = std * torch.randn(d, generator=rng, dtype=torch.float64).float()
+            noisy = total + noise.to(device)
+            trace.steps.append(TraceStep(noisy=noisy.detach().cpu(), central=batch.clone(),
+                                         canary_in=canary_in, clean=total.detach().cpu()))
+            assign_flat_grad(model, noisy / expected_batch)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+        hops = cfg.hops
+
+        @torch.no_grad()
+        def predict(g: Any, nodes=None) -> torch.Tensor:
+            xin = propagate(g, hops).to(device)
+            if nodes is not None:
+                xin = xin[torch.as_tensor(nodes, dtype=torch.long).view(-1).to(device)]
+            return F.softmax(model(xin), dim=1).float().cpu()
+
+        with torch.no_grad():
+            pred = model(inputs).argmax(1).cpu()
+        ycpu = graph.y.cpu()
+        accuracy = {}
+        for split in ("train", "val", "test"):
+            mask = getattr(graph, f"{split}_mask").cpu()
+            accuracy[split] = float((pred[mask] == ycpu[mask]).float().mean()) if mask.any() else float("nan")
+        weights = {k: v.detach().cpu().clone() for k, v in model.named_parameters()}
+        info = {"accuracy": accuracy, "steps_run": T, "steps_accounted": T, "sampling_rate": q,
+                "noise_multiplier": p["noise_multiplier"], "noise_std": std, "dimension": d,
+                "mean_batch": float(np.mean([s.central.numel() for s in trace.steps])),
+                "fresh_noise_per_query": False}
+        return Release(api=predict, weights=weights, mechanism=None, trace=trace, info=info)

@@ -1,0 +1,195 @@
+"""A plain, non-private 2-layer GCN: the reference point every edge-level attack is measured on.
+
+Model (Kipf & Welling 2017): ``Z = Â · dropout(ReLU(Â X W1 + b1)) W2 + b2`` with the symmetric
+normalisation ``Â = (D + I)^-½ (A + I) (D + I)^-½`` (``normalization="aug"``, PyG's ``GCNConv``) or
+LinkTeller's ``FirstOrderGCN`` ``Â = I + D^-½ A D^-½`` (``normalization="first-order"``). Trained
+full-batch with Adam and cross-entropy on the training nodes, keeping the parameters of the epoch with
+the best validation accuracy. No noise anywhere: :meth:`NonPrivateGCN.claim` says ε = ∞.
+
+Inference API (specs/linkteller.md §1, the vertical split): the server (Alice) holds the private
+edges; the client (Bob) supplies features. ``predict(query_graph=None, nodes=None)``:
+
+* ``query_graph=None``: the trained model on the training graph;
+* a query graph with as many nodes as the training graph (transductive): the model runs on the
+  query's **features** and the server's **private training edges** (the query's own edges are ignored);
+* a query graph of another size (inductive): the model runs on the query graph (its features and
+  edges, which then stand for the server's inference graph).
+
+Posteriors are softmax outputs, computed in float64 on CPU so that finite differences of tiny feature
+perturbations are not lost to float32 rounding. The API is deterministic (``fresh_noise_per_query``
+is False); ``Release.info["query_count"]["queries"]`` counts calls that carried a query graph.
+
+Views: ``api`` and ``weights`` (``conv1.weight``, ``conv1.bias``, ``conv2.weight``, ``conv2.bias``).
+Shapes: ``x`` N × d; hidden N × ``hidden``; posteriors n_query × classes.
+"""
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from targets.base import Claim, Release, Target, TargetConfig, seeded
+
+DEFAULT_DELTA = 1e-5
+
+
+@dataclass
+class GCNConfig(TargetConfig):
+    """Non-private GCN hyperparameters (LinkTeller's defaults, specs/linkteller.md §6).
+
+    Args:
+        unit: ``edge`` (what the reference claim would protect; there is no protection here).
+        hidden: hidden width (16).
+        epochs: full-batch Adam epochs (200); the best-validation-accuracy epoch is kept.
+        lr: Adam learning rate (0.01).
+        dropout: dropout on the input of both layers (0.5).
+        weight_decay: Adam L2 penalty (5e-4).
+        normalization: ``aug`` ((D+I)^-½(A+I)(D+I)^-½, GCNConv) or ``first-order`` (I + D^-½AD^-½).
+
+    ``epsilon`` is accepted (the CLI always passes one) and ignored: the claim is ε = ∞.
+    """
+
+    unit: str = "edge"
+    hidden: int = 16
+    epochs: int = 200
+    lr: float = 0.01
+    dropout: float = 0.5
+    weight_decay: float = 5e-4
+    normalization: str = "aug"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        checks = [
+            ("unit", self.unit in ("edge", "node"), "'edge' or 'node'"),
+            ("hidden", isinstance(self.hidden, int) and self.hidden >= 1, "an int >= 1"),
+            ("epochs", isinstance(self.epochs, int) and self.epochs >= 1, "an int >= 1"),
+            ("lr", self.lr > 0, "a float > 0"),
+            ("dropout", 0 <= self.dropout < 1, "a float in [0, 1)"),
+            ("weight_decay", self.weight_decay >= 0, "a float >= 0"),
+            ("normalization", self.normalization in ("aug", "first-order"), "'aug' or 'first-order'"),
+        ]
+        for name, ok, what in checks:
+            if not ok:
+                raise ValueError(f"The {name!r} parameter of NonPrivateGCN must be {what}, got {getattr(self, name)!r}")
+
+
+def normalized_adjacency(edge_index: torch.Tensor, num_nodes: int, kind: str = "aug",
+                         dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Â as a sparse (COO, coalesced) N × N tensor; ``edge_index`` holds both directions, no self-loops."""
+    row, col = edge_index[0].long(), edge_index[1].long()
+    ones = torch.ones(row.numel(), dtype=dtype)
+    deg = torch.zeros(num_nodes, dtype=dtype).index_add_(0, row, ones)
+    loops = torch.arange(num_nodes)
+    if kind == "aug":
+        inv = (deg + 1).pow(-0.5)
+        rows = torch.cat([row, loops])
+        cols = torch.cat([col, loops])
+        vals = inv[rows] * inv[cols]
+    else:  # first-order: I + D^-1/2 A D^-1/2 (isolated nodes keep only the identity)
+        inv = torch.where(deg > 0, deg.clamp_min(1).pow(-0.5), torch.zeros_like(deg))
+        rows = torch.cat([row, loops])
+        cols = torch.cat([col, loops])
+        vals = torch.cat([inv[row] * inv[col], torch.ones(num_nodes, dtype=dtype)])
+    return torch.sparse_coo_tensor(torch.stack([rows, cols]), vals, (num_nodes, num_nodes)).coalesce()
+
+
+class GCN(nn.Module):
+    """Two graph convolutions with a ReLU between them; ``adj`` is the normalised Â."""
+
+    def __init__(self, features: int, hidden: int, classes: int, dropout: float) -> None:
+        super().__init__()
+        self.conv1 = nn.Linear(features, hidden)
+        self.conv2 = nn.Linear(hidden, classes)
+        self.dropout = dropout
+
+    def forward(self, x: torch.Tensor, adj: torch.Tensor) -> torch.Tensor:
+        x = F.dropout(x, self.dropout, self.training)
+        h = F.relu(torch.sparse.mm(adj, x @ self.conv1.weight.t()) + self.conv1.bias)
+        h = F.dropout(h, self.dropout, self.training)
+        return torch.sparse.mm(adj, h @ self.conv2.weight.t()) + self.conv2.bias
+
+
+def _accuracy(logits: torch.Tensor, y: torch.Tensor, mask: torch.Tensor) -> float:
+    if not bool(mask.any()):
+        return float("nan")
+    return float((logits[mask].argmax(1) == y[mask]).float().mean())
+
+
+class NonPrivateGCN(Target):
+    """A non-private 2-layer GCN (ε = ∞); see the module docstring."""
+
+    name: ClassVar[str] = "gcn"
+    Config: ClassVar[type[TargetConfig]] = GCNConfig
+    levels: ClassVar[tuple[str, ...]] = ("api", "weights")
+    bugs: ClassVar[dict[str, str]] = {}
+    #: (dataset, setting, ε) → test accuracy %: Kipf & Welling 2017 (GCN, Cora public split).
+    published_accuracy: ClassVar[dict[tuple[str, str, float], float]] = {("cora", "none", math.inf): 81.5}
+
+    def claim(self, graph: Any) -> Claim:
+        cfg: GCNConfig = self.config  # type: ignore[assignment]
+        delta = cfg.delta if cfg.delta is not None else DEFAULT_DELTA
+        return Claim(epsilon=math.inf, delta=delta, accountant="none (non-private)", unit=cfg.unit,
+                     details={"noise_multiplier": 0.0, "note": "no DP mechanism: the claim is ε = ∞"})
+
+    def fit(self, graph: Any, rng: torch.Generator) -> Release:
+        cfg: GCNConfig = self.config  # type: ignore[assignment]
+        n = int(graph.num_nodes)
+        x = graph.x.float().to(self.device)
+        y = graph.y.to(self.device)
+        masks = {s: getattr(graph, f"{s}_mask").to(self.device) for s in ("train", "val", "test")}
+        adj = normalized_adjacency(graph.edge_index.cpu(), n, cfg.normalization).to(self.device)
+        classes = int(graph.y.max()) + 1
+
+        with seeded(rng):  # init and dropout draw from torch's global RNG, seeded from rng
+            model = GCN(x.size(1), cfg.hidden, classes, cfg.dropout).to(self.device)
+            opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+            best, best_state = -1.0, copy.deepcopy(model.state_dict())
+            for _ in range(cfg.epochs):
+                model.train()
+                opt.zero_grad()
+                F.cross_entropy(model(x, adj)[masks["train"]], y[masks["train"]]).backward()
+                opt.step()
+                model.eval()
+                with torch.no_grad():
+                    logits = model(x, adj)
+                acc = _accuracy(logits, y, masks["val"] if bool(masks["val"].any()) else masks["train"])
+                if acc > best:
+                    best, best_state = acc, copy.deepcopy(model.state_dict())
+        model.load_state_dict(best_state)
+        model.eval()
+
+        # inference copy in float64 on CPU (exact enough for finite differences)
+        infer = copy.deepcopy(model).cpu().double().eval()
+        x64 = graph.x.double().cpu()
+        adj64 = normalized_adjacency(graph.edge_index.cpu(), n, cfg.normalization, torch.float64)
+        with torch.no_grad():
+            base = torch.softmax(infer(x64, adj64), dim=1)
+        accuracy = {s: _accuracy(base, graph.y.cpu(), m.cpu()) for s, m in masks.items()}
+        state: dict[str, Any] = {"queries": 0}
+
+        def predict(query_graph: Any = None, nodes: Any = None) -> torch.Tensor:
+            """Softmax posteriors (float64, CPU); a same-size query runs on its features and the
+            private training edges, another-size query on its own features and edges."""
+            if query_graph is None or query_graph is graph:
+                probs = base
+            else:
+                state["queries"] += 1
+                qx = query_graph.x.double().cpu()
+                if int(query_graph.num_nodes) == n:
+                    q_adj = adj64
+                else:
+                    q_adj = normalized_adjacency(query_graph.edge_index.cpu(), int(query_graph.num_nodes),
+                                                 cfg.normalization, torch.float64)
+                with torch.no_grad():
+                    probs = torch.softmax(infer(qx, q_adj), dim=1)
+            return probs if nodes is None else probs[torch.as_tensor(nodes, dtype=torch.long)]
+
+        weights = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+        info = {"accuracy": accuracy, "fresh_noise_per_query": False, "query_count": state,
+                "best_val_accuracy": best, "inference": "query features + private training edges"}
+        return Release(api=predict, weights=weights, info=info)
