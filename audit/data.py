@@ -71,16 +71,27 @@ def names() -> list[str]:
     return ["csbm", *CHAINS, *PYG_DATASETS]
 
 
-def load(name: str, root: str | os.PathLike | None = None, seed: int = 0) -> Data:
-    """Load dataset `name` as a normalised graph (see module docstring)."""
+def load(name: str, root: str | os.PathLike | None = None, seed: int = 0,
+         split: tuple[float, float, float] | None = None) -> Data:
+    """Load dataset `name` as a normalised graph (see module docstring).
+
+    `split` = (train, val, test) fractions replaces the dataset's own masks with a seeded
+    stratified split (e.g. CARIBOU's 10/10/20, GAP's 75/10/15).
+    """
     key = name.lower()
     if key == "csbm" or key.startswith("csbm:"):
-        return csbm(seed=seed, **_parse_kwargs(key))
-    if key in CHAINS:
-        return chain(key, seed=seed)
-    if key in PYG_DATASETS:
-        return _load_pyg(key, root, seed)
-    raise DatasetError(f"unknown dataset {name!r}; known: {', '.join(names())}")
+        graph = csbm(seed=seed, **_parse_kwargs(key))
+    elif key in CHAINS:
+        graph = chain(key, seed=seed)
+    elif key in PYG_DATASETS:
+        graph = _load_pyg(key, root, seed)
+    else:
+        raise DatasetError(f"unknown dataset {name!r}; known: {', '.join(names())}")
+    if split is not None:
+        if len(split) != 3 or min(split) < 0 or sum(split) > 1 + 1e-9:
+            raise ValueError(f"split must be three fractions summing to at most 1, got {split!r}")
+        graph.train_mask, graph.val_mask, graph.test_mask = stratified_split(graph.y, *split, seed=seed)
+    return graph
 
 
 def _parse_kwargs(key: str) -> dict:
@@ -279,6 +290,20 @@ def graph_stats(graph: Data) -> GraphStats:
         classes=int(graph.y.max()) + 1 if graph.y.numel() else 0,
         features=int(graph.x.size(1)),
     )
+
+
+def drop_isolated(graph: Data) -> Data:
+    """The subgraph without degree-0 nodes (re-indexed), as GAP/CARIBOU pre-process their datasets."""
+    keep = degrees(graph) > 0
+    if bool(keep.all()):
+        return graph
+    index = torch.full((graph.num_nodes,), -1, dtype=torch.long)
+    index[keep] = torch.arange(int(keep.sum()))
+    out = Data(x=graph.x[keep], y=graph.y[keep], edge_index=index[graph.edge_index])
+    for m in ("train_mask", "val_mask", "test_mask"):
+        setattr(out, m, getattr(graph, m)[keep])
+    out.num_nodes = int(keep.sum())
+    return out
 
 
 def has_edge(graph: Data, u: int, v: int) -> bool:

@@ -63,3 +63,19 @@ def test_edge_helpers_do_not_mutate():
     assert data.has_edge(g1, 0, 20) and data.has_edge(g1, 20, 0)
     g2 = data.remove_edge(g1, 20, 0)
     assert torch.equal(g2.edge_index, before)
+
+
+def test_split_option_and_drop_isolated():
+    g = data.load("csbm", split=(0.1, 0.1, 0.2), seed=3)
+    assert int(g.train_mask.sum()) == 60 and int(g.test_mask.sum()) == 120
+    assert not (g.train_mask & g.val_mask).any()
+    with pytest.raises(ValueError, match="split"):
+        data.load("csbm", split=(0.5, 0.5, 0.5))
+    h = g.clone()
+    h.x = torch.cat([h.x, torch.zeros(2, h.x.size(1))])
+    h.y = torch.cat([h.y, torch.zeros(2, dtype=torch.long)])
+    for m in ("train_mask", "val_mask", "test_mask"):
+        setattr(h, m, torch.cat([getattr(h, m), torch.zeros(2, dtype=torch.bool)]))
+    h.num_nodes = g.num_nodes + 2
+    d = data.drop_isolated(h)
+    assert d.num_nodes == g.num_nodes and torch.equal(d.edge_index, g.edge_index)

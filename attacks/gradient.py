@@ -1,0 +1,144 @@
+"""White-box gradient-canary attacks on the ``trace`` view (every noisy update of a DP-SGD run).
+
+Both attacks read the canary from the pair (``pair.g1.canary_gradient``, a Dirac ``C·e_j`` built
+by :class:`canaries.gradient.DiracGradient`) and the *claimed* noise law from ``pair.info``
+(``noise``, ``noise_std``, ``sampling_rate``), falling back to the trace's own fields.
+
+:class:`ProjectedGradientCanary` (``gradient-projection``) — Algorithm 5 of the HeterPoisson paper
+(Xiang et al. 2024) with the spec's corrections (specs/heterpoisson.md §9.9-10): the per-step
+observation is the projection of the released noisy sum on the canary's *unit* direction,
+``o_t = ⟨g_t, e_j⟩`` (not on ``g^c`` itself), in units of the canary's magnitude; there is no
+subtraction of the canary on the OUT side (each world is a separate run: fresh noise for O*). The
+run's score is ``Σ_t o_t / C`` (the all-iterates statistic of Nasr et al.). It does not use the
+rest of the batch (``clean``): natural gradients on j are small by the choice of j. Its
+distribution is not symmetric about a point known in advance, so it sets no
+``natural_threshold`` (the estimator holds trials out to choose one).
+
+:class:`FullVectorGradientCanary` (``gradient-lrt``) — spec §6.5(a): the exact log-likelihood
+ratio of the whole released vector of every step, with the rest of the batch known to the auditor.
+Per step, ``rest_t`` = the noiseless clipped sum without the canary (the trace's ``clean`` minus
+the canary where the target inserted it; ``rest_t`` is the same function of the released history in
+both worlds), ``x_t = g_t − rest_t``, and
+
+* Gaussian noise N(0, s²I): ``ℓ_t = (⟨x_t, g^c⟩ − ‖g^c‖²/2)/s²``;
+* SML noise √W·s·N(0, I_d), W ~ Exp(1) (one W per step): with
+  ``L(r²) = ln ∫_0^∞ w^{-d/2} exp(−r²/(2ws²) − w) dw`` (the d-dimensional density up to a
+  constant; = ln 2(a)^{ν/2}K_ν(2√a), ν = 1 − d/2, a = r²/2s²), ``ℓ_t = L(‖x_t − g^c‖²) − L(‖x_t‖²)``.
+  The integral is evaluated by the trapezoid rule in u = ln w on a grid centred at the integrand's
+  mode (the integrand is log-concave in u, so the rule converges exponentially fast); it is checked
+  against scipy's Bessel K for small d in the tests.
+
+With Poisson sampling (canary included with probability q each step) the step's likelihood ratio
+is the mixture ``(1 − q) + q·e^{ℓ_t}``; the run's score is ``Σ_t ln((1 − q) + q·e^{ℓ_t})``, the
+exact log-likelihood ratio of the whole transcript given the (auditor-known) batches. It is an
+LLR, so 0 is the Neyman–Pearson threshold at equal priors, fixed before any trial is seen:
+``natural_threshold = 0``. (For Gaussian noise and q = 1 its law is N(±μ²/2, μ²) in the two
+worlds, exactly symmetric about 0.)
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from targets.base import Release
+
+_GRID = 1201
+_HALF_WIDTH = 40.0  # grid half-width in units of the mode's curvature scale
+
+
+def sml_log_integral(r2: np.ndarray, d: int, std: float) -> np.ndarray:
+    """ln ∫_0^∞ w^{-d/2} exp(−r²/(2w·std²) − w) dw, elementwise in r² (vectorised trapezoid in ln w).
+
+    The SML log density of a d-vector x with ‖x‖² = r² is this minus (d/2)·ln(2π std²).
+    """
+    r2 = np.atleast_1d(np.asarray(r2, dtype=float))
+    a = np.maximum(r2 / (2.0 * std**2), 1e-300)
+    b = 1.0 - d / 2.0  # exponent of w after dw = w du
+    disc = np.sqrt(b * b + 4.0 * a)
+    w_star = np.where(b >= 0, 0.5 * (b + disc), 2.0 * a / (disc - b))
+    u_star = np.log(w_star)
+    scale = 1.0 / np.sqrt(a / w_star + w_star)
+    t = np.linspace(-_HALF_WIDTH, _HALF_WIDTH, _GRID)
+    u = u_star[:, None] + scale[:, None] * t[None, :]
+    with np.errstate(over="ignore"):
+        f = b * u - a[:, None] * np.exp(-u) - np.exp(u)
+    step = scale * (t[1] - t[0])
+    m = f.max(axis=1, keepdims=True)
+    wts = np.ones(_GRID)
+    wts[0] = wts[-1] = 0.5
+    return (m[:, 0] + np.log((np.exp(f - m) * wts).sum(axis=1))) + np.log(step)
+
+
+def _canary_and_law(release: Release, pair) -> tuple[torch.Tensor, str, float, float, object]:
+    trace = release.view("trace")
+    gc = getattr(pair.g1, "canary_gradient", None)
+    if gc is None:
+        raise ValueError("the gradient attacks need a gradient canary (pair.g1.canary_gradient; use --canary dirac-gradient)")
+    info = getattr(pair, "info", {}) or {}
+    noise = info.get("noise", getattr(trace, "noise", "gaussian"))
+    std = float(info.get("noise_std", getattr(trace, "noise_std", 0.0)))
+    q = float(info.get("sampling_rate", getattr(trace, "sampling_rate", 1.0)))
+    return torch.as_tensor(gc, dtype=torch.float64), noise, std, q, trace
+
+
+def _step_canary(gc: torch.Tensor, t: int) -> torch.Tensor:
+    return gc[t] if gc.dim() == 2 else gc
+
+
+class ProjectedGradientCanary:
+    """Algorithm 5 (corrected): Σ_t ⟨g_t, e_j⟩ / C."""
+
+    name = "gradient-projection"
+    levels = ("trace",)
+
+    def score(self, release: Release, pair, graph=None) -> float:
+        gc, _, _, _, trace = _canary_and_law(release, pair)
+        total = 0.0
+        for t, step in enumerate(trace):
+            c = _step_canary(gc, t)
+            norm = float(c.norm())
+            if norm == 0:
+                continue
+            total += float((step.noisy.double() * c).sum()) / norm**2
+        return total
+
+
+class FullVectorGradientCanary:
+    """Exact per-step LLR of the whole released update (Gaussian or SML), summed over steps."""
+
+    name = "gradient-lrt"
+    levels = ("trace",)
+    natural_threshold = 0.0
+
+    def step_llrs(self, release: Release, pair) -> np.ndarray:
+        """ℓ_t for every step (before the sampling mixture)."""
+        gc, noise, std, _, trace = _canary_and_law(release, pair)
+        std = max(std, 1e-12)
+        xs, cs = [], []
+        for t, step in enumerate(trace):
+            c = _step_canary(gc, t)
+            if step.clean is None:
+                raise ValueError("the gradient-lrt attack needs the trace's clean sums (white-box instrumentation)")
+            rest = step.clean.double() - (c if step.canary_in else 0.0)
+            xs.append(step.noisy.double() - rest)
+            cs.append(c)
+        x, c = torch.stack(xs), torch.stack(cs)
+        dot = (x * c).sum(1).numpy()
+        cc = (c * c).sum(1).numpy()
+        if noise == "gaussian":
+            return (dot - 0.5 * cc) / std**2
+        if noise == "sml":
+            r0 = (x * x).sum(1).numpy()
+            r1 = np.maximum(r0 - 2.0 * dot + cc, 0.0)
+            d = x.shape[1]
+            return sml_log_integral(r1, d, std) - sml_log_integral(r0, d, std)
+        raise ValueError(f"gradient-lrt knows the noise laws 'gaussian' and 'sml', not {noise!r}")
+
+    def score(self, release: Release, pair, graph=None) -> float:
+        _, _, _, q, _ = _canary_and_law(release, pair)
+        ell = self.step_llrs(release, pair)
+        if q >= 1.0:
+            return float(ell.sum())
+        return float(np.logaddexp(math.log1p(-q), math.log(q) + ell).sum())

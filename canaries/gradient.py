@@ -1,0 +1,85 @@
+"""Gradient canaries: two worlds that differ by one Dirac gradient canary (white-box audit).
+
+:class:`DiracGradient` (Nasr et al. 2021/2023; the HeterPoisson paper's Algorithm 5): the canary
+is a virtual extra example whose clipped gradient is ``C·e_j`` — at the target's clip norm C, on
+one parameter coordinate j — added to the clipped sum at every step where its own Poisson(q) coin
+comes up (always when q = 1). ``g0`` is the graph itself; ``g1`` is a shallow copy carrying
+``canary_gradient`` (a length-d float32 tensor) as a graph attribute, which the DP-SGD targets
+(``targets.heterpoisson``, ``targets.dpsgd_gcn``) read in ``fit``. Those targets split the canary's
+coin off their generator in *both* worlds, so the two worlds see identical batches and noise until
+the canary changes the model.
+
+Coordinate choice (``info["chosen_by"]``): one *probe* run of the target with its ``no-noise``
+bug (a noiseless run; when the target has no such bug, a normal run), on a generator drawn from
+the canary rng (never a scored trial); j = the coordinate with the smallest total |clean clipped
+sum| over the probe's steps, i.e. the one natural gradients use least. If the target has no trace
+(no probe possible), j = the last coordinate.
+
+``info`` also records the claimed noise law the attacks need (``noise``, ``noise_std``,
+``sampling_rate``, ``clip_norm``) read from the target's claim, so an attack scores under the
+*claimed* mechanism even when a planted bug changes the released one.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+import torch
+from torch_geometric.data import Data
+
+from canaries.edge import CanaryPair
+
+
+def _replace_bug(target: Any, bug: str | None) -> Any:
+    from targets.base import replace_config
+
+    return type(target)(replace_config(target.config, bug=bug))
+
+
+class DiracGradient:
+    name = "dirac-gradient"
+    unit = "node"
+
+    def __init__(self, probe: bool = True, magnitude: float | None = None) -> None:
+        self.probe = probe
+        self.magnitude = magnitude
+
+    def worlds(self, graph: Data, rng: np.random.Generator, target: Any = None) -> CanaryPair:
+        if target is None or not hasattr(target, "dimension"):
+            raise ValueError("the dirac-gradient canary needs a DP-SGD target with dimension(graph) "
+                             "(e.g. heterpoisson, dpsgd-gcn)")
+        claim = target.claim(graph)
+        det = claim.details
+        clip = float(det.get("clip_norm", 1.0))
+        magnitude = float(self.magnitude) if self.magnitude is not None else clip
+        d = int(target.dimension(graph))
+        j, chosen_by = d - 1, "last coordinate (no probe run)"
+        if self.probe and "trace" in getattr(target, "levels", ()):
+            probe_target = target
+            has_bug = "no-noise" in getattr(target, "bugs", {})
+            if has_bug:
+                probe_target = _replace_bug(target, "no-noise")
+            elif getattr(target.config, "bug", None) is not None:
+                probe_target = _replace_bug(target, None)
+            seed = int(rng.integers(0, 2**62))
+            trace = probe_target.fit(graph, torch.Generator().manual_seed(seed)).view("trace")
+            usage = torch.stack([s.clean.double().abs() for s in trace]).sum(0)
+            j = int(torch.argmin(usage).item())
+            chosen_by = (f"argmin over coordinates of sum_t |clean clipped sum_t| in one "
+                         f"{'noiseless ' if has_bug else ''}probe run (probe seed {seed} from the canary rng, "
+                         f"independent of the scored trials); probe usage {float(usage[j]):.3g} "
+                         f"vs median {float(usage.median()):.3g}")
+        gc = torch.zeros(d, dtype=torch.float32)
+        gc[j] = magnitude
+        g1 = copy.copy(graph)
+        g1.canary_gradient = gc
+        q = det.get("sampling_rate", 1.0)
+        info = {
+            "canary": self.name, "coordinate": j, "magnitude": magnitude, "dimension": d,
+            "chosen_by": chosen_by,
+            "inclusion": "virtual extra example with its own Poisson(q) coin per step (q = 1: every step)",
+            "noise": det.get("noise", "gaussian"), "noise_std": float(det["noise_std"]),
+            "sampling_rate": float(q if q is not None else 1.0), "clip_norm": clip,
+        }
+        return CanaryPair(graph, g1, info)
