@@ -52,9 +52,37 @@ def _random_non_edges(graph: Data, count: int, rng: np.random.Generator) -> list
     return out
 
 
+def disjoint_non_edges(graph: Data, m: int, rng: np.random.Generator) -> list[tuple[int, int]]:
+    """m non-edges no two of which share an endpoint (for one-run audits)."""
+    n = graph.num_nodes
+    if 2 * m > n:
+        raise ValueError(f"one-run edge audits need disjoint canary edges: at most {n // 2} on this graph, got {m}")
+    existing = set(map(tuple, graph.edge_index.t().tolist()))
+    order = rng.permutation(n)
+    free = list(order)
+    out: list[tuple[int, int]] = []
+    while len(out) < m and len(free) >= 2:
+        u = int(free.pop())
+        for k in range(len(free) - 1, -1, -1):
+            v = int(free[k])
+            if (u, v) not in existing:
+                out.append((min(u, v), max(u, v)))
+                free.pop(k)
+                break
+    if len(out) < m:
+        raise ValueError(f"found only {len(out)} disjoint canary edges, {m} asked")
+    return out
+
+
 class RandomEdge:
     name = "random-edge"
     unit = "edge"
+
+    def many(self, graph: Data, m: int, rng: np.random.Generator) -> list[CanaryPair]:
+        """m canaries for a one-run audit, each a pair (base graph, base graph + its edge)."""
+        return [CanaryPair(graph, add_edge(graph, u, v), {"canary": self.name, "edge": [u, v],
+                                                           "chosen_by": "uniform random disjoint non-edges"})
+                for u, v in disjoint_non_edges(graph, m, rng)]
 
     def worlds(self, graph: Data, rng: np.random.Generator, target: Any = None) -> CanaryPair:
         (u, v), = _random_non_edges(graph, 1, rng)

@@ -118,3 +118,24 @@ def test_gdp_uses_the_attacks_a_priori_threshold_and_every_trial(tmp_path):
     assert r["estimate"]["counts"]["n_out"] + r["estimate"]["counts"]["n_in"] == 400
     cp = run_audit(_spec(trials=400, estimator="cp"), out=tmp_path, progress=False)
     assert cp["estimate"]["counts"]["n_out"] + cp["estimate"]["counts"]["n_in"] == 200  # half held out
+
+
+def test_one_run_mode(tmp_path):
+    ok = run_audit(_spec(trials=200, mode="one-run"), out=tmp_path, progress=False)
+    bad = run_audit(_spec(trials=200, mode="one-run", bug="no-noise"), out=tmp_path, progress=False)
+    assert ok["method"] == "one-run" and ok["verdict"] == "CONSISTENT"
+    assert bad["verdict"] == "VIOLATION" and bad["eps_lb"] <= bad["max_certifiable_eps"]
+    assert ok["canary"]["count"] == 200 and 60 < ok["canary"]["inserted"] < 140
+    again = run_audit(_spec(trials=200, mode="one-run"), out=tmp_path / "b", progress=False)
+    assert again["eps_lb"] == ok["eps_lb"]
+
+
+def test_disjoint_canaries_share_no_endpoint():
+    from audit.data import load
+    from canaries.edge import disjoint_non_edges
+    g = load("csbm")
+    edges = disjoint_non_edges(g, 250, np.random.default_rng(0))
+    ends = [x for e in edges for x in e]
+    assert len(set(ends)) == 500
+    with pytest.raises(ValueError, match="at most 300"):
+        disjoint_non_edges(g, 301, np.random.default_rng(0))

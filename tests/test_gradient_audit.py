@@ -1,0 +1,168 @@
+"""Dirac gradient canary, the gradient attacks, and the DP-SGD reference target."""
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy.special import kve
+
+from attacks.gradient import FullVectorGradientCanary, ProjectedGradientCanary, sml_log_integral
+from audit import game
+from audit.data import csbm
+from canaries.gradient import DiracGradient
+from targets.dpsgd_gcn import DPSGDGCN, dpsgd_epsilon
+from targets.heterpoisson import HeterPoisson
+
+TARGET = "targets.dpsgd_gcn:DPSGDGCN"
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return csbm(n=120, classes=3, features=8, seed=3)
+
+
+def _scores(target, pair, attack, trials, seed=0):
+    out = {0: [], 1: []}
+    for i in range(trials):
+        bit = i % 2
+        rel = target.fit(pair.world(bit), torch.Generator().manual_seed(seed * 100_000 + i))
+        out[bit].append(attack.score(rel, pair, pair.g0))
+    return np.array(out[0]), np.array(out[1])
+
+
+# ---------------------------------------------------------------------------------------------
+# the DP-SGD reference
+# ---------------------------------------------------------------------------------------------
+def test_dpsgd_calibration_round_trip(graph):
+    for eps in (2.0, 8.0):
+        t = DPSGDGCN(epsilon=eps, steps=10)
+        c = t.claim(graph)
+        assert c.epsilon <= eps and c.epsilon == pytest.approx(eps, rel=1e-4)
+        sigma = c.details["noise_multiplier"]
+        again, _ = dpsgd_epsilon(sigma, sampling_rate=c.details["sampling_rate"], steps=10, delta=c.delta)
+        assert again == pytest.approx(c.epsilon, rel=1e-9)
+        assert c.gdp_mu == pytest.approx(math.sqrt(10) / sigma)  # q = 1 on this graph
+    sub = DPSGDGCN(epsilon=2.0, steps=10, sampling_rate=0.2).claim(graph)
+    assert sub.gdp_mu is None and sub.details["noise_multiplier"] < DPSGDGCN(epsilon=2.0, steps=10).claim(
+        graph).details["noise_multiplier"]  # amplification by subsampling
+
+
+def test_dpsgd_noise_scale_and_no_noise_bug(graph):
+    t = DPSGDGCN(noise_multiplier=2.0, clip_norm=0.7, steps=5, hidden=0)
+    rel = t.fit(graph, torch.Generator().manual_seed(0))
+    noise = torch.cat([s.noisy - s.clean for s in rel.view("trace")]).double()
+    assert noise.std().item() == pytest.approx(1.4, rel=0.1)
+    assert all(float(s.clean.norm()) <= 0.7 * s.central.numel() + 1e-4 for s in rel.view("trace"))
+    bug = DPSGDGCN(noise_multiplier=2.0, clip_norm=0.7, steps=5, hidden=0, bug="no-noise")
+    rel = bug.fit(graph, torch.Generator().manual_seed(0))
+    assert all(torch.equal(s.noisy, s.clean) for s in rel.view("trace"))
+    assert bug.claim(graph).epsilon == t.claim(graph).epsilon
+
+
+# ---------------------------------------------------------------------------------------------
+# the canary
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("make", [
+    lambda: DPSGDGCN(noise_multiplier=1.0, steps=6, sampling_rate=0.5),
+    lambda: HeterPoisson(noise_multiplier=1.0, steps=4, hidden=8, sampling_rate=0.5),
+])
+def test_canary_pair_differs_only_by_the_canary(graph, make):
+    target = make()
+    pair = DiracGradient().worlds(graph, np.random.default_rng(0), target)
+    gc = pair.g1.canary_gradient
+    d = target.dimension(graph)
+    j = pair.info["coordinate"]
+    assert gc.shape == (d,) and float(gc[j]) == target.claim(graph).details["clip_norm"]
+    assert int((gc != 0).sum()) == 1
+    assert pair.g0 is graph and getattr(pair.g0, "canary_gradient", None) is None
+    assert pair.g1.x is graph.x and torch.equal(pair.g1.edge_index, graph.edge_index)
+    r0 = target.fit(pair.g0, torch.Generator().manual_seed(7)).view("trace")
+    r1 = target.fit(pair.g1, torch.Generator().manual_seed(7)).view("trace")
+    assert len(r0) == len(r1)
+    assert any(s.canary_in for s in r1) and not all(s.canary_in for s in r1)  # q = 0.5: a real coin
+    for s0, s1 in zip(r0, r1):
+        assert torch.equal(s0.central, s1.central)  # identical batches
+        assert torch.allclose(s0.noisy - s0.clean, s1.noisy - s1.clean, atol=1e-5)  # identical noise
+    first = r1[0].noisy - r0[0].noisy  # same model at step 0: only the canary differs
+    expect = gc if r1[0].canary_in else torch.zeros_like(gc)
+    assert torch.allclose(first, expect, atol=1e-5)
+
+
+def test_canary_coordinate_is_rarely_used(graph):
+    target = DPSGDGCN(noise_multiplier=1.0, steps=4)
+    pair = DiracGradient().worlds(graph, np.random.default_rng(1), target)
+    probe = DPSGDGCN(noise_multiplier=1.0, steps=4, bug="no-noise").fit(
+        graph, torch.Generator().manual_seed(99)).view("trace")
+    usage = torch.stack([s.clean.abs() for s in probe]).sum(0)
+    assert usage[pair.info["coordinate"]] < usage.median()
+    assert "probe" in pair.info["chosen_by"]
+    again = DiracGradient().worlds(graph, np.random.default_rng(1), target)
+    assert again.info["coordinate"] == pair.info["coordinate"]
+
+
+# ---------------------------------------------------------------------------------------------
+# the attacks
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("d", [1, 3, 7, 40])
+def test_sml_log_integral_matches_bessel(d):
+    std = 0.8
+    r2 = np.array([1e-4, 0.3, 2.0, 50.0])
+    a, nu = r2 / (2 * std**2), 1 - d / 2
+    exact = math.log(2) + nu / 2 * np.log(a) + np.log(kve(nu, 2 * np.sqrt(a))) - 2 * np.sqrt(a)
+    assert np.allclose(sml_log_integral(r2, d, std), exact, atol=1e-8)
+
+
+def test_gaussian_llr_has_the_right_mean_in_each_world(graph):
+    sigma, steps = 3.0, 8
+    target = DPSGDGCN(noise_multiplier=sigma, steps=steps, hidden=0)
+    pair = DiracGradient().worlds(graph, np.random.default_rng(0), target)
+    s0, s1 = _scores(target, pair, FullVectorGradientCanary(), 120)
+    mu2 = steps / sigma**2  # each world's LLR is N(±μ²/2, μ²)
+    se = math.sqrt(mu2 / 60)
+    assert abs(s1.mean() - mu2 / 2) < 4 * se and abs(s0.mean() + mu2 / 2) < 4 * se
+    assert s0.std() == pytest.approx(math.sqrt(mu2), rel=0.3)
+    p0, p1 = _scores(target, pair, ProjectedGradientCanary(), 60)
+    assert p1.mean() - p0.mean() == pytest.approx(steps, abs=4 * sigma * math.sqrt(2 * steps / 30))
+
+
+def test_sml_llr_sign_in_each_world(graph):
+    target = HeterPoisson(noise_multiplier=0.6, steps=3, hidden=4)
+    pair = DiracGradient().worlds(graph, np.random.default_rng(0), target)
+    assert pair.info["noise"] == "sml"
+    s0, s1 = _scores(target, pair, FullVectorGradientCanary(), 60)
+    assert s1.mean() > 0 > s0.mean()  # E_1 LLR = KL(P1||P0) > 0 > −KL(P0||P1) = E_0 LLR
+    assert (s1 > 0).mean() > 0.5 > (s0 > 0).mean()
+
+
+def test_mixture_llr_under_poisson_sampling(graph):
+    target = DPSGDGCN(noise_multiplier=1.0, steps=4, sampling_rate=0.3, hidden=0)
+    pair = DiracGradient().worlds(graph, np.random.default_rng(0), target)
+    attack = FullVectorGradientCanary()
+    rel = target.fit(pair.g1, torch.Generator().manual_seed(3))
+    ell = attack.step_llrs(rel, pair)
+    assert attack.score(rel, pair) == pytest.approx(float(np.sum(np.log(0.7 + 0.3 * np.exp(ell)))))
+    assert attack.score(rel, pair) > 4 * math.log(0.7)  # the mixture LLR is bounded below by T·ln(1−q)
+
+
+@pytest.mark.parametrize("make", [
+    lambda bug: DPSGDGCN(epsilon=2.0, steps=4, bug=bug),
+    lambda bug: HeterPoisson(epsilon=2.0, steps=2, hidden=4, bug=bug),
+])
+def test_no_noise_bug_separates_perfectly(graph, make):
+    pair = DiracGradient().worlds(graph, np.random.default_rng(0), make(None))
+    target = make("no-noise")
+    for attack in (FullVectorGradientCanary(), ProjectedGradientCanary()):
+        s0, s1 = _scores(target, pair, attack, 12)
+        assert s1.min() > s0.max()
+    honest0, honest1 = _scores(make(None), pair, FullVectorGradientCanary(), 12)
+    assert honest1.min() < 1e6 and honest0.max() > -1e6  # the honest target's scores stay moderate
+
+
+def test_game_end_to_end(tmp_path):
+    spec = game.AuditSpec(target=TARGET, epsilon=4.0, attack="gradient-lrt", trials=40,
+                          estimator="gdp", params={"steps": "5", "hidden": "0"}, dataset="csbm:n=150")
+    res = game.run_audit(spec, out=tmp_path, progress=False)
+    assert res["canary"]["canary"] == "dirac-gradient" and res["level"] == "trace"
+    assert res["verdict"] == "CONSISTENT" and res["auc"] > 0.6
+    bug = game.run_audit(game.AuditSpec(**{**spec.__dict__, "bug": "no-noise"}), out=tmp_path, progress=False)
+    assert bug["auc"] == 1.0 and bug["eps_lb"] > 4.0 and bug["verdict"] == "VIOLATION"
