@@ -54,7 +54,7 @@ def test_influence_is_zero_beyond_two_hops(csbm, gcn_release):
     neighbours[u] = False
     two_hop_only = reach & ~(adj[u].numpy() > 0)
     # direct neighbours carry much more influence than two-hop-only nodes
-    assert np.median(inf[0][neighbours]) > 3 * np.median(inf[0][two_hop_only])
+    assert np.median(inf[0][neighbours]) > 2 * np.median(inf[0][two_hop_only])
 
 
 def test_zero_feature_rows_use_the_additive_fallback(csbm, gcn_release):
