@@ -84,7 +84,7 @@ from targets.accounting import (
     rdp_to_dp,
     subsampled_gaussian_rdp,
 )
-from targets.base import Claim, MechanismStep, Release, Target, TargetConfig, seeded
+from targets.base import Claim, Lazy, MechanismStep, Release, Target, TargetConfig, child_generator, seeded
 from targets.dpsgd import assign_flat_grad, clip_rows, noisy_sum, poisson_sample
 
 _ACTIVATIONS = {"selu": F.selu, "relu": F.relu, "tanh": torch.tanh}
@@ -700,19 +700,35 @@ class GAP(Target):
         edges = self._private_edges(graph, bound_seed)
         stack, sums = self._pma(x0, edges, std, rng)
 
-        # 3. classifier on the cached stack
-        with seeded(rng):
-            classifier = _Classifier(stack.size(1), cfg, classes).to(self.device)
-            self._train(classifier, stack, t, cfg.cm_epochs, rng, trace, "classifier")
-        classifier.eval()
-        with torch.no_grad():
-            posteriors = torch.softmax(classifier(stack), dim=-1).cpu()
-        acc = {split: _accuracy(classifier, stack[t[split]], t["y"][t[split]]) for split in ("train", "val", "test")}
+        # 3. classifier on the cached stack. At edge level it is trained on first use (an attack on
+        # the mechanism view never needs it), from a generator split off here, so the release is the
+        # same either way; at node level it is trained now, because its DP-SGD steps are in the trace.
+        cls_rng = child_generator(rng)
+        state: dict[str, Any] = {}
+
+        def classifier_fn() -> Any:
+            if "classifier" not in state:
+                with seeded(cls_rng):
+                    model = _Classifier(stack.size(1), cfg, classes).to(self.device)
+                    self._train(model, stack, t, cfg.cm_epochs, cls_rng, trace, "classifier")
+                model.eval()
+                with torch.no_grad():
+                    state["posteriors"] = torch.softmax(model(stack), dim=-1).cpu()
+                state["classifier"] = model
+            return state["classifier"]
+
+        if cfg.node_level:
+            classifier_fn()
+
+        def accuracy() -> dict[str, float]:
+            model = classifier_fn()
+            return {split: _accuracy(model, stack[t[split]], t["y"][t[split]]) for split in ("train", "val", "test")}
 
         fresh = self.bug("fresh-inference-noise")
         query_rng = torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,), generator=rng).item()))
 
         def predict(query_graph: Any = None, nodes: Any = None) -> torch.Tensor:
+            classifier = classifier_fn()
             if fresh:
                 x = t["x"]
                 if query_graph is not None and int(query_graph.num_nodes) == n:
@@ -721,7 +737,7 @@ class GAP(Target):
                 with torch.no_grad():
                     probs = torch.softmax(classifier(s_new), dim=-1).cpu()
             else:
-                probs = posteriors
+                probs = state["posteriors"]
             return probs if nodes is None else probs[torch.as_tensor(nodes, dtype=torch.long)]
 
         hs = [stack[..., k] for k in range(cfg.hops + 1)]
@@ -730,16 +746,19 @@ class GAP(Target):
                           noise_std=claimed_std, name=f"hop {k + 1}")
             for k in range(cfg.hops)
         ]
-        weights = {f"classifier.{k}": v.detach().cpu() for k, v in classifier.state_dict().items()}
-        if encoder is not None:
-            weights.update({f"encoder.{k}": v.detach().cpu() for k, v in encoder.state_dict().items()})
+        def weights() -> dict[str, torch.Tensor]:
+            out = {f"classifier.{k}": v.detach().cpu() for k, v in classifier_fn().state_dict().items()}
+            if encoder is not None:
+                out.update({f"encoder.{k}": v.detach().cpu() for k, v in encoder.state_dict().items()})
+            return out
+
         info = {
-            "accuracy": acc, "noise_multiplier": self._sigma, "noise_std": claimed_std,
+            "accuracy": Lazy(accuracy), "noise_multiplier": self._sigma, "noise_std": claimed_std,
             "fresh_noise_per_query": fresh, "unit": claim.unit, "stack_shape": tuple(stack.shape),
             "encoder_cached": cached, "private_edges": int(edges.size(1)),
             "graph_edges": int(graph.edge_index.size(1)),
         }
-        return Release(api=predict, weights=weights, mechanism=mechanism, trace=trace, info=info)
+        return Release(api=predict, weights=Lazy(weights), mechanism=mechanism, trace=trace, info=info)
 
     def _mean_fn(self, k: int, hs: list[torch.Tensor], encoder: _Encoder | None, bound_seed: int):
         """mean(graph) of hop k+1: A_graphᵀ · (released H_k), H_0 from the released encoder."""
