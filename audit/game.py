@@ -90,7 +90,10 @@ def auto_attack(target: targets.Target) -> str:
     preference = [("trace", "gradient-lrt"), ("trace", "gradient-projection"), ("mechanism", "mechanism-lrt"),
                   ("api", "lira" if node else "linkteller"), ("api", "gmia" if node else "linkteller")]
     for level, attack in preference:
-        if level in target.levels and attack in have and (level != "mechanism" or not node):
+        # DP-SGD traces carry node-level claims; the mechanism view carries edge-level ones
+        if level == "trace" and not node or level == "mechanism" and node:
+            continue
+        if level in target.levels and attack in have:
             return attack
     raise ValueError(f"no attack in this version fits the views of target {target.name!r} "
                      f"({', '.join(target.levels)}, {target.unit.value} level); pass --attack explicitly")
