@@ -15,9 +15,10 @@ m0 = mean(g0) and m1 = mean(g1), and scores the observed output o:
 
 The score of a run sums over steps. Higher = world 1 (canary in).
 
-Both scores are centred so that 0 is the symmetric threshold (the log-likelihood ratio's 0, or the
-midpoint between the two noiseless means) whatever the noise scale: ``natural_threshold = 0`` is
-fixed before any trial is seen, so an estimator may use it and keep every trial for evaluation.
+When every step is an exact Gaussian LLR, the score's symmetric threshold is 0 whatever the noise
+scale, fixed before any trial is seen: :meth:`natural_threshold_for` says so, and an estimator
+may then use it and keep every trial for evaluation. The other scores are only approximately
+centred, so their threshold is chosen on held-out trials.
 """
 from __future__ import annotations
 
@@ -29,7 +30,11 @@ from targets.base import Release
 class MechanismLRT:
     name = "mechanism-lrt"
     levels = ("mechanism",)
-    natural_threshold = 0.0
+
+    def natural_threshold_for(self, release: Release) -> float | None:
+        """0 when the score is an exact Gaussian log-likelihood ratio, else None."""
+        steps = release.view("mechanism")
+        return 0.0 if all(s.noise_std and not s.row_projected for s in steps) else None
 
     def score(self, release: Release, pair, graph=None) -> float:
         total = 0.0

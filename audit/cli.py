@@ -105,6 +105,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run", help="result JSON path or run id")
     p.add_argument("--out", default=None, help="folder for the report (default: beside the result)")
 
+    p = sub.add_parser("regress", help="the bug catalogue: every planted bug caught, every correct config consistent")
+    p.add_argument("--quick", action="store_true", help="only the cheap entries (CI)")
+    p.add_argument("--target", default=None)
+    p.add_argument("--jobs", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default=None, help="results folder (default: a temporary one)")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("attack", help="a stand-alone attack with its own metrics (AUC, TPR at low FPR)")
+    p.add_argument("name", choices=["linkteller"])
+    _add_target_args(p)
+    p.add_argument("--pairs", type=int, default=500, help="edges (and as many non-edges) to score")
+    p.add_argument("--seed", type=int, default=0)
+
     p = sub.add_parser("compare", help="a table of several results")
     p.add_argument("runs", nargs="+")
     return parser
@@ -262,8 +276,68 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_regress(args: argparse.Namespace) -> int:
+    import tempfile
+    import time
+
+    from audit import catalogue
+    from audit.game import run_audit
+
+    todo = catalogue.entries(quick=args.quick, target=args.target)
+    if not todo:
+        raise UserError(f"no catalogue entry for target {args.target!r}")
+    rows, failed = [], 0
+    with tempfile.TemporaryDirectory(prefix="dpgnn-regress-") as tmp:
+        out = Path(args.out) if args.out else Path(tmp)
+        print("| entry | expected | got | ε_lb | claimed ε | method | trials | s |", flush=True)
+        print("|---|---|---|---|---|---|---|---|", flush=True)
+        for entry in todo:
+            start = time.time()
+            result = run_audit(entry.spec(args.seed), out=out, jobs=args.jobs, progress=False)
+            ok = result["verdict"] == entry.expect
+            failed += not ok
+            row = {"entry": entry.name, "expected": entry.expect, "got": result["verdict"], "ok": ok,
+                   "eps_lb": result["eps_lb"], "claimed_epsilon": result["claimed_epsilon"],
+                   "method": result["method"], "trials": result["trials"], "seconds": time.time() - start}
+            rows.append(row)
+            mark = "" if ok else "  ← MISMATCH"
+            eps_lb = row["eps_lb"] if isinstance(row["eps_lb"], str) else f"{row['eps_lb']:.3f}"
+            print(f"| {entry.name} | {entry.expect} | {row['got']}{mark} | {eps_lb} | "
+                  f"{row['claimed_epsilon']:.3g} | {row['method']} | {row['trials']} | {row['seconds']:.0f} |",
+                  flush=True)
+    gaps = {k: v for k, v in catalogue.NOT_YET_CAUGHT.items() if args.target in (None, k[0])}
+    print(f"\n{len(rows) - failed}/{len(rows)} as expected; {failed} mismatch(es) (missed bug or false alarm).")
+    if gaps:
+        print("Planted bugs no attack of this version catches yet:")
+        for (t, bug), why in gaps.items():
+            print(f"  {t} --bug {bug}: {why}")
+    if args.json:
+        print(json.dumps({"rows": rows, "not_yet_caught": {f"{t}:{b}": w for (t, b), w in gaps.items()}}, indent=2))
+    return 1 if failed else 0
+
+
+def cmd_attack(args: argparse.Namespace) -> int:
+    from audit import data
+    from targets.base import build
+
+    target = build(args.target, epsilon=args.epsilon, delta=args.delta, bug=args.bug, device=args.device,
+                   **_params(args))
+    graph = data.load(args.dataset, root=args.data_root, seed=args.seed)
+    from attacks.linkteller import run_linkteller
+
+    metrics = run_linkteller(target, graph, n_pairs=args.pairs, rng=args.seed)
+    claim = target.claim(graph)
+    metrics = {"attack": args.name, "target": args.target, "dataset": args.dataset,
+               "claimed_epsilon": claim.epsilon if math.isfinite(claim.epsilon) else "inf", **metrics}
+    width = max(map(len, metrics))
+    _emit(metrics, args.json, "\n".join(f"{k.ljust(width)}  {v:.4f}" if isinstance(v, float) else
+                                         f"{k.ljust(width)}  {v}" for k, v in metrics.items()))
+    return 0
+
+
 COMMANDS = {"run": cmd_run, "accounting": cmd_accounting, "train": cmd_train, "estimate": cmd_estimate,
-            "list": cmd_list, "report": cmd_report, "compare": cmd_compare}
+            "list": cmd_list, "report": cmd_report, "compare": cmd_compare, "regress": cmd_regress,
+            "attack": cmd_attack}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -119,7 +119,9 @@ def eps_from_rates(fpr: np.ndarray | float, fnr: np.ndarray | float, delta: floa
     with np.errstate(divide="ignore", invalid="ignore"):
         a = np.log(np.clip(1.0 - delta - fnr, 0, None)) - np.log(fpr)
         b = np.log(np.clip(1.0 - delta - fpr, 0, None)) - np.log(fnr)
-    out = np.fmax(np.fmax(np.nan_to_num(a, nan=-np.inf), np.nan_to_num(b, nan=-np.inf)), 0.0)
+    a = np.where(np.isnan(a), -np.inf, a)
+    b = np.where(np.isnan(b), -np.inf, b)
+    out = np.fmax(np.fmax(a, b), 0.0)
     return out
 
 

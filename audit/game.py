@@ -300,12 +300,19 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
     scores = np.array([s for _, _, s in rows])
     method = spec.estimator if spec.estimator != "auto" else ("gdp" if claim.gdp_mu is not None else "cp")
     # gdp tests the symmetric point of the trade-off curve; where the attack fixes that point's
-    # threshold a priori (an LLR's 0), no trial needs to be held out to choose it.
-    prior = getattr(attack, "natural_threshold", None) if method == "gdp" else None
+    # threshold a priori (an exact LLR's 0), no trial needs to be held out to choose it. Whether it
+    # does is read off one probe release, drawn apart from every trial's randomness.
+    prior = None
+    if method == "gdp":
+        prior = getattr(attack, "natural_threshold", None)
+        if hasattr(attack, "natural_threshold_for"):
+            probe = target.fit(pair.g0, torch.Generator().manual_seed(trial_seed(spec.seed, 2**40)))
+            prior = attack.natural_threshold_for(probe)
     est = estimators.estimate(scores[bits == 0], scores[bits == 1], delta=claim.delta, method=method,
                               confidence=spec.confidence, threshold=prior)
     result = make_result(spec, key, target, claim, pair, attack_name, level, est, scores, bits,
-                         wall=time.time() - t0, store_path=store.path)
+                         wall=time.time() - t0, store_path=store.path,
+                         attack_queries=getattr(attack, "queries_per_score", None))
     run_id = f"{spec.target.replace(':', '.').replace('/', '.')}-{key}-{spec.trials}-{method}"
     result["run_id"] = run_id
     store.save_result(run_id, key, result)
@@ -384,7 +391,9 @@ def verdict(eps_lb: float, claimed: float) -> str:
 
 def make_result(spec: AuditSpec, key: str, target: targets.Target, claim: targets.Claim, pair: Any,
                 attack: str, level: str, est: estimators.Estimate, scores: np.ndarray, bits: np.ndarray,
-                *, wall: float, store_path: Path) -> dict[str, Any]:
+                *, wall: float, store_path: Path, attack_queries: int | None = None) -> dict[str, Any]:
+    """The result record (DESIGN.md). `attack_queries`: API queries per trial; where the target's
+    inference is randomised each one is a fresh release that its claim (``queries``) must compose."""
     out_s, in_s = scores[bits == 0], scores[bits == 1]
     import torch_geometric
 
@@ -392,14 +401,17 @@ def make_result(spec: AuditSpec, key: str, target: targets.Target, claim: target
     return {
         "target": spec.target, "config": config, "dataset": spec.dataset, "canary": pair.info,
         "attack": attack, "level": level, "trials": int(bits.size), "seed": spec.seed, "key": key,
-        "claimed_epsilon": claim.epsilon, "claimed_delta": claim.delta, "accountant": claim.accountant,
+        "claimed_epsilon": claim.epsilon if math.isfinite(claim.epsilon) else "inf",
+        "claimed_delta": claim.delta, "accountant": claim.accountant,
         "claim": claim.to_dict(), "eps_lb": est.to_dict()["eps_lb"], "ci": est.to_dict()["interval"],
         "mu_lb": est.mu_lb, "method": est.method, "assumption": est.assumption,
         "confidence": est.confidence, "estimate": est.to_dict(),
         "auc": estimators.auc(out_s, in_s),
         "tpr_at_fpr": {str(f): estimators.tpr_at_fpr(out_s, in_s, f) for f in (0.1, 0.01, 0.001)},
         "max_certifiable_eps": est.to_dict()["max_certifiable_eps"],
-        "tightness": (est.eps_lb / claim.epsilon) if claim.epsilon > 0 and math.isfinite(est.eps_lb) else None,
+        "tightness": (est.eps_lb / claim.epsilon)
+        if 0 < claim.epsilon < math.inf and math.isfinite(est.eps_lb) else None,
+        "attack_queries_per_trial": attack_queries,
         "verdict": verdict(est.eps_lb, claim.epsilon),
         "wall_time_s": wall, "store": str(store_path),
         "versions": {"python": platform.python_version(), "torch": torch.__version__,

@@ -33,6 +33,8 @@ def table(result: dict[str, Any]) -> str:
         ("trials", str(result["trials"])),
         ("claimed", f"ε = {_fmt(result['claimed_epsilon'], 4)}, δ = {result['claimed_delta']:.3g}  "
                     f"({result['accountant']})"),
+        *([("queries / trial", f"{result['attack_queries_per_trial']} (each a fresh release where inference is "
+                                "randomised)")] if result.get("attack_queries_per_trial") else []),
         ("ε lower bound", f"{_fmt(result['eps_lb'])}  [{_fmt(ci[0])}, {_fmt(ci[1])}] at "
                           f"{result['confidence']:.0%}  ({result['method']})"),
         ("max certifiable ε", _fmt(result["max_certifiable_eps"])),
@@ -91,10 +93,11 @@ def plot(result: dict[str, Any], path: str | Path) -> Path:
 
     fpr, tpr = estimators.roc(out_s, in_s)
     grid = np.logspace(-4, 0, 400)
-    eps, delta = result["claimed_epsilon"], result["claimed_delta"]
-    bound = np.minimum(1.0, np.minimum(math.exp(eps) * grid + delta,
-                                       1.0 - math.exp(-eps) * np.clip(1.0 - delta - grid, 0, None)))
-    ax2.plot(grid, bound, "k--", label=f"(ε={eps:.3g}, δ={delta:.1g}) limit")
+    eps, delta = float(result["claimed_epsilon"]), result["claimed_delta"]
+    if math.isfinite(eps):
+        bound = np.minimum(1.0, np.minimum(math.exp(eps) * grid + delta,
+                                           1.0 - math.exp(-eps) * np.clip(1.0 - delta - grid, 0, None)))
+        ax2.plot(grid, bound, "k--", label=f"(ε={eps:.3g}, δ={delta:.1g}) limit")
     mu = result["claim"].get("gdp_mu")
     if mu:
         ax2.plot(grid, norm.cdf(norm.ppf(grid) + mu), "k:", label=f"μ={mu:.3g} GDP curve")

@@ -77,6 +77,7 @@ class Claim:
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["details"] = {k: _jsonable(v) for k, v in self.details.items()}
+        d["epsilon"] = _jsonable(self.epsilon)
         return d
 
 

@@ -498,13 +498,16 @@ class Caribou(Target):
             return state["cm"]
 
         def predict(query: Data | None = None, nodes: torch.Tensor | None = None) -> torch.Tensor:
-            """Posteriors; a query graph other than the training graph is a fresh PCMP release."""
+            """Posteriors. A query graph other than the training graph is a fresh PCMP release: with
+            the training graph's node set, the query supplies features and the server propagates
+            over its private edges (LinkTeller's inference setting); otherwise over the query's."""
             if query is None or query is graph:
                 q0, qk = x0, xk
             else:
                 state["queries"] += 1
                 q0 = self.embed(encoder, query)  # the frozen encoder on the query's features
-                qk = self.pcmp(query, q0, sigma_abs, inference_rng)[-1]
+                edges = work if query.num_nodes == graph.num_nodes else query
+                qk = self.pcmp(edges, q0, sigma_abs, inference_rng)[-1]
             model = cm()
             with torch.no_grad():
                 probs = torch.softmax(model(torch.cat([q0, qk], dim=1)), dim=1).cpu()

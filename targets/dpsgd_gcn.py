@@ -39,7 +39,7 @@ Views: ``trace`` (a :class:`targets.heterpoisson.HeterPoissonTrace` with ``noise
 (final parameters), ``api`` (``predict(graph, nodes=None)`` → softmax over the precomputed inputs
 of ``graph``). Bug ``no-noise``: no noise, same claim.
 
-Cost: csbm (180 training nodes, d ≈ 600, 20 steps) ≈ 30 ms per fit.
+Cost: csbm (180 training nodes, d = 579, 20 steps) ≈ 60 ms per fit on one CPU core.
 """
 from __future__ import annotations
 

@@ -95,7 +95,8 @@ def normalized_adjacency(edge_index: torch.Tensor, num_nodes: int, kind: str = "
         rows = torch.cat([row, loops])
         cols = torch.cat([col, loops])
         vals = torch.cat([inv[row] * inv[col], torch.ones(num_nodes, dtype=dtype)])
-    return torch.sparse_coo_tensor(torch.stack([rows, cols]), vals, (num_nodes, num_nodes)).coalesce()
+    return torch.sparse_coo_tensor(torch.stack([rows, cols]), vals, (num_nodes, num_nodes),
+                                   check_invariants=False).coalesce()
 
 
 class GCN(nn.Module):

@@ -139,3 +139,23 @@ def test_fresh_noise_queries_are_counted(csbm, gcn_release):
     attack = LinkTeller()
     assert np.isfinite(attack.score(release, _pair(csbm), csbm))
     assert release.info["fresh_releases_queried"] == 3 and attack.fresh_queries == 3
+
+
+def test_reused_noise_cancels_but_fresh_noise_hides_edges(csbm, gcn_release):
+    """Spec §8.2: an API that reuses one noise draw across queries is as exposed as no noise."""
+    fixed = 0.05 * torch.randn(600, 3, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    gen = torch.Generator().manual_seed(2)
+
+    def reused(query_graph=None, nodes=None):
+        out = gcn_release.api(query_graph) + fixed
+        return out if nodes is None else out[torch.as_tensor(nodes)]
+
+    def fresh(query_graph=None, nodes=None):
+        out = gcn_release.api(query_graph) + 0.05 * torch.randn(600, 3, generator=gen, dtype=torch.float64)
+        return out if nodes is None else out[torch.as_tensor(nodes)]
+
+    kw = dict(n_pairs=60, rng=3)
+    a = run_linkteller(None, csbm, release=Release(api=reused, info={}), **kw)
+    b = run_linkteller(None, csbm, release=Release(api=fresh, info={"fresh_noise_per_query": True}), **kw)
+    assert a["auc"] > 0.9
+    assert b["auc_two_sided"] < 0.75 and b["fresh_noise_per_query"] == 1
