@@ -326,6 +326,7 @@ _BUILTIN: dict[str, str] = {
     "dpdgc": "targets.dpdgc:DPDGC",
     "heterpoisson": "targets.heterpoisson:HeterPoisson",
     "gcon": "targets.gcon:GCON",
+    "dpsgd-gcn": "targets.dpsgd_gcn:DPSGDGCN",
 }
 _TARGETS: dict[str, type[Target]] = {}
 
