@@ -70,9 +70,15 @@ def _load(spec: str) -> Any:
 
 
 def _make(registry: dict[str, str], kind: str, name: str) -> Any:
-    if name not in registry or name not in available(registry):
+    if name not in registry:
         raise ValueError(f"unknown {kind} {name!r}; known: {', '.join(sorted(available(registry)))}")
-    return _load(registry[name])()
+    try:
+        cls = _load(registry[name])
+    except ModuleNotFoundError as err:
+        if err.name != registry[name].partition(":")[0]:
+            raise
+        raise ValueError(f"{kind} {name!r} is not available in this version") from None
+    return cls()
 
 
 def make_canary(name: str) -> Any:

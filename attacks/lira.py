@@ -1,0 +1,398 @@
+"""Node LiRA and RMIA: per-canary likelihood ratios from shadow models (black box, ``api`` view).
+
+Specs: ``shared/specs/gmia.md`` §4 (LiRA, Carlini et al. 2022), §5 (RMIA, Zarifzadeh et al. 2024),
+§7 (from an MIA to an audit). Membership here is the node-DP neighbour relation M3 of §1: in world 1
+the canary node z is a training node with its edges; in world 0 it is isolated and in no mask
+(``canaries/node.py``), so what is audited is exactly the node-level claim.
+
+Shadow models. The auditor knows both worlds. Shadow model i is the target under audit (same class,
+same config, pinned public parameters) fitted on ``pair.world(b_i)``:
+
+* offline (default): every b_i = 0 (the canary is OUT of every shadow, as in the paper's offline
+  attack: the shadows could have been trained before the target);
+* online: the b_i are a random balanced assignment (half IN, half OUT; a permutation drawn from the
+  attack's own seed).
+
+``keep < 1`` additionally drops each other training node from the shadow's training mask with
+probability 1 − keep (a resampled population, as in Carlini et al.'s random halves); the default
+1.0 keeps the auditor's exact knowledge of the graph. Shadow randomness comes from
+``SeedSequence([seed, fingerprint of the pair, i])``: it depends on the attack's seed and the
+graph's content, never on a scored trial. Shadows are trained once, on the first ``score``, and
+cached (on the instance and in a small process-wide cache keyed by the same content, so the game's
+per-chunk attack instances share them).
+
+Query protocol (identical for the target, every shadow, IN and OUT): ``query="auto"`` reads the
+released predictions on the training graph (``api(None, nodes)``); if the API needs a graph, it is
+queried with ``pair.g1`` (the world with the canary's edges, the same graph whatever the bit).
+``query="g1"`` / ``"g0"`` force a query graph. One API call per score.
+
+Scores (higher = canary IN):
+
+* LiRA signal φ = log p_y − log Σ_{y'≠y} p_{y'} (logit-scaled confidence of the canary's true label,
+  computed from the posteriors with the other classes summed directly, clipped at 1e-45).
+* ``online``: Λ = log N(φ; μ_in, σ_in²) − log N(φ; μ_out, σ_out²); ``fixed_variance=True`` pools one σ
+  over the IN and OUT residuals (recommended with few shadows).
+* offline, ``offline_score="logpdf"`` (default; the reference code's two-sided score):
+  −log N(φ; μ_out, σ_out²). ``offline_score="cdf"`` is the paper's one-sided test Φ((φ − μ_out)/σ_out);
+  the score is the z-value (φ − μ_out)/σ_out itself, a monotone transform of Φ(z) that does not
+  saturate at 1 for a non-private target (same ROC). The one-sided test assumes that inclusion
+  *raises* the canary's confidence; for a remove-node canary on a GCN, inclusion also gives z its
+  edges, which can lower its confidence (measured: AUC ≈ 0 on 3 of 4 csbm canaries), hence the
+  two-sided default. With an insert-node canary (crafted features, rare label) ``cdf`` is the stronger
+  offline score.
+* RMIA (``method="rmia"`` or :class:`RMIA`): Pr(x|θ) = p_y; Pr(x) = mean over shadows (online) or
+  ½[(1 + a)·mean_OUT + (1 − a)] (offline, a = 0.3); ratio = Pr(x|θ_target)/Pr(x); the score is the
+  fraction of population nodes z (non-training nodes of the graph, at most ``population``, drawn with
+  the attack seed) with ratio_x / ratio_z > γ, where ratio_z uses the same target query and the same
+  shadows. The z-normalisation cancels model-to-model shifts between trials.
+
+Gaussian fits use the mean and the sample std (ddof 1 when ≥ 2 values) with a floor ``min_std``.
+
+The shadow target. The attack must build the target under audit. In order: the ``shadow_target``
+constructor argument; a target given to :meth:`LiRA.bind_target`; ``release.info["target"]`` (a
+:class:`targets.base.Target`); ``release.info["target_class"]`` + ``["target_config"]``. Otherwise
+``score`` raises and says so. (The game needs one line to provide it: see ``bind_target``.)
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+import torch
+
+from targets.base import Release, Target
+
+LOG_CLIP = 1e-45
+_CACHE: OrderedDict[tuple, Any] = OrderedDict()
+_CACHE_SIZE = 8
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers shared with attacks.gmia
+# ---------------------------------------------------------------------------------------------
+def canary_node(pair: Any) -> int:
+    """The canary node's index (the same in both worlds)."""
+    info = getattr(pair, "info", None) or {}
+    if "node" not in info:
+        raise ValueError("this attack needs a node canary (pair.info['node']); use remove-node or insert-node")
+    return int(info["node"])
+
+
+def logit_confidence(probs: torch.Tensor | np.ndarray, labels: Any) -> np.ndarray:
+    """φ = log p_y − log Σ_{y'≠y} p_{y'} per row, stable for near-certain posteriors."""
+    p = torch.as_tensor(probs).double().cpu()
+    y = torch.as_tensor(labels, dtype=torch.long).view(-1)
+    rows = torch.arange(p.size(0))
+    py = p[rows, y]
+    others = p.clone()
+    others[rows, y] = 0.0
+    rest = others.sum(1)
+    return (torch.log(py.clamp_min(LOG_CLIP)) - torch.log(rest.clamp_min(LOG_CLIP))).numpy()
+
+
+def true_label_probability(probs: torch.Tensor | np.ndarray, labels: Any) -> np.ndarray:
+    p = torch.as_tensor(probs).double().cpu()
+    y = torch.as_tensor(labels, dtype=torch.long).view(-1)
+    return p[torch.arange(p.size(0)), y].numpy()
+
+
+def graph_fingerprint(*graphs: Any, extra: Any = ()) -> str:
+    """A content hash of graphs (features, edges, labels, masks) and extra values."""
+    h = hashlib.sha256()
+    for g in graphs:
+        h.update(str(int(g.num_nodes)).encode())
+        for key in ("x", "edge_index", "y", "train_mask", "val_mask", "test_mask"):
+            t = getattr(g, key, None)
+            if t is not None:
+                h.update(key.encode())
+                h.update(t.detach().cpu().contiguous().numpy().tobytes())
+    h.update(repr(extra).encode())
+    return h.hexdigest()
+
+
+def fingerprint_int(fp: str) -> int:
+    return int(fp[:15], 16)
+
+
+def find_shadow_target(explicit: Target | None, bound: Target | None, release: Release | None) -> Target:
+    """The target to train shadow models with (see the module docstring for the order)."""
+    if explicit is not None:
+        return explicit
+    if bound is not None:
+        return bound
+    info = getattr(release, "info", None) or {}
+    t = info.get("target")
+    if isinstance(t, Target):
+        return t
+    cls, cfg = info.get("target_class"), info.get("target_config")
+    if cls is not None and cfg is not None:
+        if isinstance(cls, str):
+            from targets.base import get
+
+            cls = get(cls)
+        return cls(cfg)
+    raise ValueError(
+        "shadow models need the target under audit: pass shadow_target=... to the attack, call "
+        "attack.bind_target(target), or have the release carry info['target'] (a Target) or "
+        "info['target_class'] + info['target_config']")
+
+
+def target_key(target: Target) -> tuple:
+    return (type(target).__module__, type(target).__qualname__, repr(target.config))
+
+
+def query_posteriors(api: Any, query: str, g1: Any, g0: Any, nodes: Any) -> torch.Tensor:
+    """Posteriors of `nodes` under the query protocol (``auto``: the released predictions on the
+    training graph, else ``g1``; or ``g1``/``g0``)."""
+    nodes = torch.as_tensor(nodes, dtype=torch.long).view(-1)
+    if query == "auto":
+        try:
+            out = api(None, nodes)
+        except (TypeError, AttributeError):  # the API needs a query graph
+            out = api(g1, nodes)
+    elif query == "g1":
+        out = api(g1, nodes)
+    elif query == "g0":
+        out = api(g0, nodes)
+    else:
+        raise ValueError(f"query must be 'auto', 'g1' or 'g0', got {query!r}")
+    return torch.as_tensor(out).detach().double().cpu()
+
+
+def count_query(release: Release, k: int = 1) -> None:
+    release.info["attack_queries"] = release.info.get("attack_queries", 0) + k
+    if release.info.get("fresh_noise_per_query"):
+        release.info["fresh_releases_queried"] = release.info.get("fresh_releases_queried", 0) + k
+
+
+def _gauss_logpdf(x: float, mu: float, sigma: float) -> float:
+    return -0.5 * ((x - mu) / sigma) ** 2 - math.log(sigma) - 0.5 * math.log(2 * math.pi)
+
+
+def _std(values: np.ndarray, floor: float) -> float:
+    s = float(np.std(values, ddof=1)) if values.size >= 2 else 0.0
+    return max(s, floor)
+
+
+# ---------------------------------------------------------------------------------------------
+# the attack
+# ---------------------------------------------------------------------------------------------
+class LiRA:
+    """Node LiRA (offline by default) or RMIA on the canary node; see the module docstring.
+
+    Args:
+        shadows: number of shadow models (8).
+        online: train IN and OUT shadows (balanced) and use the two-sided likelihood ratio.
+        method: ``lira`` or ``rmia``.
+        offline_score: ``logpdf`` (reference code, two-sided; default) or ``cdf`` (paper, one-sided).
+        fixed_variance: online LiRA with one pooled σ.
+        rmia_a: offline RMIA's a (0.3). gamma: RMIA's γ (1.0). population: RMIA's |Z| (200).
+        keep: probability of keeping each other training node in a shadow's training mask (1.0).
+        query: ``auto``, ``g1`` or ``g0`` (see the module docstring).
+        min_std: floor of the fitted σ (1e-3).
+        seed: the attack's own seed (shadow training and RMIA's population).
+        shadow_target: a target to build shadows with (default: the target under audit).
+    """
+
+    name = "lira"
+    levels = ("api",)
+    queries_per_score = 1
+
+    def __init__(self, shadows: int = 8, online: bool = False, method: str = "lira", offline_score: str = "logpdf",
+                 fixed_variance: bool = False, rmia_a: float = 0.3, gamma: float = 1.0, population: int = 200,
+                 keep: float = 1.0, query: str = "auto", min_std: float = 1e-3, seed: int = 0,
+                 shadow_target: Target | None = None) -> None:
+        if method not in ("lira", "rmia"):
+            raise ValueError(f"method must be 'lira' or 'rmia', got {method!r}")
+        if offline_score not in ("cdf", "logpdf"):
+            raise ValueError(f"offline_score must be 'cdf' or 'logpdf', got {offline_score!r}")
+        if not isinstance(shadows, int) or shadows < (2 if online else 1):
+            raise ValueError(f"shadows must be an int >= {2 if online else 1}, got {shadows!r}")
+        if not 0 < keep <= 1:
+            raise ValueError(f"keep must be in (0, 1], got {keep!r}")
+        if not 0 <= rmia_a <= 1:
+            raise ValueError(f"rmia_a must be in [0, 1], got {rmia_a!r}")
+        if query not in ("auto", "g1", "g0"):
+            raise ValueError(f"query must be 'auto', 'g1' or 'g0', got {query!r}")
+        if population < 1:
+            raise ValueError(f"population must be >= 1, got {population!r}")
+        self.shadows, self.online, self.method = shadows, bool(online), method
+        self.offline_score, self.fixed_variance = offline_score, bool(fixed_variance)
+        self.rmia_a, self.gamma, self.population = float(rmia_a), float(gamma), int(population)
+        self.keep, self.query, self.min_std, self.seed = float(keep), query, float(min_std), int(seed)
+        self.shadow_target = shadow_target
+        self._bound: Target | None = None
+        self._stats: dict[str, dict[str, Any]] = {}
+        self._pair_fp: tuple[int, str] | None = None
+        self.queries = 0
+        self.last: dict[str, Any] = {}
+
+    # -- wiring ------------------------------------------------------------------------------
+    def bind_target(self, target: Target) -> None:
+        """Give the attack the target under audit (the game's hook: ``attack.bind_target(target)``
+        right after building the attack in ``play_chunk``)."""
+        self._bound = target
+
+    def _params(self) -> tuple:
+        return (self.shadows, self.online, self.method, self.population, self.keep, self.query, self.seed)
+
+    def _fingerprint(self, pair: Any) -> str:
+        if self._pair_fp is not None and self._pair_fp[0] == id(pair):
+            return self._pair_fp[1]
+        fp = graph_fingerprint(pair.g0, pair.g1, extra=canary_node(pair))
+        self._pair_fp = (id(pair), fp)
+        return fp
+
+    # -- shadows -------------------------------------------------------------------------------
+    def population_nodes(self, pair: Any) -> np.ndarray:
+        """RMIA's population Z: nodes in no training mask of either world (test nodes first), not z."""
+        z = canary_node(pair)
+        g1, g0 = pair.g1, pair.g0
+        non_train = ~(g1.train_mask.cpu() | g0.train_mask.cpu())
+        non_train[z] = False
+        test = getattr(g1, "test_mask", None)
+        pool = (non_train & test.cpu()) if test is not None and bool((non_train & test.cpu()).any()) else non_train
+        idx = pool.nonzero().view(-1).numpy()
+        if idx.size == 0:
+            raise ValueError("RMIA needs population nodes outside every training mask; the graph has none")
+        rng = np.random.default_rng([self.seed, 0x2B1A])
+        if idx.size > self.population:
+            idx = np.sort(rng.choice(idx, size=self.population, replace=False))
+        return idx
+
+    def shadow_stats(self, pair: Any, release: Release | None = None, graph: Any = None) -> dict[str, Any]:
+        """Train (once) and return the shadow statistics: per shadow its bit, φ and p_y of the canary,
+        and (RMIA) p_y of the population."""
+        fp = self._fingerprint(pair)
+        if fp in self._stats:
+            return self._stats[fp]
+        target = find_shadow_target(self.shadow_target, self._bound, release)
+        key = (fp, self._params(), target_key(target))
+        if key in _CACHE:
+            _CACHE.move_to_end(key)
+            self._stats[fp] = _CACHE[key]
+            return _CACHE[key]
+        stats = self._train_shadows(target, pair, graph, fp)
+        _CACHE[key] = stats
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+        self._stats[fp] = stats
+        return stats
+
+    def _train_shadows(self, target: Target, pair: Any, graph: Any, fp: str) -> dict[str, Any]:
+        z = canary_node(pair)
+        label = int(pair.g1.y[z])
+        base = fingerprint_int(fp)
+        plan = np.random.default_rng([self.seed, base, 0x5AD0])
+        if self.online:
+            bits = plan.permutation(np.arange(self.shadows) % 2)
+        else:
+            bits = np.zeros(self.shadows, dtype=int)
+        pop = self.population_nodes(pair) if self.method == "rmia" else np.zeros(0, dtype=int)
+        nodes = np.concatenate([[z], pop]).astype(np.int64)
+        labels = pair.g1.y.cpu()[torch.as_tensor(nodes)]
+        target.prepare(graph if graph is not None else pair.g1)
+        phis, pys, pop_py = [], [], []
+        for i, b in enumerate(bits):
+            world = pair.world(int(b))
+            if self.keep < 1.0:
+                world = _resample(world, z, self.keep, np.random.default_rng([self.seed, base, i, 0x4EE9]))
+            seed = int(np.random.SeedSequence([self.seed, base, i, 0x54AD]).generate_state(1, np.uint64)[0] >> 2)
+            rel = target.fit(world, torch.Generator().manual_seed(seed))
+            post = query_posteriors(rel.view("api"), self.query, pair.g1, pair.g0, nodes)
+            phis.append(float(logit_confidence(post[:1], labels[:1])[0]))
+            py = true_label_probability(post, labels)
+            pys.append(float(py[0]))
+            pop_py.append(py[1:])
+        return {"bits": bits, "phi": np.array(phis), "py": np.array(pys),
+                "pop_py": np.array(pop_py) if pop.size else np.zeros((len(bits), 0)),
+                "population": pop, "label": label, "node": z}
+
+    # -- scoring --------------------------------------------------------------------------------
+    def score(self, release: Release, pair: Any, graph: Any = None) -> float:
+        stats = self.shadow_stats(pair, release, graph)
+        z = stats["node"]
+        nodes = np.concatenate([[z], stats["population"]]).astype(np.int64)
+        labels = pair.g1.y.cpu()[torch.as_tensor(nodes)]
+        post = query_posteriors(release.view("api"), self.query, pair.g1, pair.g0, nodes)
+        self.queries += 1
+        count_query(release, 1)
+        if self.method == "rmia":
+            return self._rmia(stats, true_label_probability(post, labels))
+        phi = float(logit_confidence(post[:1], labels[:1])[0])
+        return self._lira(stats, phi)
+
+    def _lira(self, stats: dict[str, Any], phi: float) -> float:
+        bits, phis = stats["bits"], stats["phi"]
+        out = phis[bits == 0]
+        mu_out, sd_out = float(out.mean()), _std(out, self.min_std)
+        if self.online:
+            inn = phis[bits == 1]
+            mu_in, sd_in = float(inn.mean()), _std(inn, self.min_std)
+            if self.fixed_variance:
+                resid = np.concatenate([inn - mu_in, out - mu_out])
+                dof = max(resid.size - 2, 1)
+                sd_in = sd_out = max(float(np.sqrt((resid ** 2).sum() / dof)), self.min_std)
+            s = _gauss_logpdf(phi, mu_in, sd_in) - _gauss_logpdf(phi, mu_out, sd_out)
+            self.last = {"phi": phi, "mu_in": mu_in, "sd_in": sd_in, "mu_out": mu_out, "sd_out": sd_out}
+            return float(s)
+        self.last = {"phi": phi, "mu_out": mu_out, "sd_out": sd_out}
+        if self.offline_score == "cdf":
+            return (phi - mu_out) / sd_out
+        return -_gauss_logpdf(phi, mu_out, sd_out)
+
+    def _rmia(self, stats: dict[str, Any], py_target: np.ndarray) -> float:
+        bits = stats["bits"]
+        ref_x = stats["py"]
+        ref_z = stats["pop_py"]
+        if self.online:
+            pr_x, pr_z = ref_x.mean(), ref_z.mean(0)
+        else:
+            a = self.rmia_a
+            pr_x = 0.5 * ((1 + a) * ref_x[bits == 0].mean() + (1 - a))
+            pr_z = 0.5 * ((1 + a) * ref_z[bits == 0].mean(0) + (1 - a))
+        tiny = 1e-300
+        ratio_x = py_target[0] / max(pr_x, tiny)
+        ratio_z = py_target[1:] / np.maximum(pr_z, tiny)
+        frac = float(np.mean(ratio_x > self.gamma * ratio_z))
+        self.last = {"ratio_x": float(ratio_x), "pr_x": float(pr_x), "fraction": frac}
+        return frac
+
+
+class OnlineLiRA(LiRA):
+    """Online LiRA (balanced IN/OUT shadows, two-sided likelihood ratio): ``LiRA(online=True)``."""
+
+    name = "lira-online"
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("online", True)
+        super().__init__(**kwargs)
+
+
+class RMIA(LiRA):
+    """RMIA on the canary node (offline by default): ``LiRA(method="rmia")``."""
+
+    name = "rmia"
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("method", "rmia")
+        super().__init__(**kwargs)
+
+
+# ---------------------------------------------------------------------------------------------
+# resampled shadow worlds
+# ---------------------------------------------------------------------------------------------
+def _resample(world: Any, z: int, keep: float, rng: np.random.Generator) -> Any:
+    """A copy of `world` where each training node other than z stays a training node w.p. `keep`."""
+    out = world.clone()
+    mask = world.train_mask.clone()
+    idx = mask.nonzero().view(-1).numpy()
+    idx = idx[idx != z]
+    drop = idx[rng.random(idx.size) >= keep]
+    mask[torch.as_tensor(drop, dtype=torch.long)] = False
+    out.train_mask = mask
+    return out
+

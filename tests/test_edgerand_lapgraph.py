@@ -1,0 +1,164 @@
+"""EdgeRand and LapGraph (LinkTeller's DP defences): claims, the perturbations' laws, bugs, API."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from attacks.linkteller import run_linkteller
+from audit.data import add_edge, csbm, load
+from audit.testing import audit_claim
+from targets.edgerand import EdgeRand, upper_adjacency, upper_pairs
+from targets.lapgraph import LapGraph
+
+FAST = {"epochs": 30}
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return load("csbm")
+
+
+@pytest.fixture(scope="module")
+def small():
+    return csbm(n=200, seed=3)
+
+
+def _is_undirected_simple(g) -> bool:
+    ei = g.edge_index
+    fwd = set(map(tuple, ei.t().tolist()))
+    return all((b, a) in fwd for a, b in fwd) and not bool((ei[0] == ei[1]).any()) and len(fwd) == ei.size(1)
+
+
+@pytest.mark.parametrize("cls", [EdgeRand, LapGraph])
+def test_contract_and_claim(cls, graph):
+    t = cls(epsilon=2.0)
+    assert t.unit.value == "edge" and set(t.levels) == {"api", "weights"} and "no-noise" in t.bugs
+    c = t.claim(graph)
+    assert c.epsilon == 2.0 and c.delta == 1e-5 and c.unit == "edge"
+    assert "pure" in c.accountant and c.details["pure_dp"] is True
+    assert cls(epsilon=2.0, delta=1e-7).claim(graph).delta == 1e-7
+    assert t.public_params(graph) == {}
+    with pytest.raises(ValueError):
+        cls(unit="node")
+
+
+def test_edgerand_calibration_is_direct():
+    for eps in (0.5, 1.0, 4.0, 8.0):
+        d = EdgeRand(epsilon=eps).claim(csbm(n=50)).details
+        assert d["s"] == pytest.approx(2 / (math.exp(eps) + 1))
+        assert d["likelihood_ratio"] == pytest.approx(math.exp(eps))
+    d = EdgeRand(epsilon=2.0, variant="density").claim(csbm(n=50)).details
+    assert d["eps_link"] + d["eps_density"] == pytest.approx(2.0)
+    assert d["p"] / (1 - d["p"]) == pytest.approx(math.exp(d["eps_link"]))
+    d = LapGraph(epsilon=3.0).claim(csbm(n=50)).details
+    assert d["eps_count"] == pytest.approx(0.03) and d["entry_laplace_scale"] == pytest.approx(1 / 2.97)
+
+
+def test_upper_adjacency_round_trip(small):
+    a = upper_adjacency(small)
+    assert int(a.sum()) == small.edge_index.size(1) // 2
+    r, c = upper_pairs(small.num_nodes)
+    edges = set(zip(r[a].tolist(), c[a].tolist()))
+    assert edges == {(u, v) for u, v in small.edge_index.t().tolist() if u < v}
+
+
+def test_edgerand_rr_law(small):
+    """Kept edges ≈ 1 − s/2, added non-edges ≈ s/2 (5-sigma binomial bands)."""
+    t = EdgeRand(epsilon=1.0)
+    s = t.flip_probability()
+    a = upper_adjacency(small)
+    keep, add = [], []
+    for seed in range(5):
+        noisy, _ = t.perturb(small, torch.Generator().manual_seed(seed))
+        assert _is_undirected_simple(noisy)
+        b = upper_adjacency(noisy)
+        keep.append(float(b[a].float().mean()))
+        add.append(float(b[~a].float().mean()))
+    n_e, n_ne = int(a.sum()) * 5, int((~a).sum()) * 5
+    assert abs(np.mean(keep) - (1 - s / 2)) < 5 * math.sqrt(s / 2 * (1 - s / 2) / n_e)
+    assert abs(np.mean(add) - s / 2) < 5 * math.sqrt(s / 2 * (1 - s / 2) / n_ne)
+
+
+def test_edgerand_density_variant_preserves_density(small):
+    t = EdgeRand(epsilon=4.0, variant="density")
+    a = upper_adjacency(small)
+    counts, kept = [], []
+    for seed in range(5):
+        noisy, stats = t.perturb(small, torch.Generator().manual_seed(seed))
+        b = upper_adjacency(noisy)
+        counts.append(int(b.sum()))
+        kept.append(float(b[a].float().mean()))
+        assert 0 < stats["q"] <= 1
+    assert abs(np.mean(counts) / int(a.sum()) - 1) < 0.15        # density kept (rr would add ~350 edges)
+    p = 1 / (1 + math.exp(-3.6))
+    assert np.mean(kept) == pytest.approx(p * np.mean([t.perturb(small, torch.Generator().manual_seed(s))[1]["q"]
+                                                       for s in range(5)]), abs=0.08)
+
+
+def test_lapgraph_law(small):
+    t = LapGraph(epsilon=4.0)
+    a = upper_adjacency(small)
+    m = int(a.sum())
+    for seed in range(3):
+        noisy, stats = t.perturb(small, torch.Generator().manual_seed(seed))
+        assert _is_undirected_simple(noisy)
+        b = upper_adjacency(noisy)
+        assert int(b.sum()) == stats["T"]
+        assert abs(stats["T"] - m) <= 25 * 20                    # |Lap(1/0.04)| < 20 scales, w.p. 1 − 2e-9
+        # top-T of A + Lap(1/3.96) keeps far more true edges than chance (m / M ≈ 0.04)
+        assert float(b[a].float().mean()) > 0.3
+    hi, _ = LapGraph(epsilon=200.0).perturb(small, torch.Generator().manual_seed(0))
+    assert float(upper_adjacency(hi)[a].float().mean()) > 0.99
+
+
+@pytest.mark.parametrize("cls", [EdgeRand, LapGraph])
+def test_determinism_and_no_noise_bug(cls, small):
+    t = cls(epsilon=1.0, **FAST)
+    r1 = t.fit(small, torch.Generator().manual_seed(5))
+    r2 = t.fit(small, torch.Generator().manual_seed(5))
+    r3 = t.fit(small, torch.Generator().manual_seed(6))
+    assert all(torch.equal(r1.weights[k], r2.weights[k]) for k in r1.weights)
+    assert r1.info["noisy_edges"] == r2.info["noisy_edges"]
+    assert not all(torch.equal(r1.weights[k], r3.weights[k]) for k in r1.weights)
+    assert r1.info["perturbation"]["perturbed"] is True
+    bug = cls(epsilon=1.0, bug="no-noise", **FAST).fit(small, torch.Generator().manual_seed(5))
+    assert bug.info["perturbation"]["perturbed"] is False
+    assert bug.info["noisy_edges"] == small.edge_index.size(1) // 2
+    assert cls(epsilon=1.0, bug="no-noise").claim(small).epsilon == 1.0
+
+
+def test_noiseless_map_has_unit_edge_sensitivity(small):
+    t = EdgeRand(epsilon=1.0)
+    base = t.noiseless(small)
+    for u, v in [(0, 150), (3, 77)]:
+        if not bool(((small.edge_index[0] == u) & (small.edge_index[1] == v)).any()):
+            assert float((t.noiseless(add_edge(small, u, v)) - base).norm()) == pytest.approx(1.0)
+
+
+def test_api_runs_on_perturbed_edges_and_inductive_queries(small):
+    t = LapGraph(epsilon=1.0, **FAST)
+    r = t.fit(small, torch.Generator().manual_seed(0))
+    p = r.view("api")(None, torch.arange(5))
+    assert p.shape == (5, int(small.y.max()) + 1) and torch.allclose(p.sum(1), torch.ones(5, dtype=p.dtype))
+    sub = csbm(n=60, seed=9)
+    q = r.view("api")(sub, None)
+    assert q.shape[0] == 60 and torch.isfinite(q).all()
+
+
+def test_linkteller_separates_no_noise_from_strong_privacy(small):
+    """LinkTeller recovers edges through the no-noise bug, and barely at ε = 1 (spec §4, 'DP GCNs')."""
+    leaky = run_linkteller(EdgeRand(epsilon=1.0, bug="no-noise", **FAST), small, n_pairs=100, rng=0)
+    private = run_linkteller(LapGraph(epsilon=1.0, **FAST), small, n_pairs=100, rng=0)
+    assert leaky["auc"] > 0.9
+    assert private["auc"] < 0.75
+    assert leaky["auc"] - private["auc"] > 0.2
+
+
+def test_short_audit_end_to_end(tmp_path):
+    r = audit_claim("targets.lapgraph:LapGraph", epsilon=1.0, params=FAST, attack="linkteller",
+                    canary="random-edge", trials=8, out=tmp_path)
+    assert r["verdict"] == "CONSISTENT" and r["trials"] == 8
+    assert r["claim"]["accountant"].startswith("Laplace")
