@@ -69,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="play the audit game and compare the ε lower bound with the claim")
     _add_target_args(p)
-    p.add_argument("--attack", default="auto")
+    p.add_argument("--attack", default="auto", help="an attack, a comma-separated list, or auto")
     p.add_argument("--canary", default="auto")
     p.add_argument("--level", default="auto", choices=["auto", "api", "weights", "mechanism", "trace"])
     p.add_argument("--mode", default="multi", choices=["multi", "one-run"])
@@ -130,8 +130,10 @@ def _emit(obj: Any, as_json: bool, text: str) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     from audit import report
-    from audit.game import AuditSpec, run_audit
+    from audit.game import AuditSpec, auto_attacks, build_target, run_audit
 
     if args.jobs < 1:
         raise UserError(f"--jobs must be >= 1, got {args.jobs}")
@@ -139,10 +141,15 @@ def cmd_run(args: argparse.Namespace) -> int:
                      params=_params(args), dataset=args.dataset, canary=args.canary, attack=args.attack,
                      level=args.level, trials=args.trials, seed=args.seed, confidence=args.confidence,
                      estimator=args.estimator, mode=args.mode, device=args.device, data_root=args.data_root)
-    result = run_audit(spec, out=args.out, jobs=args.jobs, backend=args.backend, scheduler=args.scheduler,
-                       progress=not args.no_progress)
-    _emit(result, args.json, report.table(result) + f"\n\nresult: {Path(args.out) / (result['run_id'] + '.json')}")
-    return 1 if args.fail_on_violation and result["verdict"] == "VIOLATION" else 0
+    attacks = [a.strip() for a in args.attack.split(",")]
+    if attacks == ["auto"]:
+        attacks = auto_attacks(build_target(spec))
+    results = [run_audit(replace(spec, attack=a), out=args.out, jobs=args.jobs, backend=args.backend,
+                         scheduler=args.scheduler, progress=not args.no_progress) for a in attacks]
+    text = "\n\n".join(report.table(r) + f"\n\nresult: {Path(args.out) / (r['run_id'] + '.json')}" for r in results)
+    _emit(results[0] if len(results) == 1 else results, args.json, text)
+    violated = any(r["verdict"] == "VIOLATION" for r in results)
+    return 1 if args.fail_on_violation and violated else 0
 
 
 def cmd_accounting(args: argparse.Namespace) -> int:

@@ -105,6 +105,16 @@ def auto_attack(target: targets.Target) -> str:
                      f"({', '.join(target.levels)}, {target.unit.value} level); pass --attack explicitly")
 
 
+def auto_attacks(target: targets.Target) -> list[str]:
+    """What ``--attack auto`` runs: every trace attack for a DP-SGD (trace) claim, so the paper's
+    projected audit is reported beside the full-vector one; otherwise the strongest single attack."""
+    best = auto_attack(target)
+    if best in ("gradient-lrt", "gradient-projection"):
+        have = set(available(ATTACKS))
+        return [a for a in ("gradient-lrt", "gradient-projection") if a in have]
+    return [best]
+
+
 def auto_canary(target: targets.Target, graph: Any, attack: str | None = None) -> str:
     """The canary that fits the target's unit and the chosen attack."""
     if attack in ("gradient-lrt", "gradient-projection"):

@@ -86,3 +86,11 @@ def test_list_names_targets_and_bugs(capsys):
 def test_module_entry_point_runs():
     proc = subprocess.run([sys.executable, "-m", "audit", "list"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "caribou" in proc.stdout
+
+
+def test_auto_runs_both_gradient_attacks_on_a_trace_claim(tmp_path, capsys):
+    code, out, _ = _run(["run", "--target", "dpsgd-gcn", "--epsilon", "4", "--trials", "40", "--out", str(tmp_path),
+                         "--no-progress", "--json"], capsys)
+    results = json.loads(out)
+    assert code == 0 and [r["attack"] for r in results] == ["gradient-lrt", "gradient-projection"]
+    assert all(r["level"] == "trace" for r in results)

@@ -24,7 +24,7 @@ def graph():
 
 @pytest.fixture(scope="module")
 def target():
-    return NonPrivateGCN(epochs=40)
+    return NonPrivateGCN(epochs=100)
 
 
 def _releases(target, pair, trials=TRIALS):
@@ -71,16 +71,22 @@ def test_shadows_are_independent_of_the_scored_trials(graph, target):
     assert s0 != s1
 
 
-def test_offline_lira_separates_worlds_with_an_inserted_node(graph, target):
-    pair = InsertNode(degree=3).worlds(graph, np.random.default_rng(1), target)
+def test_offline_lira_and_rmia_separate_worlds_with_a_removed_node(graph, target):
+    # inclusion gives z its edges and its label: its confidence rises (checked below), so both the
+    # two-sided offline score and the one-sided ones (cdf, RMIA) separate the worlds
+    pair = RemoveNode().worlds(graph, np.random.default_rng(0), target)
     rel = _releases(target, pair)
-    assert _auc(LiRA(shadows=4, shadow_target=target), rel, pair, graph) >= 0.85
+    offline = LiRA(shadows=4, shadow_target=target)
+    assert _auc(offline, rel, pair, graph) >= 0.85
     assert _auc(LiRA(shadows=4, offline_score="cdf", shadow_target=target), rel, pair, graph) >= 0.85
-    assert _auc(RMIA(shadows=4, shadow_target=target), rel, pair, graph) >= 0.75
+    assert _auc(RMIA(shadows=4, shadow_target=target), rel, pair, graph) >= 0.85
+    assert (offline.shadow_stats(pair)["bits"] == 0).all()  # offline: the canary is OUT of every shadow
 
 
-def test_online_lira_separates_worlds_with_a_removed_node(graph, target):
-    pair = RemoveNode().worlds(graph, np.random.default_rng(2), target)
+def test_online_lira_separates_worlds_with_an_inserted_node(graph, target):
+    # the crafted node's confidence on its label can *fall* when it is included (its edges dilute
+    # the out-of-distribution features), so the two-sided online ratio is the robust test here
+    pair = InsertNode(degree=3).worlds(graph, np.random.default_rng(1), target)
     a = LiRA(shadows=4, online=True, shadow_target=target)
     assert _auc(a, _releases(target, pair), pair, graph) >= 0.85
     bits = a.shadow_stats(pair)["bits"]
