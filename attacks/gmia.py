@@ -316,29 +316,35 @@ def _tstf_split(graph: Data, per_class: int, rng: np.random.Generator) -> dict[s
     return {"target_train": t_train, "target_test": t_test, "shadow_train": s_train, "shadow_test": s_test}
 
 
-def _tstf_posteriors(target: Target, graph: Data, train: np.ndarray, test: np.ndarray, seed: int
-                     ) -> tuple[torch.Tensor, torch.Tensor, Release]:
-    """Fit on the subgraph induced by `train`; members queried there, non-members on the full graph."""
+def _tstf_posteriors(target: Target, graph: Data, train: np.ndarray, test: np.ndarray, seed: int,
+                     drop_isolated: bool = False) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+    """Fit on the subgraph induced by `train`; members queried there, non-members on the full graph.
+    Returns member posteriors, non-member posteriors and the member nodes (original indices)."""
     sub = induced_subgraph(graph, train, masks="train")
+    if drop_isolated:
+        keep = torch.bincount(sub.edge_index[0], minlength=sub.num_nodes) > 0
+        train = np.sort(np.asarray(train))[keep.numpy()]
+        sub = induced_subgraph(graph, train, masks="train")
     sub.public_outdeg = _outdeg(sub)
     target.prepare(sub)
     rel = target.fit(sub, torch.Generator().manual_seed(seed))
     api = rel.view("api")
     members = torch.as_tensor(api(sub, torch.arange(sub.num_nodes))).detach().double().cpu()
     non_members = torch.as_tensor(api(graph, torch.as_tensor(test, dtype=torch.long))).detach().double().cpu()
-    return members, non_members, rel
+    return members, non_members, np.sort(np.asarray(train))
 
 
 def run_gmia(target: Target, graph: Data, *, rng: np.random.Generator | int | None = None,
              per_class: int | None = None, shadow_target: Target | None = None, epochs: int = 100,
              lr: float = 0.01, batch_size: int = 32, top_k: int | None = None,
-             label_feature: bool = False) -> dict[str, Any]:
+             label_feature: bool = False, drop_isolated: bool = False) -> dict[str, Any]:
     """G-MIA in the TSTF setting (spec §2) on a fresh fit of `target`; returns the metrics.
 
     ``per_class`` (n per class for the target's and the shadow's training sets) defaults to
     ``min(90, max(1, ⌊n / (4C)⌋))`` (90 on Cora, the paper's). The shadow target is a fresh instance
     of the target's class and config unless given. ``rng`` (a numpy Generator or a seed) draws the
-    split and the training seeds.
+    split and the training seeds. ``drop_isolated`` removes the nodes left isolated in a training
+    subgraph from it (for targets that need every degree ≥ 1, e.g. CARIBOU); they are then not members.
 
     Returned keys: ``auc``, ``tpr_at_fpr_1pct``, ``tpr_at_fpr_0.1pct``, ``precision``, ``recall``,
     ``accuracy`` (attack decisions at P(member) ≥ ½ on the balanced target set), ``shadow_auc``
@@ -355,19 +361,21 @@ def run_gmia(target: Target, graph: Data, *, rng: np.random.Generator | int | No
     split = _tstf_split(graph, per_class, rng)
     shadow = shadow_target if shadow_target is not None else type(target)(target.config)
     t_seed, s_seed, a_seed = (int(v) for v in rng.integers(0, 2**62, size=3))
-    s_in, s_out, _ = _tstf_posteriors(shadow, graph, split["shadow_train"], split["shadow_test"], s_seed)
-    t_in, t_out, rel = _tstf_posteriors(target, graph, split["target_train"], split["target_test"], t_seed)
+    s_in, s_out, s_members = _tstf_posteriors(shadow, graph, split["shadow_train"], split["shadow_test"], s_seed,
+                                              drop_isolated)
+    t_in, t_out, t_members = _tstf_posteriors(target, graph, split["target_train"], split["target_test"], t_seed,
+                                              drop_isolated)
     k = top_k if top_k is not None else classes
 
     def feats(post: torch.Tensor, nodes: np.ndarray) -> torch.Tensor:
         return attack_features(post, y[torch.as_tensor(nodes)], k, label_feature)
 
-    xs = torch.cat([feats(s_in, split["shadow_train"]), feats(s_out, split["shadow_test"])])
+    xs = torch.cat([feats(s_in, s_members), feats(s_out, split["shadow_test"])])
     ys = torch.cat([torch.ones(s_in.size(0)), torch.zeros(s_out.size(0))])
     model = train_attack_model(xs, ys, seed=a_seed, epochs=epochs, lr=lr, batch_size=batch_size)
     shadow_scores = model.membership_logit(xs)
     yn = ys.numpy()
-    m_scores = model.membership_logit(feats(t_in, split["target_train"]))
+    m_scores = model.membership_logit(feats(t_in, t_members))
     n_scores = model.membership_logit(feats(t_out, split["target_test"]))
     tp, fn = int((m_scores >= 0).sum()), int((m_scores < 0).sum())
     fp, tn = int((n_scores >= 0).sum()), int((n_scores < 0).sum())
@@ -383,9 +391,9 @@ def run_gmia(target: Target, graph: Data, *, rng: np.random.Generator | int | No
         "recall": tp / (tp + fn) if tp + fn else 0.0,
         "accuracy": (tp + tn) / (tp + fn + fp + tn),
         "shadow_auc": _auc(shadow_scores[yn == 0], shadow_scores[yn == 1]),
-        "target_train_accuracy": acc(t_in, split["target_train"]),
+        "target_train_accuracy": acc(t_in, t_members),
         "target_test_accuracy": acc(t_out, split["target_test"]),
-        "shadow_train_accuracy": acc(s_in, split["shadow_train"]),
+        "shadow_train_accuracy": acc(s_in, s_members),
         "shadow_test_accuracy": acc(s_out, split["shadow_test"]),
         "n_members": int(m_scores.size), "n_non_members": int(n_scores.size),
         "per_class": int(per_class), "setting": "TSTF",

@@ -25,7 +25,7 @@ def test_every_planted_bug_is_in_the_catalogue_or_named_as_a_gap():
         if name == "gcn":  # non-private: no bugs to plant
             continue
         caught = {e.bug for e in catalogue.CATALOGUE if e.target == name and e.bug}
-        gaps = {b for (t, b) in catalogue.NOT_YET_CAUGHT if t == name}
+        gaps = {b for (t, b) in catalogue.NOT_YET_CAUGHT if t == name}  # may overlap a slow entry
         if "*" in gaps:
             continue
         assert set(get(name).bugs) <= caught | gaps, name
