@@ -30,16 +30,20 @@ Scores (higher = canary IN):
 
 * LiRA signal φ = log p_y − log Σ_{y'≠y} p_{y'} (logit-scaled confidence of the canary's true label,
   computed from the posteriors with the other classes summed directly, clipped at 1e-45).
-* ``online``: Λ = log N(φ; μ_in, σ_in²) − log N(φ; μ_out, σ_out²); ``fixed_variance=True`` pools one σ
-  over the IN and OUT residuals (recommended with few shadows).
+* ``online``: Λ = log N(φ; μ_in, σ_in²) − log N(φ; μ_out, σ_out²). ``fixed_variance=True`` (default)
+  pools one σ over the IN and OUT residuals, as the spec recommends below ~64 shadows (with 4 IN
+  shadows a per-world σ_in is often far too small). Λ is then linear in φ, i.e. a one-sided test in
+  the direction the shadows show (μ_in vs μ_out); with few shadows and a wide OUT distribution that
+  direction can come out wrong (see the report of issue 10 for measured cases).
 * offline, ``offline_score="logpdf"`` (default; the reference code's two-sided score):
   −log N(φ; μ_out, σ_out²). ``offline_score="cdf"`` is the paper's one-sided test Φ((φ − μ_out)/σ_out);
   the score is the z-value (φ − μ_out)/σ_out itself, a monotone transform of Φ(z) that does not
   saturate at 1 for a non-private target (same ROC). The one-sided test assumes that inclusion
   *raises* the canary's confidence; for a remove-node canary on a GCN, inclusion also gives z its
   edges, which can lower its confidence (measured: AUC ≈ 0 on 3 of 4 csbm canaries), hence the
-  two-sided default. With an insert-node canary (crafted features, rare label) ``cdf`` is the stronger
-  offline score.
+  two-sided default. A crafted insert-node canary's confidence can fall too on a GCN (its edges
+  dilute its out-of-distribution features); where inclusion only adds the canary's own gradient
+  (DP-SGD with ``hops = 0``) ``cdf`` is the stronger offline score.
 * RMIA (``method="rmia"`` or :class:`RMIA`): Pr(x|θ) = p_y; Pr(x) = mean over shadows (online) or
   ½[(1 + a)·mean_OUT + (1 − a)] (offline, a = 0.3); ratio = Pr(x|θ_target)/Pr(x); the score is the
   fraction of population nodes z (non-training nodes of the graph, at most ``population``, drawn with
@@ -188,7 +192,7 @@ class LiRA:
         online: train IN and OUT shadows (balanced) and use the two-sided likelihood ratio.
         method: ``lira`` or ``rmia``.
         offline_score: ``logpdf`` (reference code, two-sided; default) or ``cdf`` (paper, one-sided).
-        fixed_variance: online LiRA with one pooled σ.
+        fixed_variance: online LiRA with one pooled σ (default True; False: σ_in and σ_out apart).
         rmia_a: offline RMIA's a (0.3). gamma: RMIA's γ (1.0). population: RMIA's |Z| (200).
         keep: probability of keeping each other training node in a shadow's training mask (1.0).
         query: ``auto``, ``g1`` or ``g0`` (see the module docstring).
@@ -202,7 +206,7 @@ class LiRA:
     queries_per_score = 1
 
     def __init__(self, shadows: int = 8, online: bool = False, method: str = "lira", offline_score: str = "logpdf",
-                 fixed_variance: bool = False, rmia_a: float = 0.3, gamma: float = 1.0, population: int = 200,
+                 fixed_variance: bool = True, rmia_a: float = 0.3, gamma: float = 1.0, population: int = 200,
                  keep: float = 1.0, query: str = "auto", min_std: float = 1e-3, seed: int = 0,
                  shadow_target: Target | None = None) -> None:
         if method not in ("lira", "rmia"):

@@ -114,9 +114,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("attack", help="a stand-alone attack with its own metrics (AUC, TPR at low FPR)")
-    p.add_argument("name", choices=["linkteller"])
+    p.add_argument("name", choices=["linkteller", "gmia"])
     _add_target_args(p)
-    p.add_argument("--pairs", type=int, default=500, help="edges (and as many non-edges) to score")
+    p.add_argument("--pairs", type=int, default=500, help="linkteller: edges (and as many non-edges) to score")
+    p.add_argument("--drop-isolated", action="store_true", help="gmia: drop isolated nodes first (CARIBOU)")
     p.add_argument("--seed", type=int, default=0)
 
     p = sub.add_parser("compare", help="a table of several results")
@@ -330,9 +331,15 @@ def cmd_attack(args: argparse.Namespace) -> int:
     target = build(args.target, epsilon=args.epsilon, delta=args.delta, bug=args.bug, device=args.device,
                    **_params(args))
     graph = data.load(args.dataset, root=args.data_root, seed=args.seed)
-    from attacks.linkteller import run_linkteller
+    if args.name == "linkteller":
+        from attacks.linkteller import run_linkteller
 
-    metrics = run_linkteller(target, graph, n_pairs=args.pairs, rng=args.seed)
+        metrics = run_linkteller(target, graph, n_pairs=args.pairs, rng=args.seed)
+    else:
+        from attacks.gmia import run_gmia
+
+        metrics = run_gmia(target, graph, rng=args.seed, drop_isolated=args.drop_isolated)
+    metrics = {k: v for k, v in metrics.items() if not isinstance(v, (dict, list))}
     claim = target.claim(graph)
     metrics = {"attack": args.name, "target": args.target, "dataset": args.dataset,
                "claimed_epsilon": claim.epsilon if math.isfinite(claim.epsilon) else "inf", **metrics}

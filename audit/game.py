@@ -45,6 +45,8 @@ ATTACKS: dict[str, str] = {
     "linkteller": "attacks.linkteller:LinkTeller",
     "gmia": "attacks.gmia:GMIA",
     "lira": "attacks.lira:LiRA",
+    "lira-online": "attacks.lira:OnlineLiRA",
+    "rmia": "attacks.lira:RMIA",
     "gradient-projection": "attacks.gradient:ProjectedGradientCanary",
     "gradient-lrt": "attacks.gradient:FullVectorGradientCanary",
 }
@@ -94,7 +96,7 @@ def auto_attack(target: targets.Target) -> str:
     have = set(available(ATTACKS))
     node = target.unit is targets.Unit.NODE
     preference = [("trace", "gradient-lrt"), ("trace", "gradient-projection"), ("mechanism", "mechanism-lrt"),
-                  ("api", "lira" if node else "linkteller"), ("api", "gmia" if node else "linkteller")]
+                  ("api", "lira-online" if node else "linkteller"), ("api", "gmia" if node else "linkteller")]
     for level, attack in preference:
         # DP-SGD traces carry node-level claims; the mechanism view carries edge-level ones
         if level == "trace" and not node or level == "mechanism" and node:
@@ -215,6 +217,8 @@ def play_chunk(setup: _Setup, indices: list[int]) -> list[tuple[int, int, float]
         torch.set_num_threads(setup.threads)
     target = targets.get(setup.target_cls)(setup.config)
     attack = make_attack(setup.attack)
+    if hasattr(attack, "bind_target"):  # shadow-model attacks train copies of the target (never on trials)
+        attack.bind_target(target)
     target.prepare(setup.graph)
     rows = []
     for i in indices:

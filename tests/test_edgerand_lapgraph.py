@@ -162,3 +162,12 @@ def test_short_audit_end_to_end(tmp_path):
                     canary="random-edge", trials=8, out=tmp_path)
     assert r["verdict"] == "CONSISTENT" and r["trials"] == 8
     assert r["claim"]["accountant"].startswith("Laplace")
+
+
+def test_laplace_sampler_has_the_claimed_scale():
+    from targets.edgerand import laplace
+
+    z = laplace(200_000, 2.0, torch.Generator().manual_seed(0))
+    assert float(z.abs().mean()) == pytest.approx(2.0, rel=0.02)       # E|Lap(b)| = b
+    assert float(z.var()) == pytest.approx(8.0, rel=0.04)              # Var = 2b²
+    assert abs(float(z.mean())) < 0.03
