@@ -87,6 +87,10 @@ CATALOGUE: list[Entry] = [
           finding="SML noise (the paper's default): the released vector's norm reveals the step's scale draw W, "
                   "and given W a step is Gaussian with std σ√W, unbounded as W → 0; Lemma 1 fails for d ≥ 3. "
                   "Measured: cp ε_lb 2.571 vs claimed 2 (4,000 trials)."),
+    # LinkTeller's DP defences (pure ε-DP adjacency perturbation), audited with LinkTeller
+    Entry("lapgraph", "VIOLATION", bug="no-noise", attack="linkteller", trials=200),
+    Entry("lapgraph", "CONSISTENT", epsilon=4, attack="linkteller", trials=200),
+    Entry("edgerand", "VIOLATION", bug="no-noise", attack="linkteller", trials=200, quick=False),
     # longer audits (not in --quick)
     Entry("caribou", "VIOLATION", bug="release-all-hops", epsilon=8, params={"hops": "30", "contraction": "0.5"},
           trials=1000, quick=False,

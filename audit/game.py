@@ -36,6 +36,9 @@ from targets import base as targets
 CANARIES: dict[str, str] = {
     "random-edge": "canaries.edge:RandomEdge",
     "worst-edge": "canaries.edge:WorstCaseEdge",
+    "low-degree-edge": "canaries.edge:LowDegreeEdge",
+    "feature-extreme-edge": "canaries.edge:FeatureExtremeEdge",
+    "search-edge": "canaries.edge:SensitivitySearchEdge",
     "remove-node": "canaries.node:RemoveNode",
     "insert-node": "canaries.node:InsertNode",
     "dirac-gradient": "canaries.gradient:DiracGradient",

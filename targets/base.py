@@ -327,6 +327,8 @@ _BUILTIN: dict[str, str] = {
     "heterpoisson": "targets.heterpoisson:HeterPoisson",
     "gcon": "targets.gcon:GCON",
     "dpsgd-gcn": "targets.dpsgd_gcn:DPSGDGCN",
+    "edgerand": "targets.edgerand:EdgeRand",
+    "lapgraph": "targets.lapgraph:LapGraph",
 }
 _TARGETS: dict[str, type[Target]] = {}
 
