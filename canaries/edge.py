@@ -4,7 +4,8 @@
 is in"). Strategies:
 
 * :class:`RandomEdge` — a uniformly random non-edge {u, v}, inserted in world 1.
-* :class:`WorstCaseEdge` — among candidate non-edges (random, plus pairs of lowest-degree nodes),
+* :class:`WorstCaseEdge` — among candidate non-edges (random, pairs of lowest-degree nodes, pairs
+  of largest-feature-norm nodes),
   the one whose insertion changes the target's noiseless mechanism output the most (largest
   Frobenius norm). Chosen from the noiseless map only, never from trial outcomes, so audits that
   use it stay valid.
@@ -105,9 +106,11 @@ class WorstCaseEdge:
 
     def candidate_edges(self, graph: Data, rng: np.random.Generator) -> list[tuple[int, int]]:
         deg = degrees(graph).numpy()
-        low = np.argsort(deg, kind="stable")[: max(4, int(np.sqrt(self.candidates)) + 2)]
-        pairs = [(int(min(a, b)), int(max(a, b))) for i, a in enumerate(low) for b in low[i + 1:]
-                 if not has_edge(graph, int(a), int(b))]
+        k = max(4, int(np.sqrt(self.candidates)) + 2)
+        low = np.argsort(deg, kind="stable")[:k]
+        big = np.argsort(-graph.x.norm(dim=1).numpy(), kind="stable")[:k]  # largest feature rows
+        pairs = [(int(min(a, b)), int(max(a, b))) for group in (low, big) for i, a in enumerate(group)
+                 for b in group[i + 1:] if not has_edge(graph, int(a), int(b))]
         pairs += _random_non_edges(graph, self.candidates, rng)
         return list(dict.fromkeys(pairs))[: 2 * self.candidates]
 

@@ -6,6 +6,12 @@ and X̂ the features with rows scaled to unit ℓ2 norm. Adding or removing the 
 the release is μ-GDP with μ = Δ/s = 1/σ for noise multiplier σ = s/Δ (Dong, Roth & Su 2019).
 The claim is exact: a correct audit can approach it and never exceed it.
 
+With ``normalize=False`` the raw features are aggregated: the change of an undirected edge {u, v}
+is sqrt(‖x_u‖² + ‖x_v‖²), edge-dependent, and the exact worst case over this graph's neighbours is
+Δ = sqrt(r₁² + r₂²) for the two largest row norms (features are public under edge-level DP). The
+claim stays exact for the worst edge, so canary choice matters: this variant is how the harness
+shows that a worst-case canary certifies more than a random one.
+
 Views: ``mechanism`` (one step: R, its mean under any graph, the noise std), ``api`` (R's rows as
 "posteriors" of a softmax readout, for black-box attacks). Shapes: R is n × f.
 """
@@ -29,6 +35,7 @@ class GaussianConfig(TargetConfig):
     """Args: delta (default 1e-5 when unset); ``unit`` is always ``edge``."""
 
     unit: str = "edge"
+    normalize: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -64,12 +71,18 @@ class GaussianMechanism(Target):
         delta = self.delta_for(graph)
         mu = gdp_mu(self.config.epsilon, delta)
         sigma = 1.0 / mu
+        sens = self.sensitivity(graph)
         return Claim(
             epsilon=gdp_epsilon(mu, delta), delta=delta, accountant="gdp (exact)",
             unit="edge (one undirected edge)", gdp_mu=mu,
-            details={"mu": mu, "noise_multiplier": sigma, "noise_std": sigma * SENSITIVITY,
-                     "sensitivity": SENSITIVITY},
+            details={"mu": mu, "noise_multiplier": sigma, "noise_std": sigma * sens, "sensitivity": sens},
         )
+
+    def sensitivity(self, graph: Data) -> float:
+        if self.config.normalize:
+            return SENSITIVITY
+        top = torch.topk(graph.x.norm(dim=1), 2).values
+        return float(torch.sqrt((top**2).sum()))
 
     def noise_std(self, graph: Data) -> float:
         std = self.claim(graph).details["noise_std"]
@@ -80,7 +93,8 @@ class GaussianMechanism(Target):
         return std
 
     def noiseless(self, graph: Data) -> torch.Tensor:
-        return aggregate(graph, _unit_rows(graph.x.to(self.device)))
+        x = graph.x.to(self.device)
+        return aggregate(graph, _unit_rows(x) if self.config.normalize else x)
 
     def fit(self, graph: Data, rng: torch.Generator) -> Release:
         mean = self.noiseless(graph)

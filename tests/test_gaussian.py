@@ -55,3 +55,23 @@ def test_unknown_bug_and_bad_values_are_rejected():
         build("gaussian", epsilon=-1)
     with pytest.raises(ValueError, match="unknown parameter"):
         build("gaussian", hops="3")
+
+
+def test_raw_feature_variant_has_the_exact_worst_case_sensitivity(graph):
+    from audit.data import add_edge
+    t = build("gaussian", normalize=False)
+    norms = graph.x.norm(dim=1)
+    top = torch.topk(norms, 2).indices.tolist()
+    change = float((t.noiseless(add_edge(graph, *top)) - t.noiseless(graph)).norm())
+    assert change == pytest.approx(t.claim(graph).details["sensitivity"], rel=1e-5)
+    assert float((t.noiseless(add_edge(graph, 0, 599)) - t.noiseless(graph)).norm()) <= change
+
+
+def test_worst_case_canary_certifies_more_than_a_random_one(tmp_path):
+    """Issue 9: same trial budget, same claim; the canary search must pay off where edges differ."""
+    from audit.game import AuditSpec, run_audit
+    kw = dict(target="gaussian", epsilon=2, params={"normalize": "false"}, trials=2000, seed=0)
+    worst = run_audit(AuditSpec(canary="worst-edge", **kw), out=tmp_path, progress=False)
+    rand = run_audit(AuditSpec(canary="random-edge", **kw), out=tmp_path, progress=False)
+    assert worst["eps_lb"] > rand["eps_lb"] + 0.3
+    assert worst["verdict"] == "CONSISTENT" and worst["eps_lb"] <= 2.0  # the exact claim still holds
