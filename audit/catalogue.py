@@ -90,7 +90,7 @@ CATALOGUE: list[Entry] = [
     # LinkTeller's DP defences (pure ε-DP adjacency perturbation), audited with LinkTeller
     Entry("lapgraph", "VIOLATION", bug="no-noise", attack="linkteller", trials=200),
     Entry("lapgraph", "CONSISTENT", epsilon=4, attack="linkteller", trials=200),
-    Entry("edgerand", "VIOLATION", bug="no-noise", attack="linkteller", trials=200, quick=False),
+    Entry("edgerand", "VIOLATION", bug="no-noise", attack="linkteller", trials=100, quick=False),
     # longer audits (not in --quick)
     Entry("caribou", "VIOLATION", bug="release-all-hops", epsilon=8, params={"hops": "30", "contraction": "0.5"},
           trials=1000, quick=False,

@@ -272,6 +272,16 @@ def _execute(setup: _Setup, chunks: list[list[int]], jobs: int, backend: str, sc
 # ---------------------------------------------------------------------------------------------
 # running an audit
 # ---------------------------------------------------------------------------------------------
+def _setup_run(spec: AuditSpec) -> tuple[Any, targets.Target, targets.Claim]:
+    """The run's graph, its target with the graph's public parameters pinned, and the claim."""
+    graph = datasets.load(spec.dataset, root=spec.data_root, seed=spec.seed)
+    target = build_target(spec)
+    pinned = target.public_params(graph)
+    if pinned:
+        target = type(target)(targets.replace_config(target.config, **pinned))
+    return graph, target, target.claim(graph)
+
+
 def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, backend: str = "loky",
               scheduler: str | None = None, progress: bool = True,
               on_chunk: Callable[[int], None] | None = None) -> dict[str, Any]:
@@ -279,12 +289,7 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
     if spec.mode == "one-run":
         return run_one_run(spec, out=out, progress=progress)
     t0 = time.time()
-    graph = datasets.load(spec.dataset, root=spec.data_root, seed=spec.seed)
-    target = build_target(spec)
-    pinned = target.public_params(graph)
-    if pinned:
-        target = type(target)(targets.replace_config(target.config, **pinned))
-    claim = target.claim(graph)
+    graph, target, claim = _setup_run(spec)
     attack_name = auto_attack(target) if spec.attack == "auto" else spec.attack
     canary_name = auto_canary(target, graph, attack_name) if spec.canary == "auto" else spec.canary
     attack = make_attack(attack_name)
@@ -353,12 +358,7 @@ def run_one_run(spec: AuditSpec, *, out: str | Path = "results", progress: bool 
     endpoint, so one canary barely moves another's rows.
     """
     t0 = time.time()
-    graph = datasets.load(spec.dataset, root=spec.data_root, seed=spec.seed)
-    target = build_target(spec)
-    pinned = target.public_params(graph)
-    if pinned:
-        target = type(target)(targets.replace_config(target.config, **pinned))
-    claim = target.claim(graph)
+    graph, target, claim = _setup_run(spec)
     if target.unit is not targets.Unit.EDGE:
         raise ValueError("--mode one-run supports edge-level targets in this version")
     attack_name = auto_attack(target) if spec.attack == "auto" else spec.attack
