@@ -112,7 +112,7 @@ class GCN(nn.Module):
         if x.is_sparse:  # sparse features (bag of words): dropout on the stored entries, as Kipf's code
             x = x.coalesce()
             vals = F.dropout(x.values(), self.dropout, self.training)
-            x = torch.sparse_coo_tensor(x.indices(), vals, x.shape)
+            x = torch.sparse_coo_tensor(x.indices(), vals, x.shape, check_invariants=False)
             xw = torch.sparse.mm(x, self.conv1.weight.t())
         else:
             xw = F.dropout(x, self.dropout, self.training) @ self.conv1.weight.t()
