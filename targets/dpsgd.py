@@ -65,3 +65,13 @@ def assign_flat_grad(model: nn.Module, flat: torch.Tensor) -> None:
         offset += k
     if offset != flat.numel():
         raise ValueError(f"gradient has {flat.numel()} entries, the model {offset}")
+
+
+def canary_from(graph, canary_gradient=None, canary_node=None):
+    """(canary gradient, canary node): explicit arguments first, else the graph's attributes
+    ``canary_gradient``/``canary_node`` (how canaries/gradient.py marks world 1)."""
+    if canary_gradient is None:
+        canary_gradient = getattr(graph, "canary_gradient", None)
+        if canary_node is None:
+            canary_node = getattr(graph, "canary_node", None)
+    return canary_gradient, canary_node

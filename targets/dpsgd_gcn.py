@@ -54,7 +54,7 @@ from torch import nn
 
 from targets.accounting import calibrate_decreasing, rdp_to_dp, subsampled_gaussian_rdp
 from targets.base import Claim, Release, Target, TargetConfig, child_generator, seeded
-from targets.dpsgd import assign_flat_grad, clip_rows, flatten, per_example_gradients, poisson_sample
+from targets.dpsgd import assign_flat_grad, canary_from, clip_rows, flatten, per_example_gradients, poisson_sample
 from targets.heterpoisson import HeterPoissonTrace, TraceStep
 
 #: RDP orders: a fine grid below 10 and the integers up to 256.
@@ -201,10 +201,7 @@ class DPSGDGCN(Target):
         q, T = p["sampling_rate"], p["steps"]
         std = 0.0 if self.bug("no-noise") else p["noise_std"]
         device = self.device
-        if canary_gradient is None:
-            canary_gradient = getattr(graph, "canary_gradient", None)
-            if canary_node is None:
-                canary_node = getattr(graph, "canary_node", None)
+        canary_gradient, canary_node = canary_from(graph, canary_gradient, canary_node)
         inputs = propagate(graph, cfg.hops).to(device)
         y = graph.y.long().to(device)
         train_idx = graph.train_mask.cpu().nonzero().view(-1)

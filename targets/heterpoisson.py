@@ -98,7 +98,7 @@ from torch import nn
 
 from targets.accounting import calibrate_decreasing, check_delta, rdp_to_dp
 from targets.base import Claim, Release, Target, TargetConfig, child_generator, seeded
-from targets.dpsgd import assign_flat_grad, clip_rows, flatten, per_example_gradients
+from targets.dpsgd import assign_flat_grad, canary_from, clip_rows, flatten, per_example_gradients
 
 #: α grid: the authors' linspace(1.0001, 10, 100), plus the integers 11..256 (spec §4.2).
 ORDERS: tuple[float, ...] = tuple(float(a) for a in np.linspace(1.0001, 10.0, 100)) + tuple(
@@ -605,10 +605,7 @@ class HeterPoisson(Target):
         q, T_run = p["sampling_rate"], p["run_steps"]
         std = 0.0 if self.bug("no-noise") else p["noise_std"]
         device = self.device
-        if canary_gradient is None:
-            canary_gradient = getattr(graph, "canary_gradient", None)
-            if canary_node is None:
-                canary_node = getattr(graph, "canary_node", None)
+        canary_gradient, canary_node = canary_from(graph, canary_gradient, canary_node)
         cache = self._sampler_cache(graph)
         train_mask = graph.train_mask.cpu()
         x = graph.x.float().to(device)
