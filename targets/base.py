@@ -94,6 +94,9 @@ class MechanismStep:
         row_projected: the output is ``Π(mean + N(0, std²))`` with each row projected to the unit
             ball (or sphere): the auditor rescales rows before the Gaussian likelihood ratio.
         name: a label (e.g. ``hop 3``).
+        mean_key: where not ``None``, every step with an equal key has the same ``mean``
+            function (e.g. a step whose mean depends on nothing released before it), so an attack
+            scoring many releases may compute ``mean(g0)``, ``mean(g1)`` once per key.
     """
 
     output: torch.Tensor
@@ -101,6 +104,7 @@ class MechanismStep:
     noise_std: float | None = None
     name: str = ""
     row_projected: bool = False
+    mean_key: Any = None
 
 
 class Lazy:
