@@ -227,7 +227,8 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     est = estimators.estimate(out, inn, delta=args.delta, method=args.method, confidence=args.confidence)
     d = est.to_dict()
     d["auc"] = estimators.auc(out, inn)
-    text = (f"ε lower bound {d['eps_lb']} ({est.method}, {est.confidence:.0%}); interval {d['interval']}; "
+    text = (f"ε lower bound {d['eps_lb']} ({est.method}, one-sided {est.confidence:.0%}); "
+            f"two-sided {est.confidence:.0%} interval {d['interval']}; "
             f"max certifiable {d['max_certifiable_eps']}; AUC {d['auc']:.4f}; counts {est.counts}"
             + (f"\nassumes: {est.assumption}" if est.assumption else ""))
     _emit(d, args.json, text)

@@ -40,8 +40,9 @@ _ONE_RUN_GRID = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)  # guesses as a fraction 
 class Estimate:
     """An empirical ε lower bound and what it rests on.
 
-    ``eps_lb`` is a one-sided lower confidence bound at ``confidence``; ``interval`` is the
-    two-sided interval of the ε the attack demonstrates at its threshold (same confidence);
+    ``eps_lb`` is a one-sided lower confidence bound at ``confidence`` (the verdict compares it
+    with the claim); ``interval`` is the equal-tailed two-sided interval at ``confidence`` (each
+    end at β/2) of the ε the attack demonstrates at its threshold, so ``interval[0] ≤ eps_lb``;
     ``max_certifiable_eps`` is the bound a perfect attack would get with this many trials.
     """
 
@@ -298,13 +299,15 @@ def estimate(scores_out: Sequence[float], scores_in: Sequence[float], *, delta: 
     maxc = max_certifiable_eps(method, n_out, n_in, delta=delta, confidence=confidence)
     if method == "cp":
         lb = float(_cp_bound(fp, fn, n_out, n_in, delta, beta))
-        hi = float(_cp_point_upper(fp, fn, n_out, n_in, delta, beta))
-        return Estimate(lb, (lb, hi), "cp", float(threshold), maxc, confidence, delta, counts=counts)
+        lo = float(_cp_bound(fp, fn, n_out, n_in, delta, beta / 2))
+        hi = float(_cp_point_upper(fp, fn, n_out, n_in, delta, beta / 2))
+        return Estimate(lb, (lo, hi), "cp", float(threshold), maxc, confidence, delta, counts=counts)
     if method == "gdp":
         mu_lb = float(_gdp_mu_bound(fp, fn, n_out, n_in, beta))
-        mu_hi = float(_gdp_mu_upper(fp, fn, n_out, n_in, beta))
-        lb, hi = gdp_epsilon(mu_lb, delta), gdp_epsilon(mu_hi, delta)
-        return Estimate(lb, (lb, hi), "gdp", float(threshold), maxc, confidence, delta, mu_lb=mu_lb,
+        mu_lo = float(_gdp_mu_bound(fp, fn, n_out, n_in, beta / 2))
+        mu_hi = float(_gdp_mu_upper(fp, fn, n_out, n_in, beta / 2))
+        lb, lo, hi = gdp_epsilon(mu_lb, delta), gdp_epsilon(mu_lo, delta), gdp_epsilon(mu_hi, delta)
+        return Estimate(lb, (lo, hi), "gdp", float(threshold), maxc, confidence, delta, mu_lb=mu_lb,
                         counts=counts, assumption="Gaussian trade-off curve (μ-GDP)")
     lb, lo, hi = _bayes_bounds(fp, fn, n_out, n_in, delta, beta, samples=samples)
     return Estimate(lb, (lo, hi), "bayes", float(threshold), maxc, confidence,

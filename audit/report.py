@@ -35,8 +35,8 @@ def table(result: dict[str, Any]) -> str:
                     f"({result['accountant']})"),
         *([("queries / trial", f"{result['attack_queries_per_trial']} (each a fresh release where inference is "
                                 "randomised)")] if result.get("attack_queries_per_trial") else []),
-        ("ε lower bound", f"{_fmt(result['eps_lb'])}  [{_fmt(ci[0])}, {_fmt(ci[1])}] at "
-                          f"{result['confidence']:.0%}  ({result['method']})"),
+        ("ε lower bound", f"{_fmt(result['eps_lb'])} at {result['confidence']:.0%}, one-sided  "
+                          f"({result['method']}); two-sided interval [{_fmt(ci[0])}, {_fmt(ci[1])}]"),
         ("max certifiable ε", _fmt(result["max_certifiable_eps"])),
         ("tightness", _fmt(result.get("tightness"))),
         ("AUC", _fmt(result["auc"])),

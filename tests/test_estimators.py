@@ -146,3 +146,27 @@ def test_auc_and_tpr_descriptives():
     inn = np.arange(100.0) + 9.5
     assert est.auc(out, inn) == pytest.approx(0.5905, abs=1e-4)
     assert 0 <= est.tpr_at_fpr(out, inn, 0.01) <= 0.11
+
+
+@pytest.mark.parametrize("method", ["cp", "gdp"])
+def test_two_sided_interval_covers_the_truth_and_contains_the_bound(method):
+    """`interval` is an equal-tailed interval at the stated confidence; `eps_lb` (one-sided) lies in it."""
+    rng = np.random.default_rng(5)
+    eps, reps, misses = 2.0, 300, 0
+    mu = gdp_mu(eps, DELTA)
+    for r in range(reps):
+        out, inn, truth = _gaussian(rng, 1000, eps)
+        # the exact LLR's symmetric threshold (μ/2 on these scores): the point whose ε is the truth
+        e = est.estimate(out, inn, delta=DELTA, method=method, threshold=mu / 2)
+        lo, hi = e.interval
+        assert lo <= e.eps_lb <= hi
+        # cp's interval is about the ε of this one test point, which for μ-GDP at the symmetric
+        # point is below the truth; only gdp's is an interval for the truth itself
+        misses += not (lo <= truth <= hi) if method == "gdp" else hi < gdp_epsilon_at_point(mu)
+    assert misses <= _allowed_exceedances(reps)
+
+
+def gdp_epsilon_at_point(mu: float) -> float:
+    """ε of the (FPR, FNR) = (Φ(−μ/2), Φ(−μ/2)) test point by §0's formula."""
+    p = norm.cdf(-mu / 2)
+    return float(est.eps_from_rates(p, p, DELTA))
