@@ -21,6 +21,12 @@ def _fmt(x: Any, digits: int = 3) -> str:
     return str(x)
 
 
+def claim_tpr_limit(fpr: np.ndarray, eps: float, delta: float) -> np.ndarray:
+    """The largest TPR an (ε, δ)-DP mechanism allows at each FPR (both §0 inequalities)."""
+    return np.minimum(1.0, np.minimum(math.exp(eps) * fpr + delta,
+                                      1.0 - math.exp(-eps) * np.clip(1.0 - delta - fpr, 0, None)))
+
+
 def table(result: dict[str, Any]) -> str:
     """A human-readable summary of one result."""
     ci = result.get("ci") or [None, None]
@@ -95,8 +101,7 @@ def plot(result: dict[str, Any], path: str | Path) -> Path:
     grid = np.logspace(-4, 0, 400)
     eps, delta = float(result["claimed_epsilon"]), result["claimed_delta"]
     if math.isfinite(eps):
-        bound = np.minimum(1.0, np.minimum(math.exp(eps) * grid + delta,
-                                           1.0 - math.exp(-eps) * np.clip(1.0 - delta - grid, 0, None)))
+        bound = claim_tpr_limit(grid, eps, delta)
         ax2.plot(grid, bound, "k--", label=f"(ε={eps:.3g}, δ={delta:.1g}) limit")
     mu = result["claim"].get("gdp_mu")
     if mu:

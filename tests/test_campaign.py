@@ -1,0 +1,158 @@
+"""The campaign runner: a tiny grid end to end, resume, README regeneration, and bad campaign files."""
+import json
+from pathlib import Path
+
+import pytest
+
+from audit import campaign
+from audit.store import Store
+
+TINY = """
+[campaign]
+name = "tiny"
+datasets = ["csbm"]
+epsilons = [1, 4]
+roc_epsilon = 4
+
+[quick]
+trials = 16
+
+[[audit]]
+target = "gaussian"
+attacks = ["mechanism-lrt"]
+trials = 40
+note = "exact reference mechanism"
+
+[[audit]]
+target = "gaussian"
+bug = "no-noise"
+attacks = ["mechanism-lrt"]
+epsilons = [1]
+trials = 16
+explain = "planted bug: no noise at all"
+
+[[audit]]
+target = "gap"
+attacks = ["mechanism-lrt"]
+params = {encoder_epochs = 5, epochs = 1}
+trials = 16
+quick = false
+"""
+
+
+def _write(tmp_path: Path, text: str, name: str = "c.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def _trial_counts(out: Path) -> dict[str, int]:
+    with Store(out / "audit.sqlite") as store:
+        return {key: n for key, n in store._db.execute("SELECT key, COUNT(*) FROM trials GROUP BY key")}
+
+
+def test_tiny_campaign_end_to_end_resume_and_report_only(tmp_path, monkeypatch):
+    config = _write(tmp_path, TINY)
+    out = tmp_path / "out"
+    assert campaign.main([str(config), "--out", str(out), "--no-progress"]) == 0
+
+    doc = json.loads((out / "campaign.json").read_text())
+    rows = doc["rows"]
+    assert len(rows) == 5 and doc["rows_planned"] == 5
+    assert {r["target"] for r in rows} == {"gaussian", "gap"}
+    for r in rows:
+        assert r["verdict"] in ("CONSISTENT", "VIOLATION") and r["roc"]["fpr"] and r["level"] == "mechanism"
+        assert r["ci"] is not None and r["max_certifiable_eps"] is not None and r["method"]
+    bugged = [r for r in rows if r["bug"] == "no-noise"]
+    assert bugged and all(r["verdict"] == "VIOLATION" for r in bugged)
+    gap = [r for r in rows if r["target"] == "gap"]
+    assert all(isinstance(r["utility"], float) and 0 <= r["utility"] <= 100 for r in gap)
+    assert json.loads((out / "utility.json").read_text())  # utility is cached in the folder
+    assert doc["git"]["commit"] and doc["machine"]["cpus"]
+
+    readme = (out / "README.md").read_text()
+    assert "## Violations" in readme and "planted bug: no noise at all" in readme
+    assert "UNEXPLAINED" not in readme
+    for name in ("eps-gaussian.png", "roc-gaussian.png", "eps-gap.png", "roc-gap.png"):
+        assert (out / name).stat().st_size > 1000 and f"({name})" in readme
+    counts = _trial_counts(out)
+    assert sorted(counts.values()) == [16, 16, 16, 40, 40]
+
+    # a rerun plays no trial and runs no audit: every row is found finished in the folder
+    import audit.game
+
+    def no_audit(*a, **k):
+        raise AssertionError("a finished row was run again")
+
+    monkeypatch.setattr(audit.game, "run_audit", no_audit)
+    cached = (out / "utility.json").read_text()
+    assert campaign.main([str(config), "--out", str(out), "--no-progress"]) == 0
+    assert _trial_counts(out) == counts
+    assert (out / "utility.json").read_text() == cached  # utility came from the folder's cache
+    again = json.loads((out / "campaign.json").read_text())["rows"]
+    assert [r["eps_lb"] for r in again] == [r["eps_lb"] for r in rows]
+    assert [r["utility"] for r in again] == [r["utility"] for r in rows]
+
+    # README and plots regenerate from campaign.json alone, without the SQLite store
+    (out / "audit.sqlite").unlink()
+    for p in out.glob("*.png"):
+        p.unlink()
+    (out / "README.md").unlink()
+    assert campaign.main([str(config), "--out", str(out), "--report-only"]) == 0
+    assert (out / "README.md").exists() and (out / "roc-gaussian.png").exists()
+
+
+def test_unexplained_violation_is_marked(tmp_path):
+    rows = [{"target": "gaussian", "dataset": "csbm", "attack": "mechanism-lrt", "epsilon": 1.0, "bug": None,
+             "trials": 40, "level": "mechanism", "unit": "edge", "claimed_epsilon": 1.0, "claimed_delta": 1e-5,
+             "eps_lb": 3.0, "ci": [2.5, 4.0], "method": "gdp", "tightness": 3.0, "verdict": "VIOLATION",
+             "auc": 0.99, "max_certifiable_eps": 9.0, "utility": None, "note": "", "explain": "",
+             "roc": {"fpr": [1.0, 0.0], "tpr": [1.0, 0.0]}}]
+    (tmp_path / "campaign.json").write_text(json.dumps({"name": "x", "rows": rows, "git": {}, "machine": {}}))
+    text = campaign.write_report(tmp_path).read_text()
+    assert "UNEXPLAINED — investigate" in text
+
+
+def test_quick_subset(tmp_path):
+    c = campaign.load(_write(tmp_path, TINY), quick=True)
+    assert {r.spec.target for r in c.rows} == {"gaussian"}  # gap has quick = false
+    assert all(r.spec.trials == 16 for r in c.rows)
+    assert c.default_out().name == "campaign-tiny-quick"
+    assert campaign.load(_write(tmp_path, TINY), only="gap").rows[0].spec.params == {"encoder_epochs": "5",
+                                                                                    "epochs": "1"}
+
+
+@pytest.mark.parametrize("text, message", [
+    ('[[audit]]\ntarget = "nope"\nepsilons = [1]\ndatasets = ["csbm"]', "unknown target 'nope'"),
+    ('[[audit]]\ntarget = "gaussian"\nattacks = ["nope"]\nepsilons = [1]\ndatasets = ["csbm"]', "unknown attack 'nope'"),
+    ('[[audit]]\ntarget = "gaussian"\nepsilons = [0]\ndatasets = ["csbm"]', "ε must be"),
+    ('[[audit]]\ntarget = "gaussian"\nepsilons = [-1]\ndatasets = ["csbm"]', "ε must be"),
+    ('[[audit]]\ntarget = "gaussian"\nepsilons = []\ndatasets = ["csbm"]', "empty grid"),
+    ('[campaign]\nname = "x"', "empty grid"),
+    ('[[audit]]\ntarget = "gaussian"\nepsilon = [1]\ndatasets = ["csbm"]', "unknown key(s) 'epsilon'"),
+    ('[campaign]\nfoo = 1\n[[audit]]\ntarget = "gaussian"', "unknown key(s) 'foo'"),
+    ('[[audit]]\ntarget = "gaussian"\nepsilons = [1]\ndatasets = ["csbm"]\nparams = {frobnicate = 1}',
+     "unknown parameter"),
+    ('[[audit]]\ntarget = "gaussian"\nepsilons = [1]\ndatasets = ["nope"]', "unknown dataset 'nope'"),
+    ('[[audit]]\ntarget = "gaussian"\nepsilons = [1]\ndatasets = ["csbm"]\ntrials = 7', "trials"),
+    ('[[audit]]\ntarget = "gaussian"\nepsilons = [1]\ndatasets = ["csbm"]\nattacks = ["gradient-lrt"]', "needs the trace"),
+    ('[[audit]\ntarget = "gaussian"', "not valid TOML"),
+])
+def test_bad_campaign_files_raise_clear_errors(tmp_path, text, message, capsys):
+    path = _write(tmp_path, text)
+    with pytest.raises(campaign.CampaignError, match=None) as err:
+        campaign.load(path)
+    assert message in str(err.value)
+    assert campaign.main([str(path), "--out", str(tmp_path / "o")]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_config_by_name_and_shipped_campaigns_validate():
+    with pytest.raises(campaign.CampaignError, match="no campaign 'nope'"):
+        campaign.find_config("nope")
+    full = campaign.load("default")
+    quick = campaign.load("default", quick=True)
+    assert full.path == campaign.CAMPAIGNS / "default.toml" and len(quick.rows) < len(full.rows)
+    targets = {r.spec.target for r in full.rows}
+    assert {"caribou", "gap", "dpdgc", "heterpoisson", "gcon"} <= targets
+    assert {r.spec.dataset for r in quick.rows} == {"csbm"}
