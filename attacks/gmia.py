@@ -48,6 +48,7 @@ from torch import nn
 from torch_geometric.data import Data
 from torch_geometric.utils import subgraph
 
+from targets.base import GLOBAL_RNG_LOCK
 from attacks.lira import (canary_node, count_query, find_shadow_target, fingerprint_int, graph_fingerprint,
                           query_posteriors, target_key, true_label_probability)
 from audit.estimators import auc as _auc
@@ -111,7 +112,7 @@ def train_attack_model(x: torch.Tensor, y: torch.Tensor, *, seed: int, epochs: i
         raise ValueError("the attack model needs members and non-members to train on")
     gen = torch.Generator().manual_seed(seed)
     devices: list[int] = []
-    with torch.random.fork_rng(devices=devices):
+    with GLOBAL_RNG_LOCK, torch.random.fork_rng(devices=devices):  # the game may score in a thread
         torch.manual_seed(seed)
         model = AttackMLP(x.size(1), hidden)
     opt = torch.optim.Adam(model.parameters(), lr=lr)

@@ -13,18 +13,77 @@ m0 = mean(g0) and m1 = mean(g1), and scores the observed output o:
 * Otherwise (e.g. the end of several hidden noisy steps): the projection
   ⟨o − (m0 + m1)/2, m1 − m0⟩, a valid (not necessarily optimal) statistic.
 
-The score of a run sums over steps. Higher = world 1 (canary in).
+The score of a run sums over steps. Higher = world 1 (canary in). Every inner product runs over
+the rows where m1 ≠ m0 only (the other rows add exact zeros).
+
+:meth:`score_batch` scores many releases of one run: the world means (and everything derived from
+them alone) are computed once per :attr:`MechanismStep.mean_key` and canary pair (cached on the attack object);
+each release then goes through
+the same per-trial arithmetic as :meth:`score`, so the two give identical floats.
 
 When every step is an exact Gaussian LLR, the score's symmetric threshold is 0 whatever the noise
 scale, fixed before any trial is seen: :meth:`natural_threshold_for` says so, and an estimator
 may then use it and keep every trial for evaluation. The other scores are only approximately
 centred, so their threshold is chosen on held-out trials.
+
+Node canaries (``pair.info["node"]``): the canary node's own output row is left out of the score.
+Node-level DP protects a node's effect on *other* nodes' rows; its own row is its own data,
+absent from the neighbouring dataset, and reaches the model only through its own (clipped,
+DP-SGD-protected) example (GAP: "a node's removal changes ≤ D rows"; DPDGC bounds the embedding
+*excluding* the node). Scoring it would compare a row with one that does not exist.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import torch
 
-from targets.base import Release
+from targets.base import MechanismStep, Release
+
+
+def _cpu64(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().to("cpu", torch.float64)
+
+
+@dataclass
+class _Means:
+    """What a step's score needs from the two worlds' means alone (shared by steps of one mean_key)."""
+
+    rows: torch.Tensor | None  # rows where m1 ≠ m0 (None: every entry, for outputs that are not 2-D+)
+    m0: torch.Tensor  # float64, restricted to `rows`
+    mid: torch.Tensor
+    d: torch.Tensor
+    dd: torch.Tensor  # Σ d², float64 scalar
+
+
+def _means(step: MechanismStep, pair: Any) -> _Means:
+    m0, m1 = _cpu64(step.mean(pair.g0)), _cpu64(step.mean(pair.g1))
+    node = (getattr(pair, "info", None) or {}).get("node")
+    if node is not None and m0.dim() >= 2 and 0 <= int(node) < m0.shape[0]:
+        m1 = m1.clone()
+        m1[int(node)] = m0[int(node)]  # the canary node's own row is not scored (module doc)
+    d = m1 - m0
+    rows = None
+    if d.dim() >= 2:
+        rows = d.reshape(d.shape[0], -1).abs().sum(1) > 0
+        m0, m1, d = m0[rows], m1[rows], d[rows]
+    return _Means(rows=rows, m0=m0, mid=0.5 * (m0 + m1), d=d, dd=(d * d).sum())
+
+
+def _step_score(step: MechanismStep, means: _Means) -> float:
+    """One step's contribution for one release (the per-trial arithmetic)."""
+    o = _cpu64(step.output if means.rows is None else step.output[means.rows.to(step.output.device)])
+    d, m0 = means.d, means.m0
+    if step.noise_std and step.row_projected:
+        width = step.output.shape[1]
+        scale = torch.sqrt((means.mid * means.mid).sum(1, keepdim=True) + width * step.noise_std**2).clamp_min(1.0)
+        inside = o.norm(dim=1, keepdim=True) < 1 - 1e-9  # the ball projection left it alone
+        o = torch.where(inside, o, o * scale)
+        return float(((o - m0) * d).sum() - 0.5 * means.dd) / step.noise_std**2
+    if step.noise_std:
+        return float(((o - m0) * d).sum() - 0.5 * means.dd) / step.noise_std**2
+    return float(((o - means.mid) * d).sum())
 
 
 class MechanismLRT:
@@ -37,22 +96,34 @@ class MechanismLRT:
         return 0.0 if all(s.noise_std and not s.row_projected for s in steps) else None
 
     def score(self, release: Release, pair, graph=None) -> float:
-        total = 0.0
-        for step in release.view("mechanism"):
-            m0, m1 = step.mean(pair.g0), step.mean(pair.g1)
-            d = (m1 - m0).double()
-            o = step.output.double()
-            if step.noise_std and step.row_projected:
-                rows = d.abs().sum(1) > 0
-                mid = 0.5 * (m0.double() + m1.double())[rows]
-                o_r, d_r, m0_r = o[rows], d[rows], m0.double()[rows]
-                width = o.shape[1]
-                scale = torch.sqrt((mid * mid).sum(1, keepdim=True) + width * step.noise_std**2).clamp_min(1.0)
-                inside = o_r.norm(dim=1, keepdim=True) < 1 - 1e-9  # the ball projection left it alone
-                o_r = torch.where(inside, o_r, o_r * scale)
-                total += float(((o_r - m0_r) * d_r).sum() - 0.5 * (d_r * d_r).sum()) / step.noise_std**2
-            elif step.noise_std:
-                total += float(((o - m0.double()) * d).sum() - 0.5 * (d * d).sum()) / step.noise_std**2
-            else:
-                total += float(((o - 0.5 * (m0.double() + m1.double())) * d).sum())
-        return total
+        return self.score_batch([release], pair, graph)[0]
+
+    def score_batch(self, releases: list[Release], pair, graph=None) -> list[float]:
+        """``[self.score(r, pair, graph) for r in releases]``, with each mean_key's world means
+        computed once (per pair, for the life of this attack object)."""
+        shared = self._shared(pair)
+        out = []
+        for release in releases:
+            total = 0.0
+            for step in release.view("mechanism"):
+                if step.mean_key is None:
+                    means = _means(step, pair)
+                else:
+                    if step.mean_key not in shared:
+                        shared[step.mean_key] = _means(step, pair)
+                    means = shared[step.mean_key]
+                total += _step_score(step, means)
+            out.append(total)
+        return out
+
+    def _shared(self, pair) -> dict[Any, _Means]:
+        """The mean_key → world means cache of this pair. It lives on the attack (one per worker
+        chunk) and holds the pair's graphs, so an entry is never read for other graphs."""
+        caches = self.__dict__.setdefault("_pair_caches", [])
+        for g0, g1, cache in caches:
+            if g0 is pair.g0 and g1 is pair.g1:
+                return cache
+        if len(caches) >= 2:
+            caches.pop(0)
+        caches.append((pair.g0, pair.g1, {}))
+        return caches[-1][2]

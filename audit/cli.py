@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from audit import campaign
 from audit.data import DatasetError
 
 
@@ -79,6 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--backend", default="loky", choices=["loky", "dask"])
     p.add_argument("--scheduler", default=None, help="Dask scheduler address (with --backend dask)")
+    p.add_argument("--batch", type=int, default=0,
+                   help="trials per vectorised fit (0 = auto: 64 where the target vectorises, else 1; 1 = one fit per trial)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="results")
     p.add_argument("--no-progress", action="store_true")
@@ -122,6 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("compare", help="a table of several results")
     p.add_argument("runs", nargs="+")
+
+    campaign.add_parser(sub)
     return parser
 
 
@@ -138,10 +143,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if args.jobs < 1:
         raise UserError(f"--jobs must be >= 1, got {args.jobs}")
+    if args.batch < 0:
+        raise UserError(f"--batch must be >= 0 (0 = auto), got {args.batch}")
     spec = AuditSpec(target=args.target, epsilon=args.epsilon, delta=args.delta, bug=args.bug,
                      params=_params(args), dataset=args.dataset, canary=args.canary, attack=args.attack,
                      level=args.level, trials=args.trials, seed=args.seed, confidence=args.confidence,
-                     estimator=args.estimator, mode=args.mode, device=args.device, data_root=args.data_root)
+                     estimator=args.estimator, mode=args.mode, device=args.device, data_root=args.data_root,
+                     batch=args.batch)
     attacks = [a.strip() for a in args.attack.split(",")]
     if attacks == ["auto"]:
         attacks = auto_attacks(build_target(spec))
@@ -352,7 +360,7 @@ def cmd_attack(args: argparse.Namespace) -> int:
 
 COMMANDS = {"run": cmd_run, "accounting": cmd_accounting, "train": cmd_train, "estimate": cmd_estimate,
             "list": cmd_list, "report": cmd_report, "compare": cmd_compare, "regress": cmd_regress,
-            "attack": cmd_attack}
+            "attack": cmd_attack, "campaign": campaign.cmd_campaign}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -41,7 +41,9 @@ CANARIES: dict[str, str] = {
     "search-edge": "canaries.edge:SensitivitySearchEdge",
     "remove-node": "canaries.node:RemoveNode",
     "insert-node": "canaries.node:InsertNode",
+    "insert-hub-node": "canaries.node:InsertHubNode",
     "dirac-gradient": "canaries.gradient:DiracGradient",
+    "spread-gradient": "canaries.gradient:SpreadGradient",
 }
 ATTACKS: dict[str, str] = {
     "mechanism-lrt": "attacks.mechanism:MechanismLRT",
@@ -52,6 +54,8 @@ ATTACKS: dict[str, str] = {
     "rmia": "attacks.lira:RMIA",
     "gradient-projection": "attacks.gradient:ProjectedGradientCanary",
     "gradient-lrt": "attacks.gradient:FullVectorGradientCanary",
+    "edge-correlation": "attacks.correlation:EdgeCorrelation",
+    "gradient-l1": "attacks.gradient:ProductLaplaceGradientCanary",
 }
 
 
@@ -124,6 +128,8 @@ def auto_canary(target: targets.Target, graph: Any, attack: str | None = None) -
     """The canary that fits the target's unit and the chosen attack."""
     if attack in ("gradient-lrt", "gradient-projection"):
         return "dirac-gradient"
+    if attack == "gradient-l1":
+        return "spread-gradient"
     if target.unit is not targets.Unit.EDGE:
         return "remove-node"
     try:
@@ -156,6 +162,7 @@ class AuditSpec:
     mode: str = "multi"
     device: str = "cpu"
     data_root: str | None = None
+    batch: int = 0
 
     def __post_init__(self) -> None:
         if self.epsilon <= 0 or math.isnan(self.epsilon):
@@ -168,13 +175,16 @@ class AuditSpec:
             raise ValueError(f"confidence must be in [0.5, 1), got {self.confidence!r}")
         if self.mode not in ("multi", "one-run"):
             raise ValueError(f"mode must be 'multi' or 'one-run', got {self.mode!r}")
+        if not isinstance(self.batch, int) or self.batch < 0:
+            raise ValueError(f"batch must be an int >= 0 (0 = auto), got {self.batch!r}")
         if self.estimator not in ("auto", *estimators.METHODS):
             raise ValueError(f"unknown estimator {self.estimator!r}; known: auto, {', '.join(estimators.METHODS)}")
 
     def key(self) -> str:
-        """Hash of the fields that determine trial outcomes (not trials, confidence, estimator)."""
+        """Hash of the fields that determine trial outcomes (not trials, confidence, estimator, nor
+        the batch size: batched and one-at-a-time runs play the same trials)."""
         d = asdict(self)
-        for k in ("trials", "confidence", "estimator", "data_root"):
+        for k in ("trials", "confidence", "estimator", "data_root", "batch"):
             d.pop(k)
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -201,9 +211,36 @@ def trial_seed(seed: int, index: int) -> int:
 # ---------------------------------------------------------------------------------------------
 # playing trials
 # ---------------------------------------------------------------------------------------------
+#: trials per fit_batch call when the spec says auto (0) and the target vectorises its fit: on CPU
+#: a batch's working set should stay near the caches (measured on Cora: 64 is slower than 16)
+AUTO_BATCH = 16
+AUTO_BATCH_CUDA = 64
+
+
+def batch_size(spec_batch: int, target: targets.Target) -> int:
+    """The batch size a run uses: the spec's, or auto (0): AUTO_BATCH (AUTO_BATCH_CUDA on CUDA) for
+    a vectorised target, else 1."""
+    if spec_batch:
+        return spec_batch
+    if not getattr(target, "batched", False):
+        return 1
+    return AUTO_BATCH_CUDA if getattr(target, "device", torch.device("cpu")).type == "cuda" else AUTO_BATCH
+
+
+def cached_work(target: targets.Target) -> str | None:
+    """The target's one-line description of its per-worker cached work (a method or an attribute)."""
+    value = getattr(target, "cached_work", None)
+    return value() if callable(value) else value
+
+
 @dataclass
 class _Setup:
-    """What a worker needs to play trials (picklable)."""
+    """What a worker needs to play trials (picklable).
+
+    ``batch``: trials per :meth:`Target.fit_batch` call (1: one :meth:`Target.fit` per trial).
+    ``pipeline``: score batch k in a worker thread while batch k+1 trains (None: on iff the target
+    runs on CUDA).
+    """
 
     target_cls: str
     config: Any
@@ -212,10 +249,36 @@ class _Setup:
     attack: str
     seed: int
     threads: int = 1
+    batch: int = 1
+    pipeline: bool | None = None
+
+
+def _batches(setup: _Setup, indices: list[int]) -> list[tuple[int, list[int]]]:
+    """The chunk's trials by world (secret bit), in sub-batches of at most ``setup.batch``."""
+    size = max(1, setup.batch)
+    out = []
+    for bit in (0, 1):
+        mine = [i for i in indices if secret_bit(setup.seed, i) == bit]
+        out += [(bit, mine[k:k + size]) for k in range(0, len(mine), size)]
+    return out
+
+
+def _score(setup: _Setup, attack: Any, releases: list[Any]) -> list[float]:
+    if hasattr(attack, "score_batch") and len(releases) > 1:
+        scores = attack.score_batch(releases, setup.pair, setup.graph)
+    else:
+        scores = [attack.score(r, setup.pair, setup.graph) for r in releases]
+    return [float(x) for x in scores]
 
 
 def play_chunk(setup: _Setup, indices: list[int]) -> list[tuple[int, int, float]]:
-    """Play the given trials; returns (index, bit, score) for each."""
+    """Play the given trials; returns (index, bit, score) for each, in the order of `indices`.
+
+    Trials are grouped by world and trained ``setup.batch`` at a time (``fit`` when 1, else
+    ``fit_batch``), trial i always with its own generator from (seed, i); scores come from the
+    attack's ``score_batch`` where it has one. On CUDA (or when ``setup.pipeline`` says so) the
+    scoring of one batch runs in a worker thread while the next batch trains.
+    """
     if setup.threads:
         torch.set_num_threads(setup.threads)
     target = targets.get(setup.target_cls)(setup.config)
@@ -223,19 +286,50 @@ def play_chunk(setup: _Setup, indices: list[int]) -> list[tuple[int, int, float]
     if hasattr(attack, "bind_target"):  # shadow-model attacks train copies of the target (never on trials)
         attack.bind_target(target)
     target.prepare(setup.graph)
+
+    def fit(bit: int, batch: list[int]) -> list[Any]:
+        world = setup.pair.world(bit)
+        rngs = [torch.Generator().manual_seed(trial_seed(setup.seed, i)) for i in batch]
+        if setup.batch == 1:
+            return [target.fit(world, rng) for rng in rngs]
+        releases = target.fit_batch(world, rngs)
+        if len(releases) != len(rngs):
+            raise RuntimeError(f"{type(target).__name__}.fit_batch returned {len(releases)} releases for "
+                               f"{len(rngs)} generators")
+        return releases
+
+    pipeline = setup.pipeline
+    if pipeline is None:
+        pipeline = getattr(target, "device", torch.device("cpu")).type == "cuda"
+    scores: dict[int, float] = {}
+    work = _batches(setup, indices)
+    if not pipeline:
+        for bit, batch in work:
+            scores.update(zip(batch, _score(setup, attack, fit(bit, batch))))
+    else:
+        from collections import deque
+        from concurrent.futures import ThreadPoolExecutor
+
+        pending: deque = deque()
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="audit-score") as pool:
+            for bit, batch in work:
+                releases = fit(bit, batch)
+                while len(pending) >= 2:  # bounded: at most two batches of releases wait for scoring
+                    done_batch, future = pending.popleft()
+                    scores.update(zip(done_batch, future.result()))
+                pending.append((batch, pool.submit(_score, setup, attack, releases)))
+            for done_batch, future in pending:
+                scores.update(zip(done_batch, future.result()))
     rows = []
     for i in indices:
-        bit = secret_bit(setup.seed, i)
-        rng = torch.Generator().manual_seed(trial_seed(setup.seed, i))
-        release = target.fit(setup.pair.world(bit), rng)
-        score = float(attack.score(release, setup.pair, setup.graph))
-        if not math.isfinite(score):
+        if not math.isfinite(scores[i]):
             raise RuntimeError(f"attack {setup.attack!r} returned a non-finite score at trial {i}")
-        rows.append((i, bit, score))
+        rows.append((i, secret_bit(setup.seed, i), scores[i]))
     return rows
 
 
 def _chunks(indices: list[int], jobs: int, max_chunk: int = 100) -> list[list[int]]:
+    """Chunks of trials (one worker task each), about 4 per job, at most `max_chunk` trials."""
     if not indices:
         return []
     size = max(1, min(max_chunk, math.ceil(len(indices) / (4 * max(jobs, 1)))))
@@ -284,8 +378,11 @@ def _setup_run(spec: AuditSpec) -> tuple[Any, targets.Target, targets.Claim]:
 
 def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, backend: str = "loky",
               scheduler: str | None = None, progress: bool = True,
-              on_chunk: Callable[[int], None] | None = None) -> dict[str, Any]:
-    """Play (or resume) the games of `spec`, estimate, and write the result. Returns the result."""
+              on_chunk: Callable[[int], None] | None = None, pipeline: bool | None = None) -> dict[str, Any]:
+    """Play (or resume) the games of `spec`, estimate, and write the result. Returns the result.
+
+    `pipeline`: overlap training and scoring (see :func:`play_chunk`); None = on iff CUDA.
+    """
     if spec.mode == "one-run":
         return run_one_run(spec, out=out, progress=progress)
     t0 = time.time()
@@ -306,7 +403,8 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
     key = spec.key()
     store.begin(key, asdict(spec))
     todo = [i for i in range(spec.trials) if i not in store.done(key)]
-    setup = _Setup(spec.target, target.config, pair, graph, attack_name, spec.seed)
+    batch = batch_size(spec.batch, target)
+    setup = _Setup(spec.target, target.config, pair, graph, attack_name, spec.seed, batch=batch, pipeline=pipeline)
     bar = None
     if progress and todo:
         from tqdm.auto import tqdm
@@ -314,7 +412,8 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
         bar = tqdm(total=spec.trials, initial=spec.trials - len(todo), desc=f"audit {spec.target}",
                    unit="trial", file=sys.stderr, dynamic_ncols=True)
     try:
-        for rows in _execute(setup, _chunks(todo, jobs), jobs, backend, scheduler):
+        t_trials = time.time()
+        for rows in _execute(setup, _chunks(todo, jobs, max_chunk=max(100, 2 * batch)), jobs, backend, scheduler):
             store.add_trials(key, rows)
             if bar is not None:
                 bar.update(len(rows))
@@ -323,6 +422,7 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
     finally:
         if bar is not None:
             bar.close()
+    trials_wall = time.time() - t_trials
     rows = store.trials(key, limit=spec.trials)
     bits = np.array([b for _, b, _ in rows])
     scores = np.array([s for _, _, s in rows])
@@ -341,6 +441,10 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
     result = make_result(spec, key, target, claim, pair, attack_name, level, est, scores, bits,
                          wall=time.time() - t0, store_path=store.path,
                          attack_queries=getattr(attack, "queries_per_score", None))
+    result["batch"] = batch
+    result["cached_per_worker"] = cached_work(target)
+    result["trials_played"] = len(todo)
+    result["trials_wall_s"] = trials_wall
     run_id = f"{spec.target.replace(':', '.').replace('/', '.')}-{key}-{spec.trials}-{method}"
     result["run_id"] = run_id
     store.save_result(run_id, key, result)

@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import importlib
 import math
+import threading
 import types
 import typing
 from abc import ABC, abstractmethod
@@ -172,6 +173,8 @@ class Target(ABC):
     Config: ClassVar[type[TargetConfig]] = TargetConfig
     levels: ClassVar[tuple[str, ...]] = ("api",)
     bugs: ClassVar[dict[str, str]] = {}
+    #: True where :meth:`fit_batch` does genuinely vectorised work (the game then batches by default)
+    batched: ClassVar[bool] = False
 
     def __init__(self, config: TargetConfig | None = None, **overrides: Any) -> None:
         config = config if config is not None else self.Config()
@@ -196,6 +199,20 @@ class Target(ABC):
     @abstractmethod
     def fit(self, graph: Any, rng: torch.Generator) -> Release:
         """Train once on `graph` with randomness from `rng`; return the release."""
+
+    def fit_batch(self, graph: Any, rngs: list[torch.Generator]) -> list[Release]:
+        """Train ``len(rngs)`` independent runs on the same `graph`, run j with randomness from
+        ``rngs[j]`` only, each generator consumed exactly as :meth:`fit` would consume it: so
+        ``fit_batch(graph, rngs)[j]`` releases what ``fit(graph, rngs[j])`` does.
+
+        Default: one :meth:`fit` per generator. Targets that vectorise it set ``batched = True``.
+        """
+        return [self.fit(graph, rng) for rng in rngs]
+
+    def cached_work(self) -> str | None:
+        """One line on the work :meth:`prepare` (or a per-worker cache) does once and every trial
+        reuses, for the result record; ``None`` when there is none."""
+        return None
 
     def noiseless(self, graph: Any) -> torch.Tensor | None:
         """The deterministic part of the mechanism's output on `graph` (for canary search), if any."""
@@ -287,12 +304,20 @@ def resolve_device(device: str) -> torch.device:
     return torch.device(device)
 
 
+#: torch's global RNG is process-wide: a block that seeds it must not interleave with another
+#: thread's (the game scores batch k in a worker thread while batch k+1 trains).
+GLOBAL_RNG_LOCK = threading.RLock()
+
+
 @contextlib.contextmanager
 def seeded(rng: torch.Generator) -> Iterator[None]:
-    """Run a block with torch's global RNG seeded from `rng` (for nn.Module initialisation)."""
+    """Run a block with torch's global RNG seeded from `rng` (for nn.Module initialisation).
+
+    Holds :data:`GLOBAL_RNG_LOCK` for the block, so threads never share the seeded stream.
+    """
     seed = int(torch.randint(0, 2**62, (1,), generator=rng).item())
     devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
-    with torch.random.fork_rng(devices=devices):
+    with GLOBAL_RNG_LOCK, torch.random.fork_rng(devices=devices):
         torch.manual_seed(seed)
         yield
 

@@ -56,6 +56,16 @@ Releases (:class:`~targets.base.Release`):
 
 Shapes: ``x`` N × d; stack N × h × (K+1); posteriors n × c; mechanism outputs N × h each.
 
+Batched trials (edge level): :meth:`GAP.fit_batch` plays B trials on one world, each generator
+drawn from exactly as :meth:`GAP.fit` draws from it, and ``fit`` is the same code with B = 1. The
+work the trials share is done once (Aᵀ as a cached sparse matrix, rownorm(X0) of the prepared
+encoder and hop 1's aggregate Aᵀ·H0, the claim); per trial remain the noise draws and hops ≥ 2.
+The classifiers are trained together on first use of any trial's classifier view, with parameters
+stacked on a trial axis (:class:`ClassifierBatch`); every operation there is chosen so that a
+trial's floats do not depend on the batch it is in (bitwise equal to ``fit``; tests check it).
+Hop 1's mechanism step carries a ``mean_key``: its mean depends on the cached encoder and the
+graph only, so a batched scorer computes it once.
+
 :meth:`GAP.prepare` caches the encoder under EDP only: it is trained on features, labels and masks
 (never edges), which an edge canary does not change; the cache is keyed on those tensors. Under NDP
 the encoder is a DP-SGD release of node data and is retrained in every fit.
@@ -66,6 +76,8 @@ import copy
 import dataclasses
 import logging
 import math
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -86,6 +98,7 @@ from targets.accounting import (
 )
 from targets.base import Claim, Lazy, MechanismStep, Release, Target, TargetConfig, child_generator, seeded
 from targets.dpsgd import assign_flat_grad, clip_rows, noisy_sum, poisson_sample
+from targets.gap_stacked import ClassifierBatch
 
 _ACTIVATIONS = {"selu": F.selu, "relu": F.relu, "tanh": torch.tanh}
 _COMBINES = ("cat", "sum", "mean", "max")
@@ -313,6 +326,45 @@ def bound_out_degree(edge_index: torch.Tensor, num_nodes: int, max_degree: int, 
     return edge_index[:, keep.to(edge_index.device)]
 
 
+def transposed_adjacency(edge_index: torch.Tensor, num_nodes: int, dtype: torch.dtype = torch.float32
+                         ) -> torch.Tensor:
+    """Aᵀ as a sparse CSR matrix (row v: the sources u of the edges u→v, in increasing u).
+
+    ``transposed_adjacency(ei, n) @ h`` equals :func:`sum_aggregate` ``(h, ei, n)`` and, for a
+    coalesced ``edge_index``, adds each row's terms in the same order; it is ~10× faster.
+    """
+    src, dst = edge_index[0], edge_index[1]
+    order = torch.argsort(dst * max(num_nodes, 1) + src, stable=True)
+    crow = torch.zeros(num_nodes + 1, dtype=torch.long, device=edge_index.device)
+    crow[1:] = torch.cumsum(torch.bincount(dst, minlength=num_nodes), 0)
+    values = torch.ones(src.numel(), dtype=dtype, device=edge_index.device)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        return torch.sparse_csr_tensor(crow, src[order], values, (num_nodes, num_nodes), check_invariants=False)
+
+
+class _ByIdentity:
+    """A small cache of values computed from tensors, hit only by the very same (unmodified) objects.
+
+    Keeps a reference to each key tensor, so an id is never reused while its entry lives.
+    """
+
+    def __init__(self, size: int = 8) -> None:
+        self.size = size
+        self._items: list[tuple[tuple[torch.Tensor, ...], tuple[int, ...], Any]] = []
+
+    def get(self, key: tuple[torch.Tensor, ...], compute: Callable[[], Any]) -> Any:
+        for tensors, versions, value in self._items:
+            if len(tensors) == len(key) and all(a is b and a._version == v
+                                                for a, b, v in zip(key, tensors, versions)):
+                return value
+        value = compute()
+        self._items.append((key, tuple(k._version for k in key), value))
+        if len(self._items) > self.size:
+            self._items.pop(0)
+        return value
+
+
 # ---------------------------------------------------------------------------------------------
 # models
 # ---------------------------------------------------------------------------------------------
@@ -459,6 +511,7 @@ class GAP(Target):
     def __init__(self, config: TargetConfig | None = None, **overrides: Any) -> None:
         super().__init__(config, **overrides)
         self._prepared: dict[str, Any] | None = None
+        self._adjacencies = _ByIdentity(8)  # Aᵀ per graph (edge level)
 
     # ------------------------------------------------------------------ accounting
     def claim(self, graph: Any) -> Claim:
@@ -559,7 +612,8 @@ class GAP(Target):
         return (graph.x, graph.y, graph.train_mask, graph.val_mask)
 
     def prepare(self, graph: Any) -> None:
-        """Cache the edge-free encoder (EDP only: it never reads edges; no-op at node level)."""
+        """Cache the edge-free encoder and its embeddings X0 (EDP only: they never read edges;
+        no-op at node level)."""
         cfg: GAPConfig = self.config  # type: ignore[assignment]
         if cfg.node_level:
             return
@@ -570,14 +624,49 @@ class GAP(Target):
             encoder = self._new_encoder(t["x"].size(1), classes)
             if encoder is not None:
                 self._train(encoder, t["x"], t, cfg.em_epochs, rng, trace=None, name="encoder")
-        self._prepared = {"key": tuple(v.clone() for v in self._fingerprint(graph)), "encoder": encoder}
+        self._prepared = {"key": tuple(v.clone() for v in self._fingerprint(graph)), "encoder": encoder,
+                          "seen": _ByIdentity(), "embeddings": _ByIdentity(4), "token": object()}
+        self._embeddings(encoder, graph.x)
+
+    def cached_work(self) -> str | None:
+        """What :meth:`prepare` computes once per worker and every trial reuses."""
+        if self.config.node_level:  # type: ignore[attr-defined]
+            return None
+        return ("edge-free encoder trained once per worker, with its node embeddings X0 "
+                "(depend on features, labels and masks only, never on edges)")
 
     def _cached_encoder(self, graph: Any) -> tuple[bool, _Encoder | None]:
         if self._prepared is None or self.config.node_level:  # type: ignore[attr-defined]
             return False, None
         key = self._fingerprint(graph)
-        same = all(a.shape == b.shape and torch.equal(a, b) for a, b in zip(self._prepared["key"], key))
-        return same, self._prepared["encoder"] if same else None
+
+        def same() -> bool:
+            return all(a.shape == b.shape and torch.equal(a, b) for a, b in zip(self._prepared["key"], key))
+
+        hit = self._prepared["seen"].get(key, same)  # compared once per graph object
+        return hit, self._prepared["encoder"] if hit else None
+
+    def _embeddings(self, encoder: _Encoder | None, x: torch.Tensor) -> torch.Tensor:
+        """rownorm(X0) of features `x` with the prepared encoder, cached by tensor (edge level)."""
+        if self._prepared is not None and encoder is self._prepared["encoder"]:
+            return self._prepared["embeddings"].get((x,), lambda: rownorm(self._encode(encoder, x.to(self.device))))
+        return rownorm(self._encode(encoder, x.to(self.device)))
+
+    def _aggregator(self, graph: Any, edges: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
+        """h ↦ Aᵀh over the private edge set `edges` of `graph`.
+
+        Edge level (the edge set is the graph's own): a sparse Aᵀ cached per graph, which sums in
+        :func:`sum_aggregate`'s order. Node level (a per-trial sampled edge set): sum_aggregate.
+        """
+        n = int(graph.num_nodes)
+        if self.config.node_level:  # type: ignore[attr-defined]
+            return lambda h: sum_aggregate(h, edges, n)
+        adj = self._adjacencies.get((graph.edge_index,), lambda: transposed_adjacency(edges, n))
+
+        def aggregate(h: torch.Tensor) -> torch.Tensor:
+            return (adj if adj.dtype == h.dtype else adj.to(h.dtype)) @ h
+
+        return aggregate
 
     # ------------------------------------------------------------------ training
     def _train(self, model: nn.Module, inputs: torch.Tensor, t: dict[str, torch.Tensor], epochs: int,
@@ -676,7 +765,31 @@ class GAP(Target):
         return torch.stack(hs, dim=-1), sums
 
     # ------------------------------------------------------------------ fit
+    batched: ClassVar[bool] = True
+
     def fit(self, graph: Any, rng: torch.Generator) -> Release:
+        """One trial. Edge level: the batched path with one trial (so ``fit`` and :meth:`fit_batch`
+        share their code); node level: one DP-SGD run."""
+        if self.config.node_level:  # type: ignore[attr-defined]
+            return self._fit_one(graph, rng)
+        return self._fit_edge(graph, [rng])[0]
+
+    def fit_batch(self, graph: Any, rngs: list[torch.Generator]) -> list[Release]:
+        """len(rngs) independent trials on `graph`; trial j uses only rngs[j], drawing from it
+        exactly as ``fit(graph, rngs[j])`` does, and its release equals that one.
+
+        Edge level: one PMA over all trials (noise drawn per trial, in fit's order and shape; hop
+        1's aggregate of the cached X0 computed once) and, on first use of any classifier view,
+        all the trials' classifiers trained together (:class:`ClassifierBatch`). Node level: a
+        loop over ``fit`` (each trial's DP-SGD run is its own trace).
+        """
+        rngs = list(rngs)
+        if self.config.node_level:  # type: ignore[attr-defined]
+            return [self._fit_one(graph, r) for r in rngs]
+        return self._fit_edge(graph, rngs) if rngs else []
+
+    def _fit_one(self, graph: Any, rng: torch.Generator) -> Release:
+        """The per-trial path (node level)."""
         cfg: GAPConfig = self.config  # type: ignore[assignment]
         claim = self.claim(graph)
         self._sigma = float(claim.details["noise_multiplier"])
@@ -741,9 +854,16 @@ class GAP(Target):
             return probs if nodes is None else probs[torch.as_tensor(nodes, dtype=torch.long)]
 
         hs = [stack[..., k] for k in range(cfg.hops + 1)]
+        # The out-degree bound's sampling seed is internal randomness, never released: where the
+        # bound is applied, the auditor's mean uses a fixed public seed and the step is no exact
+        # Gaussian LLR (noise_std None: a projection statistic, threshold held out). Conditioning
+        # on the run's own seed would test the claim against something no adversary sees.
+        bounded = cfg.node_level and not self.bug("no-degree-bound")
         mechanism = [
-            MechanismStep(output=sums[k].detach().cpu(), mean=self._mean_fn(k, hs, encoder, bound_seed),
-                          noise_std=claimed_std, name=f"hop {k + 1}")
+            MechanismStep(output=sums[k].detach().cpu(),
+                          mean=self._mean_fn(k, hs, encoder, 0 if bounded else bound_seed),
+                          noise_std=None if bounded else claimed_std,
+                          name=f"hop {k + 1}" + (" (mean with a public degree-bound seed)" if bounded else ""))
             for k in range(cfg.hops)
         ]
         def weights() -> dict[str, torch.Tensor]:
@@ -760,23 +880,121 @@ class GAP(Target):
         }
         return Release(api=predict, weights=Lazy(weights), mechanism=mechanism, trace=trace, info=info)
 
+    def _fit_edge(self, graph: Any, rngs: list[torch.Generator]) -> list[Release]:
+        """Edge-level trials, one per generator, computed together (see :meth:`fit_batch`)."""
+        cfg: GAPConfig = self.config  # type: ignore[assignment]
+        claim = self.claim(graph)
+        self._sigma = float(claim.details["noise_multiplier"])
+        std = 0.0 if self.bug("no-noise") else self._sigma * cfg.sensitivity
+        claimed_std = self._sigma * cfg.sensitivity
+        t = self._graph_tensors(graph)
+        n, classes, b = int(graph.num_nodes), int(graph.y.max()) + 1, len(rngs)
+
+        # 1. encoder (edge-free): the prepared one, or each trial's own, drawn from its generator
+        cached, encoder = self._cached_encoder(graph)
+        if cached:
+            encoders = [encoder] * b
+            h0 = self._embeddings(encoder, graph.x)  # N × h, the same for every trial
+        else:
+            encoders = []
+            for r in rngs:
+                with seeded(r):
+                    enc = self._new_encoder(t["x"].size(1), classes)
+                    if enc is not None:
+                        self._train(enc, t["x"], t, cfg.em_epochs, r, None, "encoder")
+                encoders.append(enc)
+            h0 = [rownorm(self._encode(e, t["x"])) for e in encoders]
+
+        # 2. PMA, trial by trial (each generator draws its bound seed, then one N × h noise per
+        # hop, as fit does); what all trials share is computed once: A_graphᵀ and, with the
+        # prepared encoder, hop 1's aggregate Aᵀ·H0
+        bound_seeds = [int(torch.randint(0, 2**62, (1,), generator=r).item()) for r in rngs]
+        edges = self._private_edges(graph, bound_seeds[0])  # edge level: the graph's own edges
+        aggregate = self._aggregator(graph, edges)
+        first = aggregate(h0) if cached else None
+        trial_hs, trial_sums = [], []
+        for j, r in enumerate(rngs):
+            h = h0 if cached else h0[j]
+            hs, sums = [h], []
+            for k in range(cfg.hops):
+                agg = first if k == 0 and cached else aggregate(h)
+                noise = torch.randn(agg.shape, generator=r, dtype=agg.dtype).to(agg.device)
+                s_k = agg + std * noise
+                sums.append(s_k.detach().cpu())
+                h = rownorm(s_k)
+                hs.append(h)
+            trial_hs.append(hs)
+            trial_sums.append(sums)
+
+        # 3. the classifiers: trained together on first use of any trial's classifier view
+        cls_rngs = [child_generator(r) for r in rngs]
+        query_seeds = [int(torch.randint(0, 2**62, (1,), generator=r).item()) for r in rngs]
+        batch = ClassifierBatch(self, trial_hs, t, classes, cls_rngs)
+        mean_key = ("gap hop 1", self._prepared["token"]) if cached else None
+        return [self._edge_release(j, batch, trial_hs[j], trial_sums[j], encoders[j], bound_seeds[j],
+                                   query_seeds[j], mean_key, graph, t, edges, std, claimed_std, claim, cached)
+                for j in range(b)]
+
+    def _edge_release(self, j: int, batch: ClassifierBatch, hs: list[torch.Tensor], sums: list[torch.Tensor],
+                      encoder: _Encoder | None, bound_seed: int, query_seed: int, mean_key: Any, graph: Any,
+                      t: dict[str, torch.Tensor], edges: torch.Tensor, std: float, claimed_std: float,
+                      claim: Claim, cached: bool) -> Release:
+        cfg: GAPConfig = self.config  # type: ignore[assignment]
+        n = int(graph.num_nodes)
+        fresh = self.bug("fresh-inference-noise")
+        query_rng = torch.Generator().manual_seed(query_seed)
+        memo: dict[str, torch.Tensor] = {}
+
+        def predict(query_graph: Any = None, nodes: Any = None) -> torch.Tensor:
+            if fresh:
+                batch.ensure()
+                x = t["x"]
+                if query_graph is not None and int(query_graph.num_nodes) == n:
+                    x = query_graph.x.to(self.device)
+                s_new, _ = self._pma(self._encode(encoder, x), edges, std, query_rng)
+                probs = torch.softmax(batch.forward(j, s_new), dim=-1).cpu()
+            else:
+                if "posteriors" not in memo:
+                    memo["posteriors"] = batch.posteriors(j)
+                probs = memo["posteriors"]
+            return probs if nodes is None else probs[torch.as_tensor(nodes, dtype=torch.long)]
+
+        def weights() -> dict[str, torch.Tensor]:
+            out = {f"classifier.{k}": v for k, v in batch.state_dict(j).items()}
+            if encoder is not None:
+                out.update({f"encoder.{k}": v.detach().cpu() for k, v in encoder.state_dict().items()})
+            return out
+
+        mechanism = [
+            MechanismStep(output=sums[k], mean=self._mean_fn(k, hs, encoder, bound_seed), noise_std=claimed_std,
+                          name=f"hop {k + 1}", mean_key=mean_key if k == 0 else None)
+            for k in range(cfg.hops)
+        ]
+        info = {
+            "accuracy": Lazy(lambda: batch.accuracy(j)), "noise_multiplier": self._sigma,
+            "noise_std": claimed_std, "fresh_noise_per_query": fresh, "unit": claim.unit,
+            "stack_shape": (n, hs[0].size(-1), cfg.hops + 1), "encoder_cached": cached,
+            "private_edges": int(edges.size(1)), "graph_edges": int(graph.edge_index.size(1)),
+        }
+        return Release(api=predict, weights=Lazy(weights), mechanism=mechanism, trace=None, info=info)
+
     def _mean_fn(self, k: int, hs: list[torch.Tensor], encoder: _Encoder | None, bound_seed: int):
         """mean(graph) of hop k+1: A_graphᵀ · (released H_k), H_0 from the released encoder."""
 
         def mean(graph: Any) -> torch.Tensor:
             n = int(graph.num_nodes)
-            edges = self._private_edges(graph, bound_seed)
+            aggregate = self._aggregator(graph, self._private_edges(graph, bound_seed))
             if k == 0:
-                prev = rownorm(self._encode(encoder, graph.x.to(self.device)))
+                prev = self._embeddings(encoder, graph.x)
             else:
                 released = hs[k]
                 prev = released[:n]
                 if n > released.size(0):  # rows the release lacks: that graph's noiseless embedding
-                    h = rownorm(self._encode(encoder, graph.x.to(self.device)))
+                    h = self._embeddings(encoder, graph.x)
                     for _ in range(k):
-                        h = rownorm(sum_aggregate(h, edges, n))
+                        h = rownorm(aggregate(h))
                     prev = torch.cat([prev, h[released.size(0):]], 0)
-            return sum_aggregate(prev, edges, n).cpu()
+            return aggregate(prev).cpu()
 
         return mean
 

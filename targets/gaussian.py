@@ -59,6 +59,7 @@ class GaussianMechanism(Target):
     name = "gaussian"
     Config = GaussianConfig
     levels = ("mechanism", "api")
+    batched = True
     bugs: ClassVar[dict[str, str]] = {
         "no-noise": "adds no noise while claiming the calibrated ε",
         "half-noise": "adds noise of std σΔ/2 while claiming σΔ",
@@ -96,15 +97,43 @@ class GaussianMechanism(Target):
         x = graph.x.to(self.device)
         return aggregate(graph, _unit_rows(x) if self.config.normalize else x)
 
+    def cached_work(self) -> str | None:
+        return "noiseless A·X̂ and the claim, computed once per world graph per worker"
+
+    def _world(self, graph: Data) -> tuple[torch.Tensor, float, float]:
+        """(noiseless mean, released noise std, claimed noise std) of `graph`, cached per graph
+        object (the cache holds the graph, so its id cannot be reused while cached)."""
+        cache = self.__dict__.setdefault("_worlds", {})
+        hit = cache.get(id(graph))
+        if hit is None or hit[0] is not graph:
+            if len(cache) >= 4:
+                cache.pop(next(iter(cache)))
+            hit = cache[id(graph)] = (graph, self.noiseless(graph), self.noise_std(graph),
+                                      self.claim(graph).details["noise_std"])
+        return hit[1], hit[2], hit[3]
+
     def fit(self, graph: Data, rng: torch.Generator) -> Release:
-        mean = self.noiseless(graph)
-        noise = torch.randn(mean.shape, generator=rng, dtype=mean.dtype).to(self.device)
-        released = mean + self.noise_std(graph) * noise
-        claimed_std = self.claim(graph).details["noise_std"]
-        step = MechanismStep(output=released, mean=self.noiseless, noise_std=claimed_std, name="A·X + noise")
+        return self.fit_batch(graph, [rng])[0]
 
-        def predict(query: Data | None = None, nodes: torch.Tensor | None = None) -> torch.Tensor:
-            probs = torch.softmax(released, dim=1).cpu()
-            return probs if nodes is None else probs[nodes]
+    def fit_batch(self, graph: Data, rngs: list[torch.Generator]) -> list[Release]:
+        """One noiseless A·X̂ for the batch; per trial, its own N(0, 1) draw (n × f, CPU, from its
+        own generator) scaled and added in place: the floats of ``mean + std·noise``."""
+        mean, std, claimed_std = self._world(graph)
+        key = ("gaussian: A·X", self.config.normalize, str(self.device))
+        releases = []
+        for rng in rngs:
+            released = torch.randn(mean.shape, generator=rng, dtype=mean.dtype).to(self.device)
+            released.mul_(std).add_(mean)
+            step = MechanismStep(output=released if released.device.type == "cpu" else released.cpu(),
+                                 mean=self.noiseless, noise_std=claimed_std, name="A·X + noise", mean_key=key)
+            releases.append(Release(api=_predictor(released), mechanism=[step],
+                                    info={"fresh_noise_per_query": False}))
+        return releases
 
-        return Release(api=predict, mechanism=[step], info={"fresh_noise_per_query": False})
+
+def _predictor(released: torch.Tensor):
+    def predict(query: Data | None = None, nodes: torch.Tensor | None = None) -> torch.Tensor:
+        probs = torch.softmax(released, dim=1).cpu()
+        return probs if nodes is None else probs[nodes]
+
+    return predict

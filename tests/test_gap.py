@@ -159,16 +159,32 @@ def test_node_level_determinism_and_trace(csbm):
     assert not torch.equal(a.trace[0]["noisy_sum"], c.trace[0]["noisy_sum"])
 
 
-@pytest.mark.parametrize("kw", [dict(), dict(edge_unit="undirected"), dict(unit="node", max_degree=4)])
+# node level: D above every degree of csbm, so the bound keeps every edge and the auditor's mean
+# (under a public bound seed) is the run's own
+@pytest.mark.parametrize("kw", [dict(), dict(edge_unit="undirected"), dict(unit="node", max_degree=10_000)])
 def test_released_noise_has_claimed_scale(csbm, kw):
     target, rel = fit(csbm, 5, epsilon=4, **FAST, **kw)
     claim = target.claim(csbm)
+    std = claim.details["noise_std"]
     for step in rel.mechanism:
-        assert step.noise_std == pytest.approx(claim.details["noise_std"])
+        if kw.get("unit") == "node":
+            assert step.noise_std is None  # the bound's seed is internal: no exact LLR is offered
+        else:
+            assert step.noise_std == pytest.approx(std)
         resid = step.output - step.mean(csbm)
         # 9,600 entries: the sample std is within ~1.5 % of the truth at 2 standard errors
-        assert resid.std().item() == pytest.approx(step.noise_std, rel=0.04)
-        assert abs(resid.mean().item()) < 4 * step.noise_std / math.sqrt(resid.numel())
+        assert resid.std().item() == pytest.approx(std, rel=0.04)
+        assert abs(resid.mean().item()) < 4 * std / math.sqrt(resid.numel())
+
+
+def test_node_level_mean_uses_a_public_bound_seed(csbm, monkeypatch):
+    """The bound's sampling seed of a run is never released, so the auditor's mean cannot use it."""
+    target, rel = fit(csbm, 5, epsilon=4, unit="node", max_degree=2, **FAST)
+    seen, private_edges = [], target._private_edges
+    monkeypatch.setattr(target, "_private_edges", lambda g, seed: seen.append(seed) or private_edges(g, seed))
+    for step in rel.mechanism:
+        step.mean(csbm)
+    assert seen and set(seen) == {0}
 
 
 def test_mechanism_mean_uses_released_previous_hop(csbm):

@@ -1,0 +1,214 @@
+"""Throughput of the audit game: trials per second, batched against one trial per call.
+
+Each row plays one (target, attack, level) audit through :func:`audit.game.run_audit` twice with
+the same seed: with the run's batch size (auto, or ``--batch``) and with ``batch=1`` (one ``fit``
+per trial), each in its own temporary results folder. It reports trials/s over the trials phase
+(``trials_wall_s`` of the result: worker setup, ``prepare``, training and scoring; not the
+dataset load or the canary choice) and checks identity: the scores of the trials both runs
+played must be equal (bitwise; the largest difference is printed otherwise).
+
+Rows: gaussian, caribou and gap on the ``mechanism`` view (mechanism-lrt), GAP's full training
+(api view with LinkTeller, which trains the classifier on every release), the loky backend with 1
+and 2 jobs and a Dask LocalCluster with 1 and 2 workers (caribou, batched), and CUDA (``--device
+cuda``) where available.
+
+    python benchmarks/throughput.py                       # Cora (default) and csbm
+    python benchmarks/throughput.py --dataset csbm --trials 256 --trials-one 32
+
+Not a test: timings depend on the machine (and on what else runs on it).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from audit.game import AuditSpec, run_audit  # noqa: E402
+from audit.store import Store  # noqa: E402
+
+
+@dataclass
+class Row:
+    label: str
+    spec: AuditSpec
+    trials: int  # batched run
+    trials_one: int  # batch=1 run (0: no baseline row)
+    jobs: int = 1
+    backend: str = "loky"
+    workers: int = 0  # Dask LocalCluster workers (backend dask)
+    results: dict = field(default_factory=dict)
+
+
+def _scores(result: dict) -> list[tuple[int, int, float]]:
+    with Store(result["store"]) as s:
+        return s.trials(result["key"])
+
+
+def _play(spec: AuditSpec, *, jobs: int = 1, backend: str = "loky", scheduler: str | None = None) -> dict:
+    with tempfile.TemporaryDirectory(prefix="throughput-") as out:
+        result = run_audit(spec, out=out, jobs=jobs, backend=backend, scheduler=scheduler, progress=False)
+        result["rows"] = _scores(result)
+    return result
+
+
+def _cluster(workers: int):
+    from dask.distributed import LocalCluster
+
+    return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+
+
+def run_row(row: Row) -> None:
+    scheduler, cluster = None, None
+    if row.backend == "dask":
+        cluster = _cluster(row.workers)
+        scheduler = cluster.scheduler_address
+    try:
+        spec = replace(row.spec, trials=row.trials)
+        row.results["batched"] = _play(spec, jobs=row.jobs, backend=row.backend, scheduler=scheduler)
+        if row.trials_one:
+            spec = replace(row.spec, trials=row.trials_one, batch=1)
+            row.results["one"] = _play(spec, jobs=row.jobs, backend=row.backend, scheduler=scheduler)
+    finally:
+        if cluster is not None:
+            cluster.close()
+
+
+def _rate(result: dict) -> float:
+    return result["trials_played"] / max(result["trials_wall_s"], 1e-9)
+
+
+def identity(a: dict, b: dict) -> str:
+    """'bitwise' when the trials both played have equal bits and scores, else the largest gap."""
+    common = min(len(a["rows"]), len(b["rows"]))
+    ra, rb = a["rows"][:common], b["rows"][:common]
+    if [r[:2] for r in ra] != [r[:2] for r in rb]:
+        return "DIFFERENT TRIALS"
+    if ra == rb:
+        return f"bitwise ({common})"
+    gap = max(abs(x[2] - y[2]) for x, y in zip(ra, rb))
+    scale = float(np.median([abs(x[2]) for x in ra])) or 1.0
+    return f"max |Δ| {gap:.2e} ({gap / scale:.1e} rel.)"
+
+
+def table(rows: list[Row], reference: dict[str, float]) -> str:
+    lines = ["| row | batch | trials | seconds | trials/s | speedup vs batch=1 | identity vs batch=1 |",
+             "|---|---:|---:|---:|---:|---:|---|"]
+    for row in rows:
+        b = row.results.get("batched")
+        if b is None:
+            lines.append(f"| {row.label} | – | – | – | – | – | {row.results.get('skipped', 'failed')} |")
+            continue
+        one = row.results.get("one")
+        base = _rate(one) if one else reference.get(row.spec.target + "/" + row.spec.attack + "/" + row.spec.dataset)
+        speed = f"{_rate(b) / base:.1f}×" if base else "–"
+        ident = identity(b, one) if one else "–"
+        lines.append(f"| {row.label} | {b['batch']} | {b['trials_played']} | {b['trials_wall_s']:.2f} | "
+                     f"{_rate(b):.1f} | {speed} | {ident} |")
+        if one:
+            lines.append(f"| {row.label} | 1 | {one['trials_played']} | {one['trials_wall_s']:.2f} | "
+                         f"{_rate(one):.1f} | 1.0× | |")
+    return "\n".join(lines)
+
+
+def rows_for(dataset: str, args: argparse.Namespace) -> list[Row]:
+    common = dict(dataset=dataset, canary=args.canary, seed=args.seed, epsilon=1.0, batch=args.batch)
+    out = [
+        Row(f"{dataset} gaussian / mechanism-lrt",
+            AuditSpec(target="gaussian", attack="mechanism-lrt", **common), args.trials, args.trials_one),
+        Row(f"{dataset} caribou / mechanism-lrt",
+            AuditSpec(target="caribou", attack="mechanism-lrt", **common), args.trials, args.trials_one),
+        Row(f"{dataset} gap / mechanism-lrt",
+            AuditSpec(target="gap", attack="mechanism-lrt", **common), args.trials, args.trials_one),
+        Row(f"{dataset} gap full training / linkteller (api)",
+            AuditSpec(target="gap", attack="linkteller", level="api", **common), args.full_trials,
+            args.full_trials_one),
+    ]
+    if not args.no_backends:
+        caribou = AuditSpec(target="caribou", attack="mechanism-lrt", **common)
+        for jobs in (1, 2):
+            out.append(Row(f"{dataset} caribou, loky {jobs} job(s)", caribou, args.trials, 0, jobs=jobs))
+        for workers in (1, 2):
+            out.append(Row(f"{dataset} caribou, dask LocalCluster {workers} worker(s)", caribou, args.trials, 0,
+                           jobs=workers, backend="dask", workers=workers))
+    cuda = [Row(f"{dataset} caribou / mechanism-lrt, cuda",
+                AuditSpec(target="caribou", attack="mechanism-lrt", device="cuda", **common),
+                args.trials, args.trials_one),
+            Row(f"{dataset} gap / mechanism-lrt, cuda",
+                AuditSpec(target="gap", attack="mechanism-lrt", device="cuda", **common), args.trials,
+                args.trials_one)]
+    if torch.cuda.is_available():
+        out += cuda
+    else:
+        for row in cuda:
+            row.results["skipped"] = "skipped: no CUDA device"
+        out += cuda
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--dataset", default="cora,csbm", help="comma-separated datasets (default: cora,csbm)")
+    p.add_argument("--trials", type=int, default=128, help="trials of each batched run")
+    p.add_argument("--trials-one", type=int, default=0, help="trials of each batch=1 run (0: as many as --trials; "
+                   "fewer trials means fewer per chunk, so the per-chunk setup weighs more on batch=1)")
+    p.add_argument("--full-trials", type=int, default=16, help="trials of the GAP full-training runs")
+    p.add_argument("--full-trials-one", type=int, default=0, help="batch=1 trials of GAP full training (0: as many)")
+    p.add_argument("--batch", type=int, default=0, help="batch size of the batched runs (0 = auto)")
+    p.add_argument("--canary", default="random-edge", help="canary (default random-edge: no search, so the "
+                   "setup stays short; the trials' cost does not depend on it)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--only", default=None, help="comma-separated substrings: run only rows whose label has one")
+    p.add_argument("--no-backends", action="store_true", help="skip the loky/Dask rows")
+    p.add_argument("--threads", type=int, default=1, help="torch threads in this process (default 1)")
+    args = p.parse_args(argv)
+    args.trials_one = args.trials_one or args.trials
+    args.full_trials_one = args.full_trials_one or args.full_trials
+    torch.set_num_threads(args.threads)
+    os.environ.setdefault("AUDIT_DATA_DIR", str(Path(__file__).resolve().parents[2] / "shared" / "datasets"))
+
+    rows: list[Row] = []
+    for dataset in [d.strip() for d in args.dataset.split(",") if d.strip()]:
+        rows += rows_for(dataset, args)
+    if args.only:
+        keys = [k.strip() for k in args.only.split(",")]
+        rows = [r for r in rows if any(k in r.label for k in keys)]
+    t0 = time.time()
+    reference: dict[str, float] = {}
+    for row in rows:
+        if "skipped" in row.results:
+            print(f"{row.label}: {row.results['skipped']}", file=sys.stderr)
+            continue
+        t = time.time()
+        try:
+            run_row(row)
+        except Exception as err:  # one failing row must not hide the others
+            row.results.clear()
+            row.results["skipped"] = f"failed: {type(err).__name__}: {err}"[:200]
+        else:
+            one = row.results.get("one")
+            if one:
+                key = row.spec.target + "/" + row.spec.attack + "/" + row.spec.dataset
+                reference.setdefault(key, _rate(one))
+        print(f"{row.label}: {time.time() - t:.1f} s", file=sys.stderr)
+    print(table(rows, reference))
+    print(f"\n(total {time.time() - t0:.0f} s; trials/s over the trials phase; backend rows compare with "
+          f"the batch=1 row of the same target; torch threads {args.threads}; "
+          f"cpu cores {os.cpu_count()}, cuda {'yes' if torch.cuda.is_available() else 'no'})")
+    bad = [r.label for r in rows if "one" in r.results and not identity(r.results["batched"], r.results["one"])
+           .startswith("bitwise")]
+    if bad:
+        print("not bitwise identical: " + ", ".join(bad))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,176 @@
+"""GAP batched trials: ``fit_batch(g, rngs)[j]`` releases exactly what ``fit(g, rngs[j])`` does."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attacks.mechanism import MechanismLRT
+from audit.data import add_edge, load
+from canaries.edge import CanaryPair
+from targets.base import build, seeded
+from targets.gap import GAP, GAPConfig, _Classifier, sum_aggregate, transposed_adjacency
+from targets.gap_stacked import _classifier_init
+
+SMALL = dict(encoder_epochs=5, epochs=3, hops=2)
+
+
+@pytest.fixture(scope="module")
+def csbm():
+    return load("csbm")
+
+
+@pytest.fixture(scope="module")
+def pair(csbm):
+    u, v = 0, 599
+    assert not ((csbm.edge_index[0] == u) & (csbm.edge_index[1] == v)).any()
+    return CanaryPair(csbm, add_edge(csbm, u, v), {"edge": (u, v)})
+
+
+def gens(seeds):
+    return [torch.Generator().manual_seed(s) for s in seeds]
+
+
+def target(graph, prepare=True, **kw):
+    t = build("gap", epsilon=2, **{**SMALL, **kw})
+    if prepare:
+        t.prepare(graph)
+    return t
+
+
+def assert_same_release(a, b, graph, queries=1):
+    """Bitwise equality of everything a release shows: mechanism outputs and means, posteriors,
+    weights, info (accuracy included)."""
+    assert len(a.mechanism) == len(b.mechanism)
+    for sa, sb in zip(a.mechanism, b.mechanism):
+        assert torch.equal(sa.output, sb.output)
+        assert torch.equal(sa.mean(graph), sb.mean(graph))
+        assert sa.noise_std == sb.noise_std and sa.mean_key == sb.mean_key and sa.name == sb.name
+    for _ in range(queries):
+        assert torch.equal(a.api(None), b.api(None))
+    wa, wb = a.view("weights"), b.view("weights")
+    assert list(wa) == list(wb) and all(torch.equal(wa[k], wb[k]) for k in wa)
+    ia, ib = dict(a.info), dict(b.info)
+    assert ia.pop("accuracy").get() == ib.pop("accuracy").get()
+    assert ia == ib
+
+
+def test_batched_flags(csbm):
+    assert GAP.batched is True
+    edge, node = target(csbm, prepare=False), build("gap", epsilon=2, unit="node")
+    assert "encoder" in edge.cached_work() and node.cached_work() is None
+
+
+def test_fit_batch_equals_fit_bitwise(csbm):
+    t = target(csbm)
+    seeds = [11, 12, 13, 14]
+    batch = t.fit_batch(csbm, gens(seeds))
+    assert len(batch) == len(seeds)
+    for release, seed in zip(batch, seeds):
+        assert_same_release(release, t.fit(csbm, torch.Generator().manual_seed(seed)), csbm)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(dropout=0.2, batch_size=64, base_layers=2, head_layers=2),
+    dict(hidden_dim=7, combine="sum", activation="tanh"),
+    dict(combine="max", batch_norm=False, optimizer="sgd", weight_decay=1e-3, hops=3),
+    dict(encoder_layers=0, edge_unit="undirected"),
+])
+def test_fit_batch_equals_fit_other_configs(csbm, kw):
+    t = target(csbm, **kw)
+    batch = t.fit_batch(csbm, gens([5, 6, 7]))
+    for release, seed in zip(batch, [5, 6, 7]):
+        assert_same_release(release, t.fit(csbm, torch.Generator().manual_seed(seed)), csbm)
+
+
+def test_fresh_inference_bug_batched(csbm):
+    t = target(csbm, bug="fresh-inference-noise")
+    batch = t.fit_batch(csbm, gens([1, 2]))
+    for release, seed in zip(batch, [1, 2]):
+        # each query is a fresh PMA; the query streams must agree query by query
+        assert_same_release(release, t.fit(csbm, torch.Generator().manual_seed(seed)), csbm, queries=2)
+    assert not torch.equal(batch[0].api(None), batch[0].api(None))
+
+
+def test_without_prepare_each_trial_trains_its_encoder(csbm):
+    t = target(csbm, prepare=False)
+    batch = t.fit_batch(csbm, gens([3, 4]))
+    assert not batch[0].info["encoder_cached"]
+    assert all(step.mean_key is None for step in batch[0].mechanism)
+    for release, seed in zip(batch, [3, 4]):
+        assert_same_release(release, t.fit(csbm, torch.Generator().manual_seed(seed)), csbm)
+
+
+def test_generators_consumed_as_fit_consumes_them(csbm):
+    t = target(csbm)
+    a, b = gens([21, 22, 23]), gens([21, 22, 23])
+    t.fit_batch(csbm, a)
+    for g in b:
+        t.fit(csbm, g)
+    assert all(torch.equal(x.get_state(), y.get_state()) for x, y in zip(a, b))
+
+
+def test_batch_composition_does_not_matter(csbm):
+    """Same trial, any batch: alone, in a batch of 3, of 5, in another order, used in any order."""
+    t = target(csbm)
+    seeds = [31, 32, 33, 34, 35]
+    five = t.fit_batch(csbm, gens(seeds))
+    three = t.fit_batch(csbm, gens([35, 33, 31]))
+    alone = t.fit_batch(csbm, gens([33]))
+    empty = t.fit_batch(csbm, [])
+    assert empty == []
+    # use the releases' classifiers in a scrambled order
+    assert torch.equal(three[1].api(None), five[2].api(None))
+    assert torch.equal(alone[0].api(None), five[2].api(None))
+    assert_same_release(three[0], five[4], csbm)
+    assert_same_release(three[2], five[0], csbm)
+    again = t.fit_batch(csbm, gens(seeds))
+    for x, y in zip(five, again):
+        assert_same_release(x, y, csbm)
+    assert not torch.equal(five[0].mechanism[0].output, five[1].mechanism[0].output)
+
+
+def test_worlds_and_mechanism_scores(csbm, pair):
+    t = target(csbm)
+    attack = MechanismLRT()
+    for bit in (0, 1):
+        seeds = [40 + bit, 50 + bit, 60 + bit]
+        batch = t.fit_batch(pair.world(bit), gens(seeds))
+        single = [t.fit(pair.world(bit), torch.Generator().manual_seed(s)) for s in seeds]
+        scores_b = [attack.score(r, pair, csbm) for r in batch]
+        assert scores_b == [attack.score(r, pair, csbm) for r in single]
+        if hasattr(attack, "score_batch"):
+            assert list(MechanismLRT().score_batch(batch, pair, csbm)) == scores_b
+        # hop 1's mean depends on the cached encoder and the graph only: one key for every trial
+        keys = {r.mechanism[0].mean_key for r in batch}
+        assert len(keys) == 1 and None not in keys
+        assert all(r.mechanism[1].mean_key is None for r in batch)
+        assert torch.equal(batch[0].mechanism[0].mean(pair.g1), batch[2].mechanism[0].mean(pair.g1))
+
+
+def test_node_level_falls_back_to_fit(csbm):
+    t = build("gap", epsilon=4, unit="node", encoder_epochs=1, epochs=1, hops=1, batch_size=200)
+    batch = t.fit_batch(csbm, gens([8, 9]))
+    for release, seed in zip(batch, [8, 9]):
+        single = t.fit(csbm, torch.Generator().manual_seed(seed))
+        assert torch.equal(release.api(None), single.api(None))
+        assert torch.equal(release.mechanism[0].output, single.mechanism[0].output)
+        assert len(release.trace) == len(single.trace)
+        assert all(torch.equal(x["noisy_sum"], y["noisy_sum"]) for x, y in zip(release.trace, single.trace))
+
+
+def test_classifier_init_matches_module():
+    for kw in (dict(), dict(base_layers=2, head_layers=2), dict(batch_norm=False, combine="sum", hidden_dim=7)):
+        cfg = GAPConfig(**kw)
+        with seeded(torch.Generator().manual_seed(4)):
+            module = _Classifier(16, cfg, 5).state_dict()
+        with seeded(torch.Generator().manual_seed(4)):
+            flat = _classifier_init(16, cfg, 5)
+        assert list(module) == list(flat) and all(torch.equal(module[k], flat[k]) for k in module)
+
+
+def test_transposed_adjacency_is_sum_aggregate(csbm):
+    h = torch.randn(csbm.num_nodes, 8)
+    adj = transposed_adjacency(csbm.edge_index, csbm.num_nodes)
+    assert torch.equal(adj @ h, sum_aggregate(h, csbm.edge_index, csbm.num_nodes))
+    empty = torch.zeros(2, 0, dtype=torch.long)
+    assert torch.equal(transposed_adjacency(empty, 4) @ torch.ones(4, 3), torch.zeros(4, 3))
