@@ -52,6 +52,7 @@ class Entry:
 
 _DPDGC_FAST = {"unit": "edge", "epochs_encoder": "5", "epochs_classifier": "1"}
 _GAP_FAST = {"encoder_epochs": "20", "epochs": "1"}
+_GAP_NODE_HUB = {"unit": "node", "max_degree": "2", "encoder_epochs": "1", "epochs": "1"}
 
 CATALOGUE: list[Entry] = [
     # exact reference: the estimators' calibration
@@ -64,9 +65,19 @@ CATALOGUE: list[Entry] = [
     Entry("caribou", "CONSISTENT", trials=400, params={"encoder_epochs": "20"}),
     Entry("caribou", "VIOLATION", bug="no-noise", trials=100, params={"encoder_epochs": "20"}),
     Entry("caribou", "VIOLATION", bug="no-noise", trials=300, mode="one-run", params={"encoder_epochs": "20"}),
+    Entry("caribou", "VIOLATION", bug="no-projection", trials=200, params={"encoder_epochs": "20"},
+          canary="low-degree-edge", attack="edge-correlation",
+          why="unprojected rows carry the previous hops' noise across the canary edge: ⟨X_u, X_v⟩ shifts"),
+    Entry("caribou", "CONSISTENT", trials=200, params={"encoder_epochs": "20"}, canary="low-degree-edge",
+          attack="edge-correlation", why="the same audit on the correct target (projection bounds the shared noise)"),
     # GAP (edge level)
     Entry("gap", "CONSISTENT", trials=200, params=_GAP_FAST),
     Entry("gap", "VIOLATION", bug="no-noise", trials=100, params=_GAP_FAST),
+    # GAP (node level): a hub canary with more out-edges than the degree bound D
+    Entry("gap", "VIOLATION", bug="no-degree-bound", trials=600, params=_GAP_NODE_HUB, canary="insert-hub-node",
+          attack="mechanism-lrt", why="64 out-edges aggregated while PMA charges √D = √2"),
+    Entry("gap", "CONSISTENT", trials=600, params=_GAP_NODE_HUB, canary="insert-hub-node", attack="mechanism-lrt",
+          why="the same audit with the bound in place (mean under a public bound seed: no exact LLR)"),
     # DPDGC (edge level)
     Entry("dpdgc", "CONSISTENT", trials=100, params=_DPDGC_FAST),
     Entry("dpdgc", "VIOLATION", bug="no-noise", trials=100, params=_DPDGC_FAST),
@@ -105,14 +116,16 @@ CATALOGUE: list[Entry] = [
 NOT_YET_CAUGHT: dict[tuple[str, str], str] = {
     ("caribou", "release-all-hops"): "caught only outside --quick (K=30, C_L=0.5, ε=8); at the defaults (K=10, "
                                      "C_L=0.8) releasing every hop gains at most sqrt(K/M) = 1.17 in μ",
-    ("caribou", "no-projection"): "final-hop projection score at 200 trials: ε_lb 0",
-    ("gap", "fresh-inference-noise"): "needs an api-level attack that composes queries (LinkTeller)",
+    ("gap", "fresh-inference-noise"): "needs an api attack that averages fresh releases: perturbing x_v and "
+                                      "averaging u's posteriors over 8-64 queries gave AUC 0.38-0.58 (40-60 trials); "
+                                      "the 3-class posterior is too narrow a channel for the noisy hop sums",
     ("gap", "poisson-loader-steps"): "node level: needs the DP-SGD trace attack on GAP's encoder",
-    ("gap", "no-degree-bound"): "node level: needs node canaries",
     ("dpdgc", "sqrt-group-noise"): "k-neighbour/node level: needs node canaries",
     ("gcon", "approximate-minimizer"): "weights-level LRT on the Θ ↔ noise bijection not written yet",
-    ("heterpoisson", "per-coordinate-scale"): "the full-vector LRT scores under the claimed spherical law; "
-                                              "cp ε_lb 0.49 vs claimed 2 at 2,000 trials",
+    ("heterpoisson", "per-coordinate-scale"): "no audit separates it from the faithful target: with the spread canary "
+                                              "and the product-Laplace LLR (gradient-l1; ε=1, steps=1, 400 trials) "
+                                              "AUC 0.76 with the bug vs 0.77 without, and the faithful SML claim "
+                                              "already fails (the finding above)",
     ("heterpoisson", "extra-steps"): "one extra step over T=3: cp ε_lb 0.38 vs claimed 1 at 1,000 trials",
     ("heterpoisson", "order-overlap"): "batch-order-dependent overlap removal: needs a node canary in the trace",
     ("heterpoisson", "isolated-fallback"): "random peripherals for isolated nodes: needs a node canary",

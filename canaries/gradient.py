@@ -70,8 +70,7 @@ class DiracGradient:
                          f"{'noiseless ' if has_bug else ''}probe run (probe seed {seed} from the canary rng, "
                          f"independent of the scored trials); probe usage {float(usage[j]):.3g} "
                          f"vs median {float(usage.median()):.3g}")
-        gc = torch.zeros(d, dtype=torch.float32)
-        gc[j] = magnitude
+        gc = self.vector(d, j, magnitude)
         g1 = copy.copy(graph)
         g1.canary_gradient = gc
         q = det.get("sampling_rate", 1.0)
@@ -82,4 +81,37 @@ class DiracGradient:
             "noise": det.get("noise", "gaussian"), "noise_std": float(det["noise_std"]),
             "sampling_rate": float(q if q is not None else 1.0), "clip_norm": clip,
         }
+        info.update(self.describe(d))
         return CanaryPair(graph, g1, info)
+
+    def vector(self, d: int, j: int, magnitude: float) -> torch.Tensor:
+        """The canary's clipped gradient: ``magnitude·e_j``."""
+        gc = torch.zeros(d, dtype=torch.float32)
+        gc[j] = magnitude
+        return gc
+
+    def describe(self, d: int) -> dict[str, Any]:
+        return {}
+
+
+class SpreadGradient(DiracGradient):
+    """A canary gradient of the same ℓ2 norm spread evenly over every coordinate: ``C·1/√d``.
+
+    Under spherical noise (Gaussian, or the SML's single scale per step) direction does not
+    matter and this canary is exactly as visible as the Dirac one. Under noise that is a product
+    of independent 1-D laws (e.g. a Laplace scale drawn per coordinate), its ℓ1 norm √d·C is what
+    the per-coordinate laws see: the privacy loss becomes a sum of d small bounded terms, close
+    to a Gaussian one, whose tails exceed the 1-D Laplace bound the claim was computed for.
+    """
+
+    name = "spread-gradient"
+
+    def __init__(self, magnitude: float | None = None) -> None:
+        super().__init__(probe=False, magnitude=magnitude)
+
+    def vector(self, d: int, j: int, magnitude: float) -> torch.Tensor:
+        return torch.full((d,), magnitude / d**0.5, dtype=torch.float32)
+
+    def describe(self, d: int) -> dict[str, Any]:
+        return {"direction": f"all {d} coordinates, magnitude C/sqrt(d) each (l1 norm sqrt(d)·C)",
+                "coordinate": None, "chosen_by": "fixed direction (every coordinate), chosen before any run"}

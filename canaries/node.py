@@ -126,3 +126,16 @@ class InsertNode:
                 "g0": "node present but isolated and in no mask (unread by a node-level DP trainer)",
                 "public_outdeg": "out-degrees of the world with the node, on both worlds"}
         return CanaryPair(g0, g1, info)
+
+
+class InsertHubNode(InsertNode):
+    """:class:`InsertNode` with 64 neighbours: a node whose degree exceeds a degree bound D.
+
+    A node-level mechanism that bounds degrees to D charges sensitivity for D edges; a hub with
+    more shows whether the bound is enforced (e.g. GAP's aggregation charges √D).
+    """
+
+    name = "insert-hub-node"
+
+    def __init__(self, degree: int = 64, scale: float = 3.0) -> None:
+        super().__init__(degree=degree, scale=scale)

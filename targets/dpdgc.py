@@ -42,7 +42,8 @@ Releases (shapes: n nodes, F features, C classes, h = ``hidden``):
 * ``api``: ``predict(graph, nodes) -> n_query × C`` posteriors (X from ``graph``, Z cached).
 * ``weights``: ``emb.W`` (n×h), ``emb.b`` (h), ``emb.R`` (h×C) and the classifier's parameters.
 * ``mechanism``: one step, Z (n×h, float64): ``mean(graph) = A(graph)·W + b`` with the released W, b
-  held fixed (degree-bounded with the run's hash seed under node GDP), ``noise_std = s``.
+  held fixed, ``noise_std = s``. Under node GDP the degree bound's hash seed is not released: the
+  mean uses a fixed public seed and ``noise_std`` is None (a projection statistic, not an exact LLR).
 
 Planted bugs: ``no-noise``; ``norm-noop`` (the reference code's weight-row normalisation that never
 takes effect: rows keep their trained norms while the noise is still scaled by c, spec §8.1);
@@ -635,13 +636,21 @@ class DPDGC(Target):
         self._last = (w, b, hash_seed)
         w64, b64 = w.double(), b.double()
 
+        # The degree bound's hash seed is internal randomness, not released: under node GDP the
+        # auditor's mean uses a fixed public seed instead, so the step is no exact Gaussian LLR
+        # (noise_std None below: a projection statistic with a held-out threshold). Conditioning
+        # on the run's own seed would test the bound on a quantity the adversary never sees.
+        bounded = cfg.level == "node"
+        mean_seed = 0 if bounded else hash_seed
+
         def mean(g: Any) -> torch.Tensor:
-            adj = self._adjacency(self._edges(g, hash_seed), g.num_nodes, torch.float64)
+            adj = self._adjacency(self._edges(g, mean_seed), g.num_nodes, torch.float64)
             return torch.sparse.mm(adj, w64) + b64
 
         z_std = 0.0 if self.bug("no-noise") else claim.details["noise_std"]
         noise = torch.randn(n, cfg.hidden, generator=rng, dtype=torch.float64).to(dev)
-        z = mean(graph) + z_std * noise
+        adj_run = self._adjacency(edges, n, torch.float64)
+        z = (torch.sparse.mm(adj_run, w64) + b64) + z_std * noise
         inputs = self._classifier_inputs(graph.x, z, b)
         with seeded(rng):  # module init and dropout draw from torch's global RNG, seeded from rng
             model, acc = self._train_classifier(inputs, y, masks, classes, sigma, rng)
@@ -654,8 +663,8 @@ class DPDGC(Target):
         weights = {"emb.W": w.cpu(), "emb.b": b.cpu(), "emb.R": head.cpu(),
                    **{f"clf.{k}": v.detach().cpu() for k, v in model.state_dict().items()}}
         # noise_std is the algorithm's (claimed) std; planted bugs change the output, not this
-        step = MechanismStep(output=z, mean=mean, noise_std=claim.details["noise_std"],
-                             name="Z = A·W + b + N")
+        step = MechanismStep(output=z, mean=mean, noise_std=None if bounded else claim.details["noise_std"],
+                             name="Z = A·W + b + N" + (" (mean with a public degree-bound seed)" if bounded else ""))
         info = {
             "accuracy": acc,
             "fresh_noise_per_query": False,

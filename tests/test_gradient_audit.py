@@ -166,3 +166,39 @@ def test_game_end_to_end(tmp_path):
     assert res["verdict"] == "CONSISTENT" and res["auc"] > 0.6
     bug = game.run_audit(game.AuditSpec(**{**spec.__dict__, "bug": "no-noise"}), out=tmp_path, progress=False)
     assert bug["auc"] == 1.0 and bug["eps_lb"] > 4.0 and bug["verdict"] == "VIOLATION"
+
+
+# ---------------------------------------------------------------------------------------------
+# the spread canary and the product-Laplace statistic (per-coordinate noise laws)
+# ---------------------------------------------------------------------------------------------
+def test_spread_canary_has_the_clip_norm_and_a_large_l1_norm(graph):
+    from canaries.gradient import SpreadGradient
+
+    target = HeterPoisson(noise_multiplier=0.6, steps=2, hidden=4)
+    pair = SpreadGradient().worlds(graph, np.random.default_rng(0), target)
+    gc = pair.g1.canary_gradient.double()
+    d = target.dimension(graph)
+    clip = pair.info["clip_norm"]
+    assert gc.norm().item() == pytest.approx(clip, rel=1e-6)
+    assert gc.abs().sum().item() == pytest.approx(math.sqrt(d) * clip, rel=1e-5)
+    assert pair.info["coordinate"] is None and "fixed direction" in pair.info["chosen_by"]
+
+
+def test_product_laplace_llr_is_exact_and_beats_projection_on_per_coordinate_noise(graph):
+    from attacks.gradient import ProductLaplaceGradientCanary
+    from canaries.gradient import SpreadGradient
+
+    target = HeterPoisson(noise_multiplier=0.6, steps=1, hidden=4, bug="per-coordinate-scale")
+    pair = SpreadGradient().worlds(graph, np.random.default_rng(0), target)
+    attack = ProductLaplaceGradientCanary()
+    rel = target.fit(pair.g1, torch.Generator().manual_seed(1))
+    step = rel.view("trace")[0]
+    c = pair.g1.canary_gradient.double()
+    x = step.noisy.double() - (step.clean.double() - c)
+    b = pair.info["noise_std"] / math.sqrt(2)
+    assert attack.score(rel, pair) == pytest.approx(float((x.abs() - (x - c).abs()).sum() / b))
+    # per-coordinate Laplace: the ℓ1 LLR has √2 the separation of the projection (Fisher 2/s² vs 1/s²)
+    l0, l1 = _scores(target, pair, attack, 200)
+    p0, p1 = _scores(target, pair, ProjectedGradientCanary(), 200)
+    sep = lambda s0, s1: (s1.mean() - s0.mean()) / np.sqrt(0.5 * (s0.var() + s1.var()))  # noqa: E731
+    assert sep(l0, l1) > 1.15 * sep(p0, p1)
