@@ -65,17 +65,17 @@ CATALOGUE: list[Entry] = [
     Entry("caribou", "CONSISTENT", trials=400, params={"encoder_epochs": "20"}),
     Entry("caribou", "VIOLATION", bug="no-noise", trials=100, params={"encoder_epochs": "20"}),
     Entry("caribou", "VIOLATION", bug="no-noise", trials=300, mode="one-run", params={"encoder_epochs": "20"}),
-    Entry("caribou", "VIOLATION", bug="no-projection", trials=200, params={"encoder_epochs": "20"},
+    Entry("caribou", "VIOLATION", bug="no-projection", trials=600, params={"encoder_epochs": "20"},
           canary="low-degree-edge", attack="edge-correlation",
           why="unprojected rows carry the previous hops' noise across the canary edge: ⟨X_u, X_v⟩ shifts"),
-    Entry("caribou", "CONSISTENT", trials=200, params={"encoder_epochs": "20"}, canary="low-degree-edge",
+    Entry("caribou", "CONSISTENT", trials=600, params={"encoder_epochs": "20"}, canary="low-degree-edge",
           attack="edge-correlation", why="the same audit on the correct target (projection bounds the shared noise)"),
     # GAP (edge level)
     Entry("gap", "CONSISTENT", trials=200, params=_GAP_FAST),
     Entry("gap", "VIOLATION", bug="no-noise", trials=100, params=_GAP_FAST),
     # GAP (node level): a hub canary with more out-edges than the degree bound D
     Entry("gap", "VIOLATION", bug="no-degree-bound", trials=600, params=_GAP_NODE_HUB, canary="insert-hub-node",
-          attack="mechanism-lrt", why="64 out-edges aggregated while PMA charges √D = √2"),
+          attack="mechanism-lrt", why="the hub's 180 out-edges (every csbm training node) aggregated while PMA charges √D = √2"),
     Entry("gap", "CONSISTENT", trials=600, params=_GAP_NODE_HUB, canary="insert-hub-node", attack="mechanism-lrt",
           why="the same audit with the bound in place (mean under a public bound seed: no exact LLR)"),
     # DPDGC (edge level)

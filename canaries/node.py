@@ -129,7 +129,8 @@ class InsertNode:
 
 
 class InsertHubNode(InsertNode):
-    """:class:`InsertNode` with 64 neighbours: a node whose degree exceeds a degree bound D.
+    """:class:`InsertNode` with up to 256 neighbours (every training node on small graphs): a node
+    whose degree exceeds a degree bound D.
 
     A node-level mechanism that bounds degrees to D charges sensitivity for D edges; a hub with
     more shows whether the bound is enforced (e.g. GAP's aggregation charges √D).
@@ -137,5 +138,5 @@ class InsertHubNode(InsertNode):
 
     name = "insert-hub-node"
 
-    def __init__(self, degree: int = 64, scale: float = 3.0) -> None:
+    def __init__(self, degree: int = 256, scale: float = 3.0) -> None:
         super().__init__(degree=degree, scale=scale)
