@@ -622,7 +622,10 @@ def _verdict_cell(r: dict[str, Any]) -> str:
     return f"**{r['verdict']}**" if r["verdict"] == "VIOLATION" else r["verdict"]
 
 
-def markdown(doc: dict[str, Any], images: dict[str, list[str]]) -> str:
+def markdown(doc: dict[str, Any], images: dict[str, list[str]], discussion: str | None = None,
+             folder: str = "") -> str:
+    """The README. `discussion`: hand-written findings (the folder's ``discussion.md``), placed
+    before the table; `folder`: a prefix for image paths (the copy in ``results/README.md``)."""
     rows = doc.get("rows", [])
     git = doc.get("git", {})
     m = doc.get("machine", {})
@@ -642,7 +645,9 @@ def markdown(doc: dict[str, Any], images: dict[str, list[str]]) -> str:
         "* regenerate this file without rerunning: `python -m audit campaign "
         f"{doc.get('config', 'CONFIG')}{' --quick' if doc.get('quick') else ''}"
         f"{' --out ' + doc['out'] if doc.get('out') else ''} --report-only`",
+        *([f"* per-row results, `campaign.json` and plots: [`{folder}`]({folder})"] if folder else []),
         "",
+        *([discussion.strip(), ""] if discussion else []),
         "## Results", "",
         "| target | dataset | level | attack | claimed ε | ε_lb [interval] | method | tightness | verdict | AUC | "
         "max cert. ε | trials | utility % | s |",
@@ -694,7 +699,7 @@ def markdown(doc: dict[str, Any], images: dict[str, list[str]]) -> str:
     for target, files in images.items():
         lines.append(f"### {target}")
         lines.append("")
-        lines += [f"![{target} {Path(f).stem}]({f})" for f in files]
+        lines += [f"![{target} {Path(f).stem}]({folder}{f})" for f in files]
         lines.append("")
     lines += ["Left: ε lower bound (bars: its interval) against the claimed ε, one line per (attack, dataset); "
               "the solid diagonal is the claim, dashed lines the budget's max certifiable ε. Right: ROC curves at "
@@ -720,8 +725,14 @@ def write_report(out: str | Path) -> Path:
                 files.append(p.name)
         if files:
             images[target] = files
+    notes = out / "discussion.md"
+    discussion = notes.read_text() if notes.exists() else None
     readme = out / "README.md"
-    readme.write_text(markdown(doc, images))
+    readme.write_text(markdown(doc, images, discussion))
+    results = (REPO / "results").resolve()
+    if out.resolve().parent == results and not doc.get("quick"):
+        # the repository's results/README.md is the full campaign's report, paths into its folder
+        (results / "README.md").write_text(markdown(doc, images, discussion, folder=f"{out.name}/"))
     return readme
 
 

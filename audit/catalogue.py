@@ -71,7 +71,15 @@ CATALOGUE: list[Entry] = [
     Entry("caribou", "CONSISTENT", trials=600, params={"encoder_epochs": "20"}, canary="low-degree-edge",
           attack="edge-correlation", why="the same audit on the correct target (projection bounds the shared noise)"),
     # GAP (edge level)
-    Entry("gap", "CONSISTENT", trials=200, params=_GAP_FAST),
+    Entry("gap", "CONSISTENT", trials=200, params=_GAP_FAST, canary="worst-directed-edge",
+          why="GAP's claim covers one directed entry of Aᵀ, so its canary is one directed edge"),
+    Entry("gap", "CONSISTENT", epsilon=8, trials=2000, params={"edge_unit": "undirected"},
+          why="Δ = √2 charged for an undirected edge: the undirected canary is covered"),
+    Entry("gap", "VIOLATION", epsilon=8, trials=2000,
+          finding="GAP charges Δ = 1 per directed entry of the adjacency, but the graphs it is evaluated on are "
+                  "undirected: one (undirected) edge changes two rows per hop, μ is √2 times the claimed one. "
+                  "Measured: gdp ε_lb 11.76 vs claimed 8 (csbm, 2,000 trials); CONSISTENT with a directed canary "
+                  "or edge_unit=undirected."),
     Entry("gap", "VIOLATION", bug="no-noise", trials=100, params=_GAP_FAST),
     # GAP (node level): a hub canary with more out-edges than the degree bound D
     Entry("gap", "VIOLATION", bug="no-degree-bound", trials=600, params=_GAP_NODE_HUB, canary="insert-hub-node",
@@ -108,7 +116,7 @@ CATALOGUE: list[Entry] = [
           why="all K hops released while the claim charges M(30, 0.5) ≈ 3 compositions; measured ε_lb 8.32 vs 8"),
     Entry("caribou", "CONSISTENT", epsilon=8, params={"hops": "30", "contraction": "0.5"}, trials=1000, quick=False),
     Entry("caribou", "CONSISTENT", trials=2000, quick=False),
-    Entry("gap", "CONSISTENT", epsilon=4, trials=1000, quick=False),
+    Entry("gap", "CONSISTENT", epsilon=4, trials=1000, canary="worst-directed-edge", quick=False),
     Entry("gcon", "CONSISTENT", epsilon=4, trials=1000, quick=False),
 ]
 

@@ -321,6 +321,17 @@ def add_edge(graph: Data, u: int, v: int) -> Data:
     return new
 
 
+def add_directed_edge(graph: Data, u: int, v: int) -> Data:
+    """A shallow copy of `graph` with the one directed entry u → v added (for targets whose
+    privacy unit is a directed edge; most targets expect both directions)."""
+    if u == v:
+        raise ValueError("a canary edge cannot be a self-loop")
+    new = graph.clone()
+    extra = torch.tensor([[u], [v]], dtype=graph.edge_index.dtype)
+    new.edge_index = coalesce(torch.cat([graph.edge_index, extra], 1), num_nodes=graph.num_nodes)
+    return new
+
+
 def remove_edge(graph: Data, u: int, v: int) -> Data:
     """A copy of `graph` without the undirected edge {u, v}."""
     new = graph.clone()

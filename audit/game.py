@@ -36,6 +36,7 @@ from targets import base as targets
 CANARIES: dict[str, str] = {
     "random-edge": "canaries.edge:RandomEdge",
     "worst-edge": "canaries.edge:WorstCaseEdge",
+    "worst-directed-edge": "canaries.edge:WorstDirectedEdge",
     "low-degree-edge": "canaries.edge:LowDegreeEdge",
     "feature-extreme-edge": "canaries.edge:FeatureExtremeEdge",
     "search-edge": "canaries.edge:SensitivitySearchEdge",

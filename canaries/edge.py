@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
-from audit.data import add_edge, degrees, has_edge
+from audit.data import add_directed_edge, add_edge, degrees, has_edge
 
 
 @dataclass
@@ -127,6 +127,26 @@ class WorstCaseEdge:
         return CanaryPair(graph, add_edge(graph, u, v), {
             "canary": self.name, "edge": [u, v], "noiseless_change": best_change,
             "chosen_by": f"largest noiseless change among {len(self.candidate_edges(graph, np.random.default_rng(0)))} candidates"})
+
+
+class WorstDirectedEdge(WorstCaseEdge):
+    """:class:`WorstCaseEdge`'s choice, but world 1 adds ONE directed entry u → v (the direction
+    with the larger noiseless change): the neighbouring notion of targets that charge a directed
+    edge (GAP's code: Δ = 1 per entry of Aᵀ; DPDGC's ``unit="edge"``). On an undirected graph the
+    natural neighbour is :class:`WorstCaseEdge`'s undirected edge, two entries."""
+
+    name = "worst-directed-edge"
+
+    def worlds(self, graph: Data, rng: np.random.Generator, target: Any = None) -> CanaryPair:
+        pair = super().worlds(graph, rng, target)
+        u, v = pair.info["edge"]
+        base = target.noiseless(graph)
+        options = [(float((target.noiseless(add_directed_edge(graph, a, b)) - base).norm()), a, b)
+                   for a, b in ((u, v), (v, u))]
+        change, a, b = max(options)
+        return CanaryPair(graph, add_directed_edge(graph, a, b), {
+            "canary": self.name, "edge": [a, b], "directed": True, "noiseless_change": change,
+            "chosen_by": pair.info["chosen_by"] + "; the direction with the larger change"})
 
 
 # ---------------------------------------------------------------------------------------------

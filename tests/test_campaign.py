@@ -111,6 +111,10 @@ def test_unexplained_violation_is_marked(tmp_path):
     (tmp_path / "campaign.json").write_text(json.dumps({"name": "x", "rows": rows, "git": {}, "machine": {}}))
     text = campaign.write_report(tmp_path).read_text()
     assert "UNEXPLAINED — investigate" in text
+    # hand-written findings beside campaign.json go into the regenerated README, before the table
+    (tmp_path / "discussion.md").write_text("## Findings\n\nThe reference is exact.\n")
+    text = campaign.write_report(tmp_path).read_text()
+    assert text.index("The reference is exact.") < text.index("## Results")
 
 
 def test_quick_subset(tmp_path):

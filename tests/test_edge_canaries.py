@@ -134,3 +134,18 @@ def test_search_beats_random_on_caribou():
     search = SensitivitySearchEdge(random=16, per_strategy=8, refine=1).worlds(g, np.random.default_rng(0), t)
     rnd = [noiseless_change(t, *RandomEdge().worlds(g, np.random.default_rng(s), t)) for s in range(8)]
     assert search.info["noiseless_change"] > max(rnd) and search.info["noiseless_change"] > 2 * np.median(rnd)
+
+
+def test_worst_directed_edge_adds_one_entry_and_gap_charges_it():
+    from canaries.edge import WorstDirectedEdge
+
+    g = csbm(n=120, classes=3, features=8, seed=5)
+    target = build("gap", epsilon=2.0, encoder_epochs=5, epochs=1)
+    pair = WorstDirectedEdge(candidates=16).worlds(g, np.random.default_rng(0), target)
+    u, v = pair.info["edge"]
+    assert pair.g1.edge_index.size(1) == g.edge_index.size(1) + 1
+    assert has_edge(pair.g1, u, v) and not has_edge(g, u, v)
+    # GAP's aggregation at the target row v moves by one unit row: Δ = 1, what its claim charges
+    change = target.noiseless(pair.g1) - target.noiseless(g)
+    assert (change.abs().sum(-1) > 0).sum(-1)[0].item() == 1
+    assert change[0].norm().item() == pytest.approx(1.0, rel=1e-4)
