@@ -212,20 +212,26 @@ def trial_seed(seed: int, index: int) -> int:
 # ---------------------------------------------------------------------------------------------
 # playing trials
 # ---------------------------------------------------------------------------------------------
-#: trials per fit_batch call when the spec says auto (0) and the target vectorises its fit: on CPU
-#: a batch's working set should stay near the caches (measured on Cora: 64 is slower than 16)
+#: trials per fit_batch call when the spec says auto (0) and the target vectorises its fit. On CPU
+#: a mechanism-level batch's working set should stay near the caches (measured on Cora: 64 is
+#: slower than 16); trials that train a model (api, weights, trace views) gain from wider stacks
+#: (GAP's classifiers on Cora: 64 per world ≈ 4× a loop of fits).
 AUTO_BATCH = 16
+AUTO_BATCH_TRAINING = 64
 AUTO_BATCH_CUDA = 64
 
 
-def batch_size(spec_batch: int, target: targets.Target) -> int:
-    """The batch size a run uses: the spec's, or auto (0): AUTO_BATCH (AUTO_BATCH_CUDA on CUDA) for
-    a vectorised target, else 1."""
+def batch_size(spec_batch: int, target: targets.Target, level: str = "mechanism") -> int:
+    """The batch size a run uses: the spec's, or auto (0): for a vectorised target AUTO_BATCH on
+    the mechanism view, AUTO_BATCH_TRAINING on views that need the trained model, AUTO_BATCH_CUDA
+    on CUDA; 1 for a target without ``fit_batch``."""
     if spec_batch:
         return spec_batch
     if not getattr(target, "batched", False):
         return 1
-    return AUTO_BATCH_CUDA if getattr(target, "device", torch.device("cpu")).type == "cuda" else AUTO_BATCH
+    if getattr(target, "device", torch.device("cpu")).type == "cuda":
+        return AUTO_BATCH_CUDA
+    return AUTO_BATCH if level == "mechanism" else AUTO_BATCH_TRAINING
 
 
 def cached_work(target: targets.Target) -> str | None:
@@ -404,7 +410,7 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
     key = spec.key()
     store.begin(key, asdict(spec))
     todo = [i for i in range(spec.trials) if i not in store.done(key)]
-    batch = batch_size(spec.batch, target)
+    batch = batch_size(spec.batch, target, level)
     setup = _Setup(spec.target, target.config, pair, graph, attack_name, spec.seed, batch=batch, pipeline=pipeline)
     bar = None
     if progress and todo:

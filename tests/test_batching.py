@@ -131,6 +131,7 @@ def test_batch_is_not_in_the_key_and_is_validated():
 
 def test_auto_batch_size_follows_the_target():
     assert game.batch_size(0, targets.build("gaussian")) == game.AUTO_BATCH
+    assert game.batch_size(0, targets.build("gap"), "api") == game.AUTO_BATCH_TRAINING
     assert game.batch_size(0, targets.build("gcn")) == 1
     assert game.batch_size(5, targets.build("gcn")) == 5
 
