@@ -10,6 +10,8 @@ m0 = mean(g0) and m1 = mean(g1), and scores the observed output o:
   between the worlds is first scaled back by its expected pre-projection norm
   r̂_u = max(1, sqrt(‖(m0_u + m1_u)/2‖² + h·s²)) (the norm concentrates for h ≫ 1), then the
   Gaussian log-likelihood ratio above is applied to those rows.
+* Step with a ``log_density`` (e.g. objective perturbation, where the released minimiser fixes
+  the noise): ``log_density(g1) − log_density(g0)``, the exact log-likelihood ratio.
 * Otherwise (e.g. the end of several hidden noisy steps): the projection
   ⟨o − (m0 + m1)/2, m1 − m0⟩, a valid (not necessarily optimal) statistic.
 
@@ -91,9 +93,10 @@ class MechanismLRT:
     levels = ("mechanism",)
 
     def natural_threshold_for(self, release: Release) -> float | None:
-        """0 when the score is an exact Gaussian log-likelihood ratio, else None."""
+        """0 when the score is an exact log-likelihood ratio, else None."""
         steps = release.view("mechanism")
-        return 0.0 if all(s.noise_std and not s.row_projected for s in steps) else None
+        exact = all(s.log_density is not None or (s.noise_std and not s.row_projected) for s in steps)
+        return 0.0 if exact else None
 
     def score(self, release: Release, pair, graph=None) -> float:
         return self.score_batch([release], pair, graph)[0]
@@ -106,6 +109,9 @@ class MechanismLRT:
         for release in releases:
             total = 0.0
             for step in release.view("mechanism"):
+                if step.log_density is not None:  # the exact likelihood ratio, evaluated directly
+                    total += float(step.log_density(pair.g1)) - float(step.log_density(pair.g0))
+                    continue
                 if step.mean_key is None:
                     means = _means(step, pair)
                 else:

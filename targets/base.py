@@ -95,6 +95,10 @@ class MechanismStep:
         row_projected: the output is ``Π(mean + N(0, std²))`` with each row projected to the unit
             ball (or sphere): the auditor rescales rows before the Gaussian likelihood ratio.
         name: a label (e.g. ``hop 3``).
+        log_density: where the auditor can evaluate it, ``log_density(graph)`` = the log-density
+            of ``output`` under the mechanism run on ``graph`` (up to a constant that does not
+            depend on the graph): the exact likelihood ratio is then a difference of two calls
+            (e.g. objective perturbation, whose minimiser determines the noise).
         mean_key: where not ``None``, every step with an equal key has the same ``mean``
             function (e.g. a step whose mean depends on nothing released before it), so an attack
             scoring many releases may compute ``mean(g0)``, ``mean(g1)`` once per key.
@@ -106,6 +110,7 @@ class MechanismStep:
     name: str = ""
     row_projected: bool = False
     mean_key: Any = None
+    log_density: Callable[[Any], float] | None = None
 
 
 class Lazy:

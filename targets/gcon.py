@@ -729,6 +729,18 @@ class GCON(Target):
             p = Problem(zg[rows], labels, torch.zeros_like(noise), lam, cfg.loss, cfg.huber_delta)
             return solve_newton(p, cfg.tol).cpu()
 
+        beta = det["beta"]
+
+        def log_density(g: Any) -> float:
+            """log p(Θ | g) up to a graph-free constant. At the exact minimiser the noise is
+            determined: B_g = −n1·∇L_g(Θ) (L without the noise term), each column with density
+            ∝ exp(−β‖b‖); the change of variables adds log|det ∂B/∂Θ| = Σ_j log det(n1·H_j)."""
+            zg = propagate(g.edge_index, x_public, cfg.alpha, self.steps)
+            p = Problem(zg[rows], labels, torch.zeros_like(noise), lam, cfg.loss, cfg.huber_delta)
+            _, grad = p.columns(theta)
+            implied = -rows.numel() * grad
+            return float(-beta * implied.norm(dim=0).sum() + torch.logdet(p.hessians(theta)).sum())
+
         predict = self._predictor(theta, enc, graph.x)
         probs = predict(graph)
         pred = probs.argmax(1)
@@ -754,7 +766,8 @@ class GCON(Target):
             "labels": labels.cpu(),
         }
         return Release(api=predict, weights={"theta": theta_cpu},
-                       mechanism=[MechanismStep(output=theta_cpu, mean=mean, noise_std=None, name="theta_priv")],
+                       mechanism=[MechanismStep(output=theta_cpu, mean=mean, noise_std=None, name="theta_priv",
+                                                log_density=log_density)],
                        info=info)
 
     def _predictor(self, theta: torch.Tensor, enc: Encoded, train_x0: torch.Tensor):

@@ -461,3 +461,25 @@ def test_short_audit_run(tmp_path):
         pytest.skip(f"audit game unavailable: {err}")
     assert bad["verdict"] == "VIOLATION"
     assert ok["verdict"] == "CONSISTENT"
+
+
+def test_log_density_is_the_noise_law_at_the_inverted_noise(csbm):
+    """The mechanism step's log-density: −β Σ_j ‖B_j‖ + Σ_j log det H_j, with B from the first-order
+    condition under the graph asked about; the attack's exact likelihood ratio is its difference."""
+    from attacks.mechanism import MechanismLRT
+    from canaries.edge import CanaryPair
+
+    t = build("gcon", epsilon=1.0)
+    r = t.fit(csbm, gen(3))
+    beta, step = t.claim(csbm).details["beta"], r.mechanism[0]
+    b = recover_noise(r, csbm, t)
+    cfg, info = t.config, r.info
+    z = propagate(csbm.edge_index, info["features"], cfg.alpha, parse_steps(cfg.steps))[info["rows"]]
+    p = Problem(z, info["labels"], torch.zeros_like(b), info["lam_solver"], cfg.loss, cfg.huber_delta)
+    expected = -beta * float(b.norm(dim=0).sum()) + float(torch.logdet(p.hessians(r.weights["theta"].double())).sum())
+    assert step.log_density(csbm) == pytest.approx(expected, rel=1e-9)
+    g1 = add_edge(csbm, 0, 599)
+    pair = CanaryPair(csbm, g1, {"edge": [0, 599]})
+    attack = MechanismLRT()
+    assert attack.natural_threshold_for(r) == 0.0
+    assert attack.score(r, pair) == pytest.approx(step.log_density(g1) - step.log_density(csbm))
