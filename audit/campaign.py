@@ -517,8 +517,8 @@ def _slug(text: str) -> str:
 
 
 def plot_epsilons(rows: list[dict[str, Any]], target: str, path: Path) -> Path | None:
-    """ε lower bound (interval as error bars) vs claimed ε, one line per (attack, dataset), with
-    y = x and the trial budget's max certifiable ε dashed."""
+    """ε lower bound (interval as error bars) vs claimed ε, one line per (attack, dataset, canary,
+    parameters), with y = x and the trial budget's max certifiable ε dashed."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -528,19 +528,29 @@ def plot_epsilons(rows: list[dict[str, Any]], target: str, path: Path) -> Path |
             and math.isfinite(_num(r.get("claimed_epsilon")))]
     if not mine:
         return None
-    fig, ax = plt.subplots(figsize=(6.2, 4.6))
-    groups = sorted({(r["attack"], r["dataset"], r.get("bug") or "") for r in mine})
+    fig, ax = plt.subplots(figsize=(6.8, 4.8))
+
+    def variant(r: dict[str, Any]) -> tuple[str, ...]:
+        params = " ".join(f"{k}={v}" for k, v in sorted((r.get("params") or {}).items()))
+        return r["attack"], r["dataset"], r.get("bug") or "", r.get("canary") or "", params
+
+    groups = sorted({variant(r) for r in mine})
+    # a line's label names the canary and parameters only where they tell two lines apart
+    shared = {g[:3]: sum(h[:3] == g[:3] for h in groups) for g in groups}
     top = 0.0
-    for k, (attack, dataset, bug) in enumerate(groups):
-        g = sorted((r for r in mine if (r["attack"], r["dataset"], r.get("bug") or "") == (attack, dataset, bug)),
-                   key=lambda r: _num(r["claimed_epsilon"]))
+    for k, key in enumerate(groups):
+        attack, dataset, bug, canary, params = key
+        g = sorted((r for r in mine if variant(r) == key), key=lambda r: _num(r["claimed_epsilon"]))
+        label = f"{attack} / {dataset}" + (f" [bug {bug}]" if bug else "")
+        if shared[key[:3]] > 1:
+            label += f" / {canary}" + (f" ({params})" if params else "")
         x = [_num(r["claimed_epsilon"]) for r in g]
         y = [_num(r["eps_lb"]) for r in g]
         lo = [max(0.0, yy - _num((r.get("ci") or [yy, yy])[0])) if math.isfinite(yy) else 0.0 for yy, r in zip(y, g)]
         hi = [max(0.0, _num((r.get("ci") or [yy, yy])[1]) - yy) if math.isfinite(yy) else 0.0 for yy, r in zip(y, g)]
         hi = [h if math.isfinite(h) else 0.0 for h in hi]
         color = f"C{k % 10}"
-        ax.errorbar(x, y, yerr=[lo, hi], marker="o", color=color, capsize=3, label=f"{attack} / {dataset}" + (f" [bug {bug}]" if bug else ""))
+        ax.errorbar(x, y, yerr=[lo, hi], marker="o", color=color, capsize=3, label=label)
         mc = [_num(r["max_certifiable_eps"]) for r in g]
         ax.plot(x, mc, ls="--", color=color, lw=1, alpha=0.7)
         top = max(top, *[v for v in y + x if math.isfinite(v)])
@@ -555,7 +565,7 @@ def plot_epsilons(rows: list[dict[str, Any]], target: str, path: Path) -> Path |
     ax.set_ylim(0, max(top, lim[1]) * 1.08)
     ax.set_xlim(0, lim[1])
     ax.set_title(f"{target}: ε lower bound vs claim")
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=6, loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
