@@ -606,12 +606,9 @@ def plot_roc(rows: list[dict[str, Any]], target: str, wanted: float | None, path
     for k, r in enumerate(sorted(mine, key=lambda r: (r["attack"], r["dataset"]))):
         ax.plot(r["roc"]["fpr"], r["roc"]["tpr"], color=f"C{k % 10}",
                 label=f"{r['attack']} / {r['dataset']}{' [bug ' + r['bug'] + ']' if r.get('bug') else ''} (AUC {r['auc']:.3f}, {r['trials']} trials)")
-    ax.plot(grid, grid, color="0.7", lw=0.8)
-    ax.set_xscale("log")
-    ax.set_xlim(1e-3, 1)
-    ax.set_ylim(0, 1.01)
-    ax.set_xlabel("false positive rate")
-    ax.set_ylabel("true positive rate")
+    from audit.report import roc_axes
+
+    roc_axes(ax, grid)
     ax.set_title(f"{target} at target ε = {eps:g}")
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()

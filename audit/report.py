@@ -27,6 +27,16 @@ def claim_tpr_limit(fpr: np.ndarray, eps: float, delta: float) -> np.ndarray:
                                       1.0 - math.exp(-eps) * np.clip(1.0 - delta - fpr, 0, None)))
 
 
+def roc_axes(ax: Any, grid: np.ndarray) -> None:
+    """The ROC panel's frame: chance diagonal, log FPR from 1e-3, labels."""
+    ax.plot(grid, grid, color="0.7", lw=0.8)
+    ax.set_xscale("log")
+    ax.set_xlim(1e-3, 1)
+    ax.set_ylim(0, 1.01)
+    ax.set_xlabel("false positive rate")
+    ax.set_ylabel("true positive rate")
+
+
 def table(result: dict[str, Any]) -> str:
     """A human-readable summary of one result."""
     ci = result.get("ci") or [None, None]
@@ -107,12 +117,7 @@ def plot(result: dict[str, Any], path: str | Path) -> Path:
     if mu:
         ax2.plot(grid, norm.cdf(norm.ppf(grid) + mu), "k:", label=f"μ={mu:.3g} GDP curve")
     ax2.plot(fpr, tpr, "C3", label=f"attack (AUC {result['auc']:.3f})")
-    ax2.plot(grid, grid, color="0.7", lw=0.8)
-    ax2.set_xscale("log")
-    ax2.set_xlim(1e-3, 1)
-    ax2.set_ylim(0, 1.01)
-    ax2.set_xlabel("false positive rate")
-    ax2.set_ylabel("true positive rate")
+    roc_axes(ax2, grid)
     ax2.set_title(f"ε_lb = {_fmt(result['eps_lb'])} ({result['method']}), {result['verdict']}")
     ax2.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
