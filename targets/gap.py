@@ -788,16 +788,21 @@ class GAP(Target):
             return [self._fit_one(graph, r) for r in rngs]
         return self._fit_edge(graph, rngs) if rngs else []
 
-    def _fit_one(self, graph: Any, rng: torch.Generator) -> Release:
-        """The per-trial path (node level)."""
+    def _noise(self, graph: Any) -> tuple[Claim, float, float]:
+        """The claim, the PMA noise std actually added (0 under ``no-noise``) and the claimed one."""
         cfg: GAPConfig = self.config  # type: ignore[assignment]
         claim = self.claim(graph)
         self._sigma = float(claim.details["noise_multiplier"])
-        std = 0.0 if self.bug("no-noise") else self._sigma * cfg.sensitivity
         claimed_std = self._sigma * cfg.sensitivity
+        return claim, 0.0 if self.bug("no-noise") else claimed_std, claimed_std
+
+    def _fit_one(self, graph: Any, rng: torch.Generator) -> Release:
+        """The per-trial path (node level)."""
+        cfg: GAPConfig = self.config  # type: ignore[assignment]
+        claim, std, claimed_std = self._noise(graph)
         t = self._graph_tensors(graph)
         n, classes = int(graph.num_nodes), int(graph.y.max()) + 1
-        trace: list | None = [] if cfg.node_level else None
+        trace: list = []
 
         # 1. encoder (edge-free)
         cached, encoder = self._cached_encoder(graph)
@@ -813,9 +818,7 @@ class GAP(Target):
         edges = self._private_edges(graph, bound_seed)
         stack, sums = self._pma(x0, edges, std, rng)
 
-        # 3. classifier on the cached stack. At edge level it is trained on first use (an attack on
-        # the mechanism view never needs it), from a generator split off here, so the release is the
-        # same either way; at node level it is trained now, because its DP-SGD steps are in the trace.
+        # 3. classifier on the cached stack, trained now: its DP-SGD steps are in the trace
         cls_rng = child_generator(rng)
         state: dict[str, Any] = {}
 
@@ -830,8 +833,7 @@ class GAP(Target):
                 state["classifier"] = model
             return state["classifier"]
 
-        if cfg.node_level:
-            classifier_fn()
+        classifier_fn()
 
         def accuracy() -> dict[str, float]:
             model = classifier_fn()
@@ -858,7 +860,7 @@ class GAP(Target):
         # bound is applied, the auditor's mean uses a fixed public seed and the step is no exact
         # Gaussian LLR (noise_std None: a projection statistic, threshold held out). Conditioning
         # on the run's own seed would test the claim against something no adversary sees.
-        bounded = cfg.node_level and not self.bug("no-degree-bound")
+        bounded = not self.bug("no-degree-bound")
         mechanism = [
             MechanismStep(output=sums[k].detach().cpu(),
                           mean=self._mean_fn(k, hs, encoder, 0 if bounded else bound_seed),
@@ -883,10 +885,7 @@ class GAP(Target):
     def _fit_edge(self, graph: Any, rngs: list[torch.Generator]) -> list[Release]:
         """Edge-level trials, one per generator, computed together (see :meth:`fit_batch`)."""
         cfg: GAPConfig = self.config  # type: ignore[assignment]
-        claim = self.claim(graph)
-        self._sigma = float(claim.details["noise_multiplier"])
-        std = 0.0 if self.bug("no-noise") else self._sigma * cfg.sensitivity
-        claimed_std = self._sigma * cfg.sensitivity
+        claim, std, claimed_std = self._noise(graph)
         t = self._graph_tensors(graph)
         n, classes, b = int(graph.num_nodes), int(graph.y.max()) + 1, len(rngs)
 
