@@ -99,8 +99,9 @@ def make_attack(name: str) -> Any:
     return _make(ATTACKS, "attack", name)
 
 
-def auto_attack(target: targets.Target) -> str:
-    """The strongest available attack for the target's views: white-box first."""
+def auto_attack(target: targets.Target, graph: Any = None) -> str:
+    """The strongest available attack for the target's views: white-box first. Trace attacks need
+    a gradient canary, so they are chosen only where the configuration takes one."""
     have = set(available(ATTACKS))
     node = target.unit is targets.Unit.NODE
     preference = [("trace", "gradient-lrt"), ("trace", "gradient-projection"), ("mechanism", "mechanism-lrt"),
@@ -109,16 +110,18 @@ def auto_attack(target: targets.Target) -> str:
         # DP-SGD traces carry node-level claims; the mechanism view carries edge-level ones
         if level == "trace" and not node or level == "mechanism" and node:
             continue
+        if level == "trace" and not target.takes_gradient_canary(graph):
+            continue
         if level in target.levels and attack in have:
             return attack
     raise ValueError(f"no attack in this version fits the views of target {target.name!r} "
                      f"({', '.join(target.levels)}, {target.unit.value} level); pass --attack explicitly")
 
 
-def auto_attacks(target: targets.Target) -> list[str]:
+def auto_attacks(target: targets.Target, graph: Any = None) -> list[str]:
     """What ``--attack auto`` runs: every trace attack for a DP-SGD (trace) claim, so the paper's
     projected audit is reported beside the full-vector one; otherwise the strongest single attack."""
-    best = auto_attack(target)
+    best = auto_attack(target, graph)
     if best in ("gradient-lrt", "gradient-projection"):
         have = set(available(ATTACKS))
         return [a for a in ("gradient-lrt", "gradient-projection") if a in have]
@@ -394,7 +397,7 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
         return run_one_run(spec, out=out, progress=progress)
     t0 = time.time()
     graph, target, claim = _setup_run(spec)
-    attack_name = auto_attack(target) if spec.attack == "auto" else spec.attack
+    attack_name = auto_attack(target, graph) if spec.attack == "auto" else spec.attack
     canary_name = auto_canary(target, graph, attack_name) if spec.canary == "auto" else spec.canary
     attack = make_attack(attack_name)
     level = attack.levels[0] if spec.level == "auto" else spec.level
@@ -472,7 +475,7 @@ def run_one_run(spec: AuditSpec, *, out: str | Path = "results", progress: bool 
     graph, target, claim = _setup_run(spec)
     if target.unit is not targets.Unit.EDGE:
         raise ValueError("--mode one-run supports edge-level targets in this version")
-    attack_name = auto_attack(target) if spec.attack == "auto" else spec.attack
+    attack_name = auto_attack(target, graph) if spec.attack == "auto" else spec.attack
     attack = make_attack(attack_name)
     canary = make_canary("random-edge" if spec.canary in ("auto", "worst-edge") else spec.canary)
     if not hasattr(canary, "many"):

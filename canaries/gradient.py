@@ -5,9 +5,9 @@ is a virtual extra example whose clipped gradient is ``C·e_j`` — at the targe
 one parameter coordinate j — added to the clipped sum at every step where its own Poisson(q) coin
 comes up (always when q = 1). ``g0`` is the graph itself; ``g1`` is a shallow copy carrying
 ``canary_gradient`` (a length-d float32 tensor) as a graph attribute, which the DP-SGD targets
-(``targets.heterpoisson``, ``targets.dpsgd_gcn``) read in ``fit``. Those targets split the canary's
-coin off their generator in *both* worlds, so the two worlds see identical batches and noise until
-the canary changes the model.
+(``targets.heterpoisson``, ``targets.dpsgd_gcn``, ``targets.dpdgc``) read in ``fit``. Those targets
+split the canary's coin off their generator in *both* worlds (DPDGC needs none: its canary runs at
+q = 1), so the two worlds see identical batches and noise until the canary changes the model.
 
 Coordinate choice (``info["chosen_by"]``): one *probe* run of the target with its ``no-noise``
 bug (a noiseless run; when the target has no such bug, a normal run), on a generator drawn from
@@ -17,7 +17,16 @@ sum| over the probe's steps, i.e. the one natural gradients use least. If the ta
 
 ``info`` also records the claimed noise law the attacks need (``noise``, ``noise_std``,
 ``sampling_rate``, ``clip_norm``) read from the target's claim, so an attack scores under the
-*claimed* mechanism even when a planted bug changes the released one.
+*claimed* mechanism even when a planted bug changes the released one. A target whose claim's
+``noise_std`` is not its trace's (DPDGC: that of Z) names the trace's claimed std in
+``details["trace_noise_std"]`` and the canary's norm in ``details["canary_norm"]``; both are read
+first, falling back to ``noise_std`` and ``clip_norm``.
+
+Why a wrong released std keeps the Gaussian audit valid: with Gaussian noise, q = 1 and the rest
+of the sum known, gradient-lrt's score Σ_t (⟨x_t, g^c⟩ − ‖g^c‖²/2)/s² (s the *claimed* std) is a
+linear statistic of the released Gaussian noise whatever its true std s': normal with the same
+variance T‖g^c‖²s'²/s⁴ in both worlds and means ±T‖g^c‖²/(2s²), symmetric about 0. Its trade-off
+curve is exactly Gaussian (μ = √T‖g^c‖/s'), so the gdp estimator at the threshold 0 holds.
 """
 from __future__ import annotations
 
@@ -52,7 +61,11 @@ class DiracGradient:
         claim = target.claim(graph)
         det = claim.details
         clip = float(det.get("clip_norm", 1.0))
-        magnitude = float(self.magnitude) if self.magnitude is not None else clip
+        # a target whose trace is not its headline mechanism names the trace's claimed law itself
+        # (e.g. DPDGC: DP-Emb's std 2σ·g·C, and a canary of g·C for one group of g examples)
+        noise_std = float(det.get("trace_noise_std", det["noise_std"]))
+        default_magnitude = float(det.get("canary_norm", clip))
+        magnitude = float(self.magnitude) if self.magnitude is not None else default_magnitude
         d = int(target.dimension(graph))
         j, chosen_by = d - 1, "last coordinate (no probe run)"
         if self.probe and "trace" in getattr(target, "levels", ()):
@@ -78,7 +91,7 @@ class DiracGradient:
             "canary": self.name, "coordinate": j, "magnitude": magnitude, "dimension": d,
             "chosen_by": chosen_by,
             "inclusion": "virtual extra example with its own Poisson(q) coin per step (q = 1: every step)",
-            "noise": det.get("noise", "gaussian"), "noise_std": float(det["noise_std"]),
+            "noise": det.get("noise", "gaussian"), "noise_std": noise_std,
             "sampling_rate": float(q if q is not None else 1.0), "clip_norm": clip,
         }
         info.update(self.describe(d))

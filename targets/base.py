@@ -223,6 +223,12 @@ class Target(ABC):
         """The deterministic part of the mechanism's output on `graph` (for canary search), if any."""
         return None
 
+    def takes_gradient_canary(self, graph: Any = None) -> bool:
+        """Whether a gradient canary can join this configuration's ``trace`` (what ``--attack auto``
+        asks before choosing a trace attack). Default: the target offers a trace and a
+        ``dimension(graph)``; targets whose trace takes a canary only in some configurations say so."""
+        return "trace" in self.levels and hasattr(self, "dimension")
+
     def public_params(self, graph: Any) -> dict[str, Any]:
         """Graph-derived quantities the paper treats as public, pinned from the base graph.
 

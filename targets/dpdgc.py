@@ -44,6 +44,20 @@ Releases (shapes: n nodes, F features, C classes, h = ``hidden``):
 * ``mechanism``: one step, Z (n×h, float64): ``mean(graph) = A(graph)·W + b`` with the released W, b
   held fixed, ``noise_std = s``. Under node GDP the degree bound's hash seed is not released: the
   mean uses a fixed public seed and ``noise_std`` is None (a projection statistic, not an exact LLR).
+* ``trace`` (k-neighbour and node GDP only, where DP-Emb's DP-SGD carries the node-level claim): a
+  :class:`targets.heterpoisson.HeterPoissonTrace`, one ``TraceStep`` per DP-Adam step of DP-Emb:
+  ``noisy`` = the released noisy *sum* [grad_W (n×h, row-major) | grad_b (h)] before the division
+  by B, ``central`` = the batch, ``clean`` = the noiseless clipped sum including any canary and
+  ``canary_in`` (auditor instrumentation). Built on first use by replaying DP-Emb from the
+  generator state it started from (checked to give back the released W), so fits that never read
+  it hold no T×d floats and draw exactly what they drew before.
+
+Gradient canary: ``graph.canary_gradient`` (``canaries.gradient.DiracGradient``; length
+``dimension(graph)`` = n·h + h, or T×d) is added, unclipped, to every step's clipped sum. Only with
+full-batch DP-Emb (``batch_size`` ≥ m, q = 1): fixed-size batches give a virtual example no
+inclusion coin of its own. At q = 1 the wor accountant is the plain Gaussian's (``T·α/(2σ²)``,
+replace-one sensitivity 2·C against noise 2σ·C per unit of group). The claim names the trace's law
+for the canary: ``trace_noise_std`` (the claimed DP-Emb std 2σ·f(g)·C) and ``canary_norm`` = g·C.
 
 Planted bugs: ``no-noise``; ``norm-noop`` (the reference code's weight-row normalisation that never
 takes effect: rows keep their trained norms while the noise is still scaled by c, spec §8.1);
@@ -68,8 +82,9 @@ from scipy.optimize import brentq
 from scipy.special import gammaln, logsumexp
 
 from targets.accounting import gap_delta, gdp_epsilon, gaussian_rdp, rdp_to_dp
-from targets.base import Claim, MechanismStep, Release, Target, TargetConfig, seeded
-from targets.dpsgd import assign_flat_grad, clip_rows, flatten, noisy_sum, per_example_gradients
+from targets.base import Claim, Lazy, MechanismStep, Release, Target, TargetConfig, seeded
+from targets.dpsgd import assign_flat_grad, canary_from, clip_rows, flatten, noisy_sum, per_example_gradients
+from targets.heterpoisson import HeterPoissonTrace, TraceStep
 
 #: RDP orders for Lemma F.1 (spec §3.5: fine steps up to 10, coarse beyond).
 ORDERS: tuple[float, ...] = tuple(
@@ -331,7 +346,7 @@ class DPDGC(Target):
 
     name: ClassVar[str] = "dpdgc"
     Config: ClassVar[type[TargetConfig]] = DPDGCConfig
-    levels: ClassVar[tuple[str, ...]] = ("api", "weights", "mechanism")
+    levels: ClassVar[tuple[str, ...]] = ("api", "weights", "mechanism", "trace")
     bugs: ClassVar[dict[str, str]] = {
         "no-noise": "every noise std is 0 (DP-Emb, Z, classifier) while the calibrated ε is claimed",
         "norm-noop": "W's rows are never projected to norm c (reference code's no-op normalisation) "
@@ -397,6 +412,27 @@ class DPDGC(Target):
         if cfg.level == "kneighbour":
             return c * math.sqrt(cfg.k)
         return c * math.sqrt(2 * cfg.max_degree)
+
+    def offers_trace(self) -> bool:
+        """DP-Emb's trace is released where its DP-SGD carries a node-level claim (N_k and node)."""
+        return self.config.level != "edge"
+
+    def takes_gradient_canary(self, graph: Any = None) -> bool:
+        """Under k-neighbour/node GDP with full-batch DP-Emb (q = 1) on `graph` (see :meth:`_canary`)."""
+        return self.offers_trace() and graph is not None and self.claim(graph).details["sampling_rate"] >= 1.0
+
+    def dimension(self, graph: Any) -> int:
+        """d of DP-Emb's flattened gradient [grad_W (n×h, row-major), grad_b (h)]."""
+        return graph.num_nodes * self.config.hidden + self.config.hidden
+
+    def canary_norm(self) -> float:
+        """Norm of the Dirac canary's gradient: g·C.
+
+        One neighbouring change touches g DP-Emb examples (spec §3.3), each clipped to C, and their
+        gradients can all point the same way (spec §10, "DP-SGD parts"): g·C is within the
+        replace-one sensitivity 2·g·C that the linear group scaling calibrates the noise to.
+        """
+        return self.group_size() * self.config.clip
 
     def _schedule(self, m: int) -> tuple[int, int, int]:
         """(B, T_enc, T_clf): batch capped at m, T = ⌊epochs·m/B⌋ per module (spec §3.3)."""
@@ -475,6 +511,10 @@ class DPDGC(Target):
             "delta_rule": delta_rule,
             "num_directed_edges": n_edges,
         }
+        if self.offers_trace():
+            # the noise law of the trace (DP-Emb's DP-Adam sums), as claimed, for gradient canaries
+            details.update(trace_noise_std=details["encoder_noise_std"], canary_norm=self.canary_norm(),
+                           clip_norm=cfg.clip)
         claim = Claim(epsilon=eps, delta=delta, accountant="rdp-wor (DPDGC, one shared σ, Lemma F.1)",
                       unit=unit, details=details)
         self._claims[key] = claim
@@ -501,9 +541,19 @@ class DPDGC(Target):
         w.mul_(factor)
 
     # ------------------------------------------------------------------ training
+    def _encoder_noise_std(self, sigma: float) -> float:
+        """The std DP-Emb's noise actually has: 2σ·f(g)·C (planted bugs included)."""
+        cfg = self.config
+        g = self.group_size()
+        scaled_g = math.sqrt(g) if (cfg.group_scaling == "sqrt" or self.bug("sqrt-group-noise")) else float(g)
+        return 0.0 if self.bug("no-noise") else 2.0 * sigma * scaled_g * cfg.clip
+
     def _train_encoder(self, edge_index: torch.Tensor, n: int, y: torch.Tensor, train_idx: torch.Tensor,
-                       classes: int, sigma: float, rng: torch.Generator
+                       classes: int, sigma: float, rng: torch.Generator, canary: torch.Tensor | None = None,
+                       trace: HeterPoissonTrace | None = None
                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """DP-Emb's projected DP-Adam. `canary` (d or T×d, not clipped) is added to every step's
+        clipped sum; where `trace` is given, each step's noisy and clean sums are appended to it."""
         cfg, dev = self.config, self.device
         h = cfg.hidden
         if classes > h:
@@ -516,9 +566,7 @@ class DPDGC(Target):
         self._project(w)
         m = train_idx.numel()
         batch, t_enc, _ = self._schedule(m)
-        g = self.group_size()
-        scaled_g = math.sqrt(g) if (cfg.group_scaling == "sqrt" or self.bug("sqrt-group-noise")) else float(g)
-        std = 0.0 if self.bug("no-noise") else 2.0 * sigma * scaled_g * cfg.clip
+        std = self._encoder_noise_std(sigma)
         self._encoder_std = std
         adj = self._adjacency(edge_index, n, torch.float32)
         adj_t = self._adjacency(edge_index.flip(0), n, torch.float32)
@@ -527,7 +575,7 @@ class DPDGC(Target):
         b.requires_grad_(True)
         opt = torch.optim.Adam([w, b], lr=cfg.lr, weight_decay=cfg.encoder_weight_decay)
         y_dev = y.to(dev)
-        for _ in range(t_enc):
+        for t in range(t_enc):
             idx = train_idx[torch.randperm(m, generator=rng)[:batch]].to(dev)
             with torch.no_grad():
                 pre_all = torch.sparse.mm(adj, w)
@@ -544,8 +592,15 @@ class DPDGC(Target):
                 grad_w = torch.sparse.mm(adj_t, scattered)
                 grad_b = gs.sum(0)
                 noise = torch.randn(n * h + h, generator=rng).to(dev) * std
-                w.grad = (grad_w + noise[: n * h].view(n, h)) / batch
-                b.grad = (grad_b + noise[n * h:]) / batch
+                clean = torch.cat([grad_w.reshape(-1), grad_b])
+                if canary is not None:
+                    clean = clean + (canary[t] if canary.dim() == 2 else canary)
+                noisy = clean + noise
+                if trace is not None:
+                    trace.steps.append(TraceStep(noisy=noisy.cpu(), central=idx.cpu(),
+                                                 canary_in=True if canary is not None else None, clean=clean.cpu()))
+                w.grad = noisy[: n * h].view(n, h) / batch
+                b.grad = noisy[n * h:] / batch
             opt.step()
             with torch.no_grad():
                 self._project(w)
@@ -630,9 +685,12 @@ class DPDGC(Target):
         y = graph.y.cpu()
         classes = int(y.max()) + 1
         train_idx = torch.nonzero(masks[0]).view(-1)
+        canary = self._canary(graph, claim)
         hash_seed = int(torch.randint(0, 2**62, (1,), generator=rng))
         edges = self._edges(graph, hash_seed)
-        w, b, head = self._train_encoder(edges, n, y, train_idx, classes, sigma, rng)
+        encoder_args = (edges, n, y, train_idx, classes, sigma)
+        encoder_state = rng.get_state()  # the trace view replays DP-Emb from here (no draw)
+        w, b, head = self._train_encoder(*encoder_args, rng, canary)
         self._last = (w, b, hash_seed)
         w64, b64 = w.double(), b.double()
 
@@ -674,7 +732,51 @@ class DPDGC(Target):
             "encoder_noise_std": self._encoder_std,
             "degree_hash_seed": hash_seed,
         }
-        return Release(api=predict, weights=weights, mechanism=[step], info=info)
+        trace = None
+        if self.offers_trace():
+            trace = Lazy(lambda: self._replay_trace(encoder_state, encoder_args, canary, w))
+        return Release(api=predict, weights=weights, mechanism=[step], trace=trace, info=info)
+
+    def _canary(self, graph: Any, claim: Claim) -> torch.Tensor | None:
+        """The Dirac gradient canary world 1 carries (``graph.canary_gradient``), checked."""
+        gc, node = canary_from(graph)
+        if gc is None:
+            return None
+        if node is not None:
+            raise ValueError("DPDGC's gradient canary is a virtual example: canary_node is not supported")
+        if not self.offers_trace():
+            raise ValueError("DPDGC takes a gradient canary only under k-neighbour or node GDP (unit='node'), "
+                             "where it releases DP-Emb's trace")
+        if claim.details["sampling_rate"] < 1.0:
+            raise ValueError("DPDGC's gradient canary needs full-batch DP-Emb (batch_size >= #training nodes, "
+                             "q = 1): its batches are fixed-size without replacement, so a virtual example has "
+                             "no inclusion coin that the accountant covers")
+        d, steps = self.dimension(graph), claim.details["steps_encoder"]
+        gc = torch.as_tensor(gc, dtype=torch.float32)
+        if gc.shape[-1] != d or gc.dim() not in (1, 2) or (gc.dim() == 2 and gc.size(0) < steps):
+            raise ValueError(f"canary_gradient must have shape ({d},) or ({steps}, {d}), got {tuple(gc.shape)}")
+        return gc.to(self.device)
+
+    def _replay_trace(self, state: torch.Tensor, encoder_args: tuple, canary: torch.Tensor | None,
+                      w: torch.Tensor) -> HeterPoissonTrace:
+        """DP-Emb's trace: the encoder re-run from the generator state it started from, recording.
+
+        Recording during fit would hold T×d×2 floats per release whether or not an attack reads
+        them (GBs at the paper's settings); the replay is checked to give back the released W.
+        """
+        n, train_idx, sigma = encoder_args[1], encoder_args[3], encoder_args[5]
+        m = train_idx.numel()
+        batch, t_enc, _ = self._schedule(m)
+        h = self.config.hidden
+        trace = HeterPoissonTrace(noise="gaussian", noise_std=self._encoder_noise_std(sigma),
+                                  clip_norm=self.config.clip, sampling_rate=batch / m, expected_batch=batch,
+                                  accounted_steps=t_enc, shapes={"emb.W": (n, h), "emb.b": (h,)})
+        gen = torch.Generator()
+        gen.set_state(state)
+        w_again, _, _ = self._train_encoder(*encoder_args, gen, canary, trace)
+        if not torch.equal(w_again, w):
+            raise RuntimeError("replaying DP-Emb did not reproduce the released W (non-deterministic kernels?)")
+        return trace
 
     def noiseless(self, graph: Any) -> torch.Tensor | None:
         """A·W + b with the last fit's W, b (or, before any fit, those of a reference fit, seed 0)."""

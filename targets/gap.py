@@ -51,8 +51,20 @@ Releases (:class:`~targets.base.Release`):
   (``H_0`` from the released encoder on ``graph.x``; rows a graph has beyond the release are filled
   with that graph's noiseless embeddings). At node level ``A_graph`` is degree-bounded with the
   run's own sampling seed (exact for the trained graph; the identity when no out-degree exceeds D).
-* ``trace`` (node level): every DP-SGD step (module, sampled batch, parameters before the step,
-  noisy sum of clipped gradients, noise std σC).
+* ``trace`` (node level only): a :class:`~targets.heterpoisson.HeterPoissonTrace` (Gaussian noise,
+  std σC, clip norm C, Poisson rate q) of :class:`GAPTraceStep` s, one per DP-SGD step run: the
+  released noisy sum of clipped per-example gradients (flattened in ``parameters()`` order), the
+  sampled batch, ``clean`` (the noiseless clipped sum, canary included: auditor instrumentation),
+  ``canary_in``, the module and its parameters before the step. ``trace_module`` picks the steps:
+  ``all`` (both modules, two parameter spaces: no gradient canary) or ``encoder``/``classifier``
+  (that module only, which a :class:`~canaries.gradient.DiracGradient` canary then joins).
+
+Gradient-canary hook (node level, ``trace_module`` = ``encoder`` or ``classifier``): a graph with
+``canary_gradient`` (a length-``dimension(graph)`` vector ``g_c``) adds ``g_c`` to that module's
+clipped sum at every step where the canary's own Poisson(q) coin comes up, as a virtual extra
+example. The coins come from a generator seeded by a hash of the fit generator's state (the fit
+generator itself is not drawn from), and are drawn whether or not the canary is present: the two
+worlds see the same batches, coins and noise, and every other view keeps its values.
 
 Shapes: ``x`` N × d; stack N × h × (K+1); posteriors n × c; mechanism outputs N × h each.
 
@@ -74,6 +86,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
 import logging
 import math
 import warnings
@@ -97,12 +110,14 @@ from targets.accounting import (
     subsampled_gaussian_rdp,
 )
 from targets.base import Claim, Lazy, MechanismStep, Release, Target, TargetConfig, child_generator, seeded
-from targets.dpsgd import assign_flat_grad, clip_rows, noisy_sum, poisson_sample
+from targets.dpsgd import assign_flat_grad, canary_from, clip_rows, noisy_sum, poisson_sample
 from targets.gap_stacked import ClassifierBatch
+from targets.heterpoisson import HeterPoissonTrace, TraceStep
 
 _ACTIVATIONS = {"selu": F.selu, "relu": F.relu, "tanh": torch.tanh}
 _COMBINES = ("cat", "sum", "mean", "max")
 _OPTIMIZERS = ("adam", "sgd")
+_TRACE_MODULES = ("all", "encoder", "classifier")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -133,6 +148,8 @@ class GAPConfig(TargetConfig):
         max_grad_norm (float): DP-SGD clipping norm C, node level (default: 1.0).
         max_degree (int): out-degree bound D, node level (default: 100).
         edge_unit (str): ``directed`` (GAP's code: Δ = 1) or ``undirected`` (Δ = √2), edge level.
+        trace_module (str): node level: the DP-SGD steps the ``trace`` view records and a gradient
+            canary joins: ``all`` (both modules, no canary), ``encoder`` or ``classifier``.
     """
 
     unit: str = "edge"
@@ -154,6 +171,7 @@ class GAPConfig(TargetConfig):
     max_grad_norm: float = 1.0
     max_degree: int = 100
     edge_unit: str = "directed"
+    trace_module: str = "all"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -162,6 +180,12 @@ class GAPConfig(TargetConfig):
         _choice("activation", self.activation, tuple(_ACTIVATIONS))
         _choice("optimizer", self.optimizer, _OPTIMIZERS)
         _choice("edge_unit", self.edge_unit, ("directed", "undirected"))
+        _choice("trace_module", self.trace_module, _TRACE_MODULES)
+        if self.trace_module != "all" and not self.node_level:
+            raise ValueError("The 'trace_module' parameter applies at node level only: edge-level GAP "
+                             "trains its encoder and classifier without DP-SGD, so it has no trace")
+        if self.trace_module == "encoder" and self.encoder_layers == 0:
+            raise ValueError("trace_module='encoder' needs an encoder (encoder_layers >= 1)")
         _int_at_least("hops", self.hops, 1)
         _int_at_least("hidden_dim", self.hidden_dim, 1)
         _int_at_least("encoder_layers", self.encoder_layers, 0)
@@ -461,6 +485,71 @@ def _accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
     return float((model(x).argmax(-1) == y).float().mean())
 
 
+# ---------------------------------------------------------------------------------------------
+# the node-level trace
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class GAPTraceStep(TraceStep):
+    """One DP-SGD step of GAP: the shared :class:`TraceStep` fields, the module that took it, its
+    index in the trace and the module's flat parameters before it.
+
+    ``step[key]`` reads the earlier per-step records by their old keys (``noisy_sum``, ``batch``,
+    ``module``, ``step``, ``params``).
+    """
+
+    module: str = ""
+    step: int = 0
+    params: torch.Tensor | None = None
+
+    _KEYS: ClassVar[dict[str, str]] = {"noisy_sum": "noisy", "batch": "central", "module": "module",
+                                       "step": "step", "params": "params"}
+
+    def __getitem__(self, key: str) -> Any:
+        return getattr(self, self._KEYS[key])
+
+
+def side_generator(rng: torch.Generator) -> torch.Generator:
+    """A generator seeded from a hash of `rng`'s state; `rng` itself is not drawn from, so the
+    draws every other part of a fit reads stay where they were."""
+    digest = hashlib.sha256(rng.get_state().numpy().tobytes() + b"gap canary coins").digest()
+    return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little") >> 1)
+
+
+class _Recorder:
+    """Records a fit's DP-SGD steps into its trace and adds the gradient canary to the traced
+    module's clipped sums.
+
+    ``module`` ``all`` records every step (no canary); ``encoder``/``classifier`` records that
+    module's steps only, and for each draws the canary's Poisson(rate) coin from `coins`, whether
+    or not a canary is present (so both worlds draw the same coins).
+    """
+
+    def __init__(self, trace: HeterPoissonTrace, module: str, canary: torch.Tensor | None,
+                 coins: torch.Generator | None) -> None:
+        self.trace, self.module, self.canary, self.coins = trace, module, canary, coins
+
+    def records(self, name: str) -> bool:
+        return self.module in ("all", name)
+
+    def coin(self, name: str, rate: float) -> bool | None:
+        """Whether the canary joins this step's sum (None: no canary in this module or world)."""
+        if self.module != name:
+            return None
+        up = bool(torch.rand(1, generator=self.coins).item() < rate)
+        return up if self.canary is not None else None
+
+    def add(self, name: str, model: nn.Module, batch: torch.Tensor, rows: torch.Tensor,
+            noisy: torch.Tensor, canary_in: bool | None) -> None:
+        """One step: `rows` are the clipped gradients summed (canary row included), `noisy` the
+        released sum."""
+        clean = rows.sum(0) if rows.numel() else torch.zeros_like(noisy)
+        if self.module != "all" and not self.trace.shapes:
+            self.trace.shapes = {k: tuple(v.shape) for k, v in model.named_parameters()}
+        self.trace.steps.append(GAPTraceStep(
+            noisy=noisy.detach().cpu(), central=batch.cpu(), canary_in=canary_in, clean=clean.detach().cpu(),
+            module=name, step=len(self.trace.steps), params=_flat_params(model)))
+
+
 #: claims by (config without bug/device, count): the accountant is pure, and calibration under
 #: Poisson sampling costs seconds, so targets rebuilt for every trial share it.
 _CLAIMS: dict[tuple[str, int], Claim] = {}
@@ -474,6 +563,8 @@ class GAP(Target):
 
     name: ClassVar[str] = "gap"
     Config: ClassVar[type[TargetConfig]] = GAPConfig
+    #: the views some configuration offers (``trace``: node level only); an instance's ``levels``
+    #: are its unit's
     levels: ClassVar[tuple[str, ...]] = ("api", "weights", "mechanism", "trace")
     bugs: ClassVar[dict[str, str]] = {
         "no-noise": "PMA (and, at node level, DP-SGD) adds no noise while claiming the calibrated ε",
@@ -510,6 +601,8 @@ class GAP(Target):
 
     def __init__(self, config: TargetConfig | None = None, **overrides: Any) -> None:
         super().__init__(config, **overrides)
+        if not self.config.node_level:  # type: ignore[attr-defined]
+            self.levels = ("api", "weights", "mechanism")  # type: ignore[misc]
         self._prepared: dict[str, Any] | None = None
         self._adjacencies = _ByIdentity(8)  # Aᵀ per graph (edge level)
 
@@ -518,8 +611,9 @@ class GAP(Target):
         cfg: GAPConfig = self.config  # type: ignore[assignment]
         n_train = int(graph.train_mask.sum())
         n_edges = int(graph.edge_index.size(1))
-        # the claim depends on the config (never on the bug or device) and on these two counts only
-        key = (repr(dataclasses.replace(cfg, bug=None, device="cpu")),
+        # the claim depends on the config (never on the bug, device or traced module) and on these
+        # two counts only
+        key = (repr(dataclasses.replace(cfg, bug=None, device="cpu", trace_module="all")),
                n_train if cfg.node_level else n_edges)
         if key not in _CLAIMS:
             if len(_CLAIMS) > 256:
@@ -554,8 +648,9 @@ class GAP(Target):
     def _node_claim(self, n_train: int) -> Claim:
         cfg: GAPConfig = self.config  # type: ignore[assignment]
         delta = cfg.delta if cfg.delta is not None else gap_delta(n_train)
-        rate, steps_em = dpsgd_schedule(n_train, cfg.node_batch_size, cfg.em_epochs)
-        _, steps_cm = dpsgd_schedule(n_train, cfg.node_batch_size, cfg.cm_epochs)
+        rate_em, steps_em = dpsgd_schedule(n_train, cfg.node_batch_size, cfg.em_epochs)
+        rate_cm, steps_cm = dpsgd_schedule(n_train, cfg.node_batch_size, cfg.cm_epochs)
+        rate = max(rate_em, rate_cm)  # one loader rate; a module with no epochs reports 0
         orders = DEFAULT_ORDERS
 
         def eps_of(s: float) -> float:
@@ -579,6 +674,8 @@ class GAP(Target):
             details={
                 "level": "node", "noise_multiplier": sigma, "sensitivity": cfg.sensitivity,
                 "noise_std": sigma * cfg.sensitivity, "dpsgd_noise_std": sigma * cfg.max_grad_norm,
+                # the trace's law for the gradient canary (canaries.gradient reads these first)
+                "trace_noise_std": sigma * cfg.max_grad_norm, "canary_norm": cfg.max_grad_norm,
                 "hops": cfg.hops, "max_degree": cfg.max_degree, "max_grad_norm": cfg.max_grad_norm,
                 "batch_size": cfg.node_batch_size, "num_train": n_train, "sampling_rate": rate,
                 "steps_encoder": steps_em, "steps_classifier": steps_cm,
@@ -670,7 +767,7 @@ class GAP(Target):
 
     # ------------------------------------------------------------------ training
     def _train(self, model: nn.Module, inputs: torch.Tensor, t: dict[str, torch.Tensor], epochs: int,
-               rng: torch.Generator, trace: list | None, name: str) -> None:
+               rng: torch.Generator, trace: _Recorder | None, name: str) -> None:
         """Train `model` on the training rows; keep the best-validation-accuracy checkpoint.
 
         Edge level: ordinary (Adam) training, full batch unless ``batch_size`` is set. Node level:
@@ -716,7 +813,7 @@ class GAP(Target):
         return [(e + 1) * total // epochs - e * total // epochs for e in range(epochs)]
 
     def _dp_step(self, model: nn.Module, opt: torch.optim.Optimizer, inputs: torch.Tensor, y: torch.Tensor,
-                 tr: torch.Tensor, rng: torch.Generator, trace: list | None, name: str) -> None:
+                 tr: torch.Tensor, rng: torch.Generator, trace: _Recorder | None, name: str) -> None:
         cfg: GAPConfig = self.config  # type: ignore[assignment]
         n = tr.numel()
         rate = min(1.0, cfg.node_batch_size / n)
@@ -730,12 +827,12 @@ class GAP(Target):
         else:
             size = sum(p.numel() for p in model.parameters())
             clipped = torch.zeros(0, size, device=inputs.device)
+        canary_in = trace.coin(name, rate) if trace is not None else None
+        if canary_in:  # the virtual example's clipped gradient joins the sum
+            clipped = torch.cat([clipped, trace.canary.to(clipped)[None]])
         total = noisy_sum(clipped, std, rng)
-        if trace is not None:
-            trace.append({"module": name, "step": len(trace), "batch": batch.cpu(),
-                          "params": _flat_params(model), "noisy_sum": total.detach().cpu(),
-                          "noise_std": sigma * cfg.max_grad_norm, "max_grad_norm": cfg.max_grad_norm,
-                          "expected_batch_size": rate * n})
+        if trace is not None and trace.records(name):
+            trace.add(name, model, batch, clipped, total, canary_in)
         opt.zero_grad()
         assign_flat_grad(model, total / (rate * n))
         opt.step()
@@ -802,7 +899,7 @@ class GAP(Target):
         claim, std, claimed_std = self._noise(graph)
         t = self._graph_tensors(graph)
         n, classes = int(graph.num_nodes), int(graph.y.max()) + 1
-        trace: list = []
+        trace = self._recorder(graph, rng, claim)
 
         # 1. encoder (edge-free)
         cached, encoder = self._cached_encoder(graph)
@@ -878,9 +975,49 @@ class GAP(Target):
             "accuracy": Lazy(accuracy), "noise_multiplier": self._sigma, "noise_std": claimed_std,
             "fresh_noise_per_query": fresh, "unit": claim.unit, "stack_shape": tuple(stack.shape),
             "encoder_cached": cached, "private_edges": int(edges.size(1)),
-            "graph_edges": int(graph.edge_index.size(1)),
+            "graph_edges": int(graph.edge_index.size(1)), "trace_module": cfg.trace_module,
         }
-        return Release(api=predict, weights=Lazy(weights), mechanism=mechanism, trace=trace, info=info)
+        return Release(api=predict, weights=Lazy(weights), mechanism=mechanism, trace=trace.trace, info=info)
+
+    def takes_gradient_canary(self, graph: Any = None) -> bool:
+        """At node level with one traced module (``trace_module`` encoder or classifier)."""
+        return self.config.node_level and self.config.trace_module != "all"  # type: ignore[attr-defined]
+
+    def dimension(self, graph: Any) -> int:
+        """Parameters of the traced DP-SGD module: the length of a gradient canary (node level,
+        ``trace_module`` encoder or classifier)."""
+        cfg: GAPConfig = self.config  # type: ignore[assignment]
+        if not cfg.node_level or cfg.trace_module == "all":
+            raise ValueError("a gradient canary joins one of GAP's DP-SGD modules: set unit=node and "
+                             "trace_module=encoder or trace_module=classifier")
+        classes, d_in = int(graph.y.max()) + 1, int(graph.x.size(1))
+        with seeded(torch.Generator().manual_seed(0)):  # initialisation only; the global RNG is restored
+            if cfg.trace_module == "encoder":
+                model: nn.Module = _Encoder(d_in, cfg, classes)
+            else:
+                model = _Classifier(cfg.hidden_dim if cfg.encoder_layers > 0 else d_in, cfg, classes)
+        return sum(p.numel() for p in model.parameters())
+
+    def _recorder(self, graph: Any, rng: torch.Generator, claim: Claim) -> _Recorder:
+        """The trace of one node-level fit, with the graph's gradient canary (if any) and its coins."""
+        cfg: GAPConfig = self.config  # type: ignore[assignment]
+        module, det = cfg.trace_module, claim.details
+        canary, canary_node = canary_from(graph)
+        if canary_node is not None:
+            raise ValueError("GAP takes a virtual gradient canary (canary_gradient), not a canary node")
+        if canary is not None:
+            d = self.dimension(graph)
+            canary = torch.as_tensor(canary, dtype=torch.float32).to(self.device)
+            if tuple(canary.shape) != (d,):
+                raise ValueError(f"canary_gradient must have shape ({d},) (the {module}'s parameters), "
+                                 f"got {tuple(canary.shape)}")
+        n_train = int(det["num_train"])
+        rate = min(1.0, cfg.node_batch_size / n_train) if n_train else 0.0
+        accounted = det["steps_encoder"] + det["steps_classifier"] if module == "all" else det[f"steps_{module}"]
+        std = 0.0 if self.bug("no-noise") else self._sigma * cfg.max_grad_norm
+        trace = HeterPoissonTrace(noise="gaussian", noise_std=std, clip_norm=cfg.max_grad_norm, sampling_rate=rate,
+                                  expected_batch=rate * n_train, accounted_steps=int(accounted))
+        return _Recorder(trace, module, canary, None if module == "all" else side_generator(rng))
 
     def _fit_edge(self, graph: Any, rngs: list[torch.Generator]) -> list[Release]:
         """Edge-level trials, one per generator, computed together (see :meth:`fit_batch`)."""
@@ -1008,7 +1145,7 @@ class GAP(Target):
                 self.prepare(graph)
                 _, encoder = self._cached_encoder(graph)
             else:
-                proxy = GAP(self.config, unit="edge")
+                proxy = GAP(self.config, unit="edge", trace_module="all")
                 proxy.prepare(graph)
                 _, encoder = proxy._cached_encoder(graph)
         x0 = self._encode(encoder, graph.x.to(self.device))

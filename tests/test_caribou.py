@@ -200,3 +200,21 @@ def test_both_worlds_share_the_edge_level_encoder(graph):
     b = t.fit(g1, torch.Generator().manual_seed(1))
     assert torch.equal(t._encoder(graph, None).body[0].weight, t._encoder(g1, None).body[0].weight)
     assert len(t._encoder_cache) == 1 and a is not b
+
+
+@pytest.mark.parametrize("hops, contraction, violates", [(10, 0.8, False), (20, 0.3, True)])
+def test_release_all_hops_breaks_the_claim_only_where_k_exceeds_m(graph, hops, contraction, violates):
+    """The Gaussian μ of every released hop (each hop given the released previous one, the exact
+    per-hop LLR before the row projection) against the claimed convergent μ, for the worst csbm
+    edge: at the defaults a real edge moves a hop by ~0.55 of Eq. 6's bound and K/M = 1.38, so
+    releasing every hop stays inside the claim (0.55 of it); at K = 20, C_L = 0.3 (M = 1.86) it is 1.5
+    (hidden 16) to 1.8 (hidden 64) times it."""
+    import numpy as np
+    from canaries.edge import WorstCaseEdge
+    t = fast(bug="release-all-hops", hops=hops, contraction=contraction, epsilon=8)
+    pair = WorstCaseEdge().worlds(graph, np.random.default_rng(0), t)
+    release = t.fit(pair.g1, torch.Generator().manual_seed(0))
+    mu = math.sqrt(sum(float(((s.mean(pair.g1) - s.mean(pair.g0)) ** 2).sum()) / s.noise_std ** 2
+                       for s in release.mechanism))
+    claimed = t.claim(graph).gdp_mu
+    assert (mu > 1.3 * claimed) if violates else (mu < 0.8 * claimed)

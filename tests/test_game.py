@@ -139,3 +139,18 @@ def test_disjoint_canaries_share_no_endpoint():
     assert len(set(ends)) == 500
     with pytest.raises(ValueError, match="at most 300"):
         disjoint_non_edges(g, 301, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("target, params, expected", [
+    ("dpdgc", {"unit": "node", "k": 25}, "lira-online"),  # fixed-size batches: no gradient canary
+    ("dpdgc", {"unit": "node", "k": 25, "batch_size": 1000}, "gradient-lrt"),  # full batch, q = 1
+    ("gap", {"unit": "node"}, "lira-online"),  # two traced modules: no single canary space
+    ("gap", {"unit": "node", "trace_module": "encoder"}, "gradient-lrt"),
+    ("heterpoisson", {}, "gradient-lrt"),
+    ("dpdgc", {}, "mechanism-lrt"),
+])
+def test_auto_attack_picks_a_trace_attack_only_where_a_gradient_canary_fits(target, params, expected):
+    from audit.data import load
+    from targets.base import build
+
+    assert game.auto_attack(build(target, **params), load("csbm")) == expected
