@@ -55,6 +55,8 @@ _DPDGC_FAST = {"unit": "edge", "epochs_encoder": "5", "epochs_classifier": "1"}
 _CARIBOU_SHALLOW = {"hops": "20", "contraction": "0.3", "encoder_epochs": "20"}
 _GAP_FAST = {"encoder_epochs": "20", "epochs": "1"}
 _GAP_NODE_HUB = {"unit": "node", "max_degree": "2", "encoder_epochs": "1", "epochs": "1"}
+# a trained classifier (20 epochs), so that its read-out of hop 1 carries the class contrast
+_GAP_TRAINED = {"encoder_epochs": "20", "epochs": "20"}
 # B = N − 1 on csbm's 180 training nodes: the loader runs two Poisson(179/180) steps per epoch
 _GAP_NODE_TRACE = {"unit": "node", "hops": "1", "epochs": "0", "encoder_epochs": "8", "batch_size": "179",
                    "trace_module": "encoder"}
@@ -96,6 +98,12 @@ CATALOGUE: list[Entry] = [
                   "Measured: gdp ε_lb 11.76 vs claimed 8 (csbm, 2,000 trials); CONSISTENT with a directed canary "
                   "or edge_unit=undirected."),
     Entry("gap", "VIOLATION", bug="no-noise", trials=100, params=_GAP_FAST),
+    Entry("gap", "VIOLATION", bug="fresh-inference-noise", epsilon=4, params=_GAP_TRAINED, canary="worst-directed-edge",
+          attack="fresh-query", estimator="gdp", trials=400,
+          why="every api call re-aggregates the private edges with fresh noise: 64 probe/control query pairs read "
+              "at the canary's endpoint; μ_lb 1.73-3.40 against the claimed μ 1.04 (seeds 0-4)"),
+    Entry("gap", "CONSISTENT", epsilon=4, params=_GAP_TRAINED, canary="worst-directed-edge", attack="fresh-query",
+          estimator="gdp", trials=400, quick=False, why="the same audit of the cached api (no query moves it)"),
     # GAP (node level): a hub canary with more out-edges than the degree bound D
     Entry("gap", "VIOLATION", bug="no-degree-bound", trials=600, params=_GAP_NODE_HUB, canary="insert-hub-node",
           attack="mechanism-lrt", why="the hub's 180 out-edges (every csbm training node) aggregated while PMA charges √D = √2"),
@@ -149,9 +157,6 @@ CATALOGUE: list[Entry] = [
 
 #: planted bugs no attack of this version catches yet, and why (the next issues' work)
 NOT_YET_CAUGHT: dict[tuple[str, str], str] = {
-    ("gap", "fresh-inference-noise"): "needs an api attack that averages fresh releases: perturbing x_v and "
-                                      "averaging u's posteriors over 8-64 queries gave AUC 0.38-0.58 (40-60 trials); "
-                                      "the 3-class posterior is too narrow a channel for the noisy hop sums",
     ("gcon", "approximate-minimizer"): "the exact LRT through the Θ ↔ noise bijection (mechanism-lrt, log_density) "
                                        "gets AUC 0.46 with the bug and 0.45 without (ε=1, 400 trials): on csbm the "
                                        "worst edge moves the minimiser by 3e-4, far inside the bound β is set for",

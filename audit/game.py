@@ -57,6 +57,7 @@ ATTACKS: dict[str, str] = {
     "gradient-lrt": "attacks.gradient:FullVectorGradientCanary",
     "edge-correlation": "attacks.correlation:EdgeCorrelation",
     "gradient-l1": "attacks.gradient:ProductLaplaceGradientCanary",
+    "fresh-query": "attacks.fresh_query:FreshQuery",
 }
 
 
@@ -450,7 +451,8 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
                               confidence=spec.confidence, threshold=prior)
     result = make_result(spec, key, target, claim, pair, attack_name, level, est, scores, bits,
                          wall=time.time() - t0, store_path=store.path,
-                         attack_queries=getattr(attack, "queries_per_score", None))
+                         attack_queries=attack.queries_for(pair) if hasattr(attack, "queries_for")
+                         else getattr(attack, "queries_per_score", None))
     result["batch"] = batch
     result["cached_per_worker"] = cached_work(target)
     result["trials_played"] = len(todo)
