@@ -34,6 +34,15 @@ exact log-likelihood ratio of the whole transcript given the (auditor-known) bat
 LLR, so 0 is the Neyman–Pearson threshold at equal priors, fixed before any trial is seen:
 ``natural_threshold = 0``. (For Gaussian noise and q = 1 its law is N(±μ²/2, μ²) in the two
 worlds, exactly symmetric about 0.)
+
+Whole-node canaries (``canaries.gradient.DiracNode``): where a step records ``canary_scale`` = k_t,
+the canary's contribution that step is k_t·g^c (k_t = 1[z central] + 2·#other stars keeping z), the
+same in both worlds, so gradient-lrt scores the step with ``k_t·g^c`` in place of ``g^c``: the exact
+LLR given k_t, N(±μ_t²/2, μ_t²) with μ_t = k_t‖g^c‖/s (Gaussian). k_t already says whether the
+canary is in, so such steps take no Poisson mixture. Revealing k_t stays inside HeterPoisson's
+Gaussian claim: with k ~ ρ in both worlds, the pair (k, release) has exactly
+e^{(α−1)D_α} = Σ_k ρ(k)·e^{α(α−1)k²/(2σ²)} (k in units of 2c; either direction), which is
+Theorem 2's Gaussian moment term for term.
 """
 from __future__ import annotations
 
@@ -119,6 +128,9 @@ class FullVectorGradientCanary:
         xs, cs = [], []
         for t, step in enumerate(trace):
             c = _step_canary(gc, t)
+            scale = _step_scale(step)
+            if scale is not None:
+                c = scale * c
             if step.clean is None:
                 raise ValueError("the gradient-lrt attack needs the trace's clean sums (white-box instrumentation)")
             rest = step.clean.double() - (c if step.canary_in else 0.0)
@@ -137,11 +149,20 @@ class FullVectorGradientCanary:
         raise ValueError(f"gradient-lrt knows the noise laws 'gaussian' and 'sml', not {noise!r}")
 
     def score(self, release: Release, pair, graph=None) -> float:
-        _, _, _, q, _ = _canary_and_law(release, pair)
+        _, _, _, q, trace = _canary_and_law(release, pair)
         ell = self.step_llrs(release, pair)
         if q >= 1.0:
             return float(ell.sum())
+        known = np.array([_step_scale(step) is not None for step in trace], dtype=bool)
+        if known.any():  # a recorded scale says whether (and how much) the canary is in: no mixture
+            mixed = np.logaddexp(math.log1p(-q), math.log(q) + ell[~known]).sum()
+            return float(ell[known].sum() + mixed)
         return float(np.logaddexp(math.log1p(-q), math.log(q) + ell).sum())
+
+
+def _step_scale(step) -> float | None:
+    """The step's recorded multiplier of the canary gradient (a whole-node canary), if any."""
+    return getattr(step, "canary_scale", None)
 
 
 class ProductLaplaceGradientCanary:

@@ -156,14 +156,16 @@ def stratified_split(y: torch.Tensor, train: float, val: float, test: float, see
 # synthetic graphs
 # ---------------------------------------------------------------------------------------------
 def csbm(n: int = 600, classes: int = 3, features: int = 32, avg_degree: float = 8.0,
-         homophily: float = 0.8, signal: float = 0.35, seed: int = 0) -> Data:
+         homophily: float = 0.8, signal: float = 0.35, seed: int = 0, connect_isolated: bool = True) -> Data:
     """Contextual stochastic block model (Deshpande et al. 2018), deterministic by `seed`.
 
     Each node gets a class; an intra-class pair is joined with probability p_in and an inter-class
     pair with p_out, chosen so the expected degree is `avg_degree` and the expected fraction of
     intra-class edges is `homophily`. Features are the class centroid (a random unit vector times
     `signal`·sqrt(f)/sqrt(f)) plus standard Gaussian noise per coordinate / sqrt(f). Isolated nodes
-    are joined to a random node of their class so that every degree is ≥ 1. Split: 30/20/50.
+    are joined to a random node of their class so that every degree is ≥ 1, unless
+    `connect_isolated` is false (``csbm:avg_degree=0.05,connect_isolated=0``: a graph where most
+    nodes are isolated, for samplers that treat isolated nodes specially). Split: 30/20/50.
     """
     rng = np.random.default_rng(seed)
     y = rng.integers(0, classes, size=n)
@@ -176,7 +178,7 @@ def csbm(n: int = 600, classes: int = 3, features: int = 32, avg_degree: float =
     u = rng.random((n, n))
     adj = np.triu(u < np.where(same, p_in, p_out), k=1)
     deg = adj.sum(0) + adj.sum(1)
-    for i in np.flatnonzero(deg == 0):
+    for i in np.flatnonzero(deg == 0) if connect_isolated else ():
         mates = np.flatnonzero((y == y[i]) & (np.arange(n) != i))
         j = int(rng.choice(mates))
         adj[min(i, j), max(i, j)] = True

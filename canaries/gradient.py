@@ -22,6 +22,11 @@ sum| over the probe's steps, i.e. the one natural gradients use least. If the ta
 ``details["trace_noise_std"]`` and the canary's norm in ``details["canary_norm"]``; both are read
 first, falling back to ``noise_std`` and ``clip_norm``.
 
+:class:`DiracNode` (``dirac-node``) puts the same canary on a whole training node z of HeterPoisson:
+the target adds k_t·C·e_j at step t, k_t = 1[z central] + 2·(other stars in which z survives as a
+peripheral), and records k_t in both worlds' traces; z is chosen from public structure (its class
+docstring says how).
+
 Why a wrong released std keeps the Gaussian audit valid: with Gaussian noise, q = 1 and the rest
 of the sum known, gradient-lrt's score Σ_t (⟨x_t, g^c⟩ − ‖g^c‖²/2)/s² (s the *claimed* std) is a
 linear statistic of the released Gaussian noise whatever its true std s': normal with the same
@@ -128,3 +133,61 @@ class SpreadGradient(DiracGradient):
     def describe(self, d: int) -> dict[str, Any]:
         return {"direction": f"all {d} coordinates, magnitude C/sqrt(d) each (l1 norm sqrt(d)·C)",
                 "coordinate": None, "chosen_by": "fixed direction (every coordinate), chosen before any run"}
+
+
+class DiracNode(DiracGradient):
+    """A Dirac gradient canary that stands for a whole training node z (HeterPoisson's unit).
+
+    The target adds ``k_t · C·e_j`` at step t, k_t = 1[z central] + 2·(number of other stars in
+    which z survives as a peripheral), and records k_t in the trace of both worlds (see
+    ``targets.heterpoisson``, ``canary_whole_node``). ``g0`` and ``g1`` both carry
+    ``canary_node = z`` and ``canary_whole_node = True``; ``g1`` also carries the gradient.
+
+    z is chosen from public structure only, before any run: the training node whose copy
+    neighbour sampling keeps in the most other training stars, i.e. the largest
+    ``E(1 + 2K)²`` with ``K ~ Bin(t_z, min(1, M/outdeg(z)))`` (t_z = z's out-edges to training
+    nodes): the sensitivity z would reach if overlap removal let every such copy through.
+    Ties go to the smallest id. The coordinate j is DiracGradient's.
+    """
+
+    name = "dirac-node"
+    unit = "node"
+
+    def worlds(self, graph: Data, rng: np.random.Generator, target: Any = None) -> CanaryPair:
+        pair = super().worlds(graph, rng, target)
+        neighbors = float(getattr(getattr(target, "config", None), "neighbors", 1))
+        z, exposure, t_z, p_z = exposed_training_node(graph, neighbors, _outdegrees(target, graph))
+        g0, g1 = copy.copy(graph), pair.g1
+        for g in (g0, g1):
+            g.canary_node = z
+            g.canary_whole_node = True
+        info = dict(pair.info)
+        info.update({
+            "canary": self.name, "node": z,
+            "node_chosen_by": (f"public structure, before any run: argmax over training nodes of E(1+2K)^2, "
+                               f"K ~ Bin(training out-neighbours, min(1, M/outdeg)); z = {z}: {t_z} training "
+                               f"out-neighbours, keep probability {p_z:.3g}, E(1+2K)^2 = {exposure:.3g}"),
+            "inclusion": "whole node: k_t = 1[z central] + 2·(other stars keeping z) times C·e_j, k_t recorded "
+                         "in the trace (canary_scale) in both worlds",
+        })
+        return CanaryPair(g0, g1, info)
+
+
+def _outdegrees(target: Any, graph: Data) -> torch.Tensor:
+    if target is not None and hasattr(target, "outdegrees"):
+        return target.outdegrees(graph)
+    return torch.bincount(graph.edge_index[0].cpu(), minlength=graph.num_nodes)
+
+
+def exposed_training_node(graph: Data, neighbors: float, outdeg: torch.Tensor) -> tuple[int, float, int, float]:
+    """(z, E(1+2K)², t_z, p_z) for the training node maximising E(1+2K)², K ~ Bin(t_z, p_z)."""
+    train = graph.train_mask.cpu()
+    src, dst = graph.edge_index[0].cpu(), graph.edge_index[1].cpu()
+    t = torch.bincount(src[train[dst]], minlength=graph.num_nodes).double()
+    p = torch.clamp(neighbors / outdeg.double().clamp(min=1), max=1.0)
+    mean = t * p
+    second = mean * (1 - p) + mean**2  # E K² of a binomial
+    exposure = 1 + 4 * mean + 4 * second
+    exposure[~train] = -1.0
+    z = int(torch.argmax(exposure).item())  # first maximum: the smallest id among ties
+    return z, float(exposure[z]), int(t[z]), float(p[z])

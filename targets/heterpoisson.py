@@ -54,7 +54,8 @@ Release views
   ``model.parameters()`` order, see ``trace.shapes``), ``central`` (the batch's central node ids),
   ``canary_in`` (whether the canary gradient was added; None without canary) and ``clean`` (the
   noiseless clipped sum including the canary: *instrumentation* for white-box auditors who know the
-  rest of the batch, not part of the paper's release). ``trace.noisy_matrix()`` stacks them (T×d).
+  rest of the batch, not part of the paper's release) and ``canary_scale`` (the whole-node canary's
+  multiplier of g_c at that step, see below; None otherwise). ``trace.noisy_matrix()`` stacks them (T×d).
 * ``weights``: the val-selected checkpoint; ``api``: ``predict(graph, nodes=None)`` → softmax.
 
 Gradient-canary hook
@@ -67,6 +68,19 @@ the canary is included exactly when z is drawn central (z's own sub-graph gradie
 without it, the canary is a virtual extra example with its own Poisson(q_b) coin drawn from a
 generator split off ``rng`` at the start of fit, so two worlds that differ only by the canary see
 identical batches and identical noise. ``HeterPoisson.dimension(graph)`` gives d.
+
+Whole-node canary: with ``canary_whole_node=True`` (or ``graph.canary_whole_node``) the canary stands
+for everything node z can do to a step: its own star when z is central (norm c) and every other
+star in which z survives overlap removal as a peripheral (2c each, a star with vs without z). The
+step adds ``scale_t · g_c`` with ``scale_t = 1[z central] + 2·m_t``, m_t the number of those other
+stars, read off the sampled batch (no random draw, so both worlds see the same m_t; z and its edges
+are in the graph in both). Each step records ``canary_scale = scale_t`` in *both* worlds (world 0
+sets ``canary_node`` and the flag without a gradient): auditor instrumentation like ``clean``.
+The correct sampler at ``sampling_rate = 1`` gives scale_t = 1 at every step (z is central and
+never a peripheral): exactly the ``δ_{1/2}`` the accountant charges. ``order-overlap`` raises it at
+q_b = 1 (z survives in the stars of out-neighbours that come earlier in the shuffled batch);
+``isolated-fallback`` only where z is not central (q_b < 1): overlap removal drops a central z's
+fallback copies.
 
 Suspected flaw in the paper (auditable with the ``trace`` view) [ours]
 ---------------------------------------------------------------------
@@ -306,6 +320,7 @@ class TraceStep:
     central: torch.Tensor
     canary_in: bool | None = None
     clean: torch.Tensor | None = None
+    canary_scale: float | None = None
 
 
 @dataclass
@@ -598,14 +613,29 @@ class HeterPoisson(Target):
         return predict
 
     # ------------------------------------------------------------------ training
+    @staticmethod
+    def node_canary_scale(batch: Batch, node: int) -> float:
+        """How many clip norms c node z can move this batch's clipped sum by: c for its own star
+        when it is central, and 2c for every other star in which it survives as a peripheral."""
+        central = bool((batch.central == node).any())
+        stars = torch.unique(batch.dst[batch.src == node]).numel()
+        return float(central) + 2.0 * stars
+
     def fit(self, graph: Any, rng: torch.Generator, *, canary_gradient: torch.Tensor | None = None,
-            canary_node: int | None = None) -> Release:
+            canary_node: int | None = None, canary_whole_node: bool | None = None) -> Release:
         cfg = self.config
         p = self.plan(graph)
         q, T_run = p["sampling_rate"], p["run_steps"]
         std = 0.0 if self.bug("no-noise") else p["noise_std"]
         device = self.device
         canary_gradient, canary_node = canary_from(graph, canary_gradient, canary_node)
+        if canary_whole_node is None:
+            canary_whole_node = bool(getattr(graph, "canary_whole_node", False))
+        if canary_whole_node:
+            if canary_node is None:
+                raise ValueError("canary_whole_node needs canary_node")
+            if not bool(graph.train_mask[int(canary_node)]):
+                raise ValueError(f"canary_node {canary_node} is not a training node")
         cache = self._sampler_cache(graph)
         train_mask = graph.train_mask.cpu()
         x = graph.x.float().to(device)
@@ -647,18 +677,23 @@ class HeterPoisson(Target):
                     grads = per_example_gradients(model, loss_of, packed[i:i + _CHUNK], yc[i:i + _CHUNK])
                     total += clip_rows(flatten(grads), cfg.clip_norm).sum(0)
             canary_in = None
+            scale = self.node_canary_scale(batch, int(canary_node)) if canary_whole_node else None
             if gc is not None:
                 coin = bool(torch.rand(1, generator=canary_rng).item() < q)
-                canary_in = bool((batch.central == int(canary_node)).any()) if canary_node is not None else coin
+                if scale is not None:
+                    canary_in = scale > 0
+                else:
+                    canary_in = bool((batch.central == int(canary_node)).any()) if canary_node is not None else coin
                 if canary_in:
-                    total = total + (gc[t] if gc.dim() == 2 else gc)
+                    g = gc[t] if gc.dim() == 2 else gc
+                    total = total + (g if scale is None else scale * g)
             if cfg.noise == "sml":
                 noise = sml_sample(d, std, rng, per_coordinate=self.bug("per-coordinate-scale"))
             else:
                 noise = std * torch.randn(d, generator=rng, dtype=torch.float64).float()
             noisy = total + noise.to(device)
             trace.steps.append(TraceStep(noisy=noisy.detach().cpu(), central=batch.central.clone(),
-                                         canary_in=canary_in, clean=total.detach().cpu()))
+                                         canary_in=canary_in, clean=total.detach().cpu(), canary_scale=scale))
             assign_flat_grad(model, noisy / expected_batch)
             opt.step()
             opt.zero_grad(set_to_none=True)

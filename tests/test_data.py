@@ -79,3 +79,10 @@ def test_split_option_and_drop_isolated():
     h.num_nodes = g.num_nodes + 2
     d = data.drop_isolated(h)
     assert d.num_nodes == g.num_nodes and torch.equal(d.edge_index, g.edge_index)
+
+
+def test_csbm_keeps_isolated_nodes_only_when_asked():
+    from audit.data import degrees, load
+    assert int((degrees(load("csbm:avg_degree=0.05")) == 0).sum()) == 0
+    sparse = load("csbm:avg_degree=0.05,connect_isolated=0")
+    assert int((degrees(sparse)[sparse.train_mask] == 0).sum()) > 100
