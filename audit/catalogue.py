@@ -40,7 +40,7 @@ class Entry:
     def name(self) -> str:
         extra = " ".join(f"{k}={v}" for k, v in self.params.items())
         return f"{self.target}[{self.bug or 'correct'}{', ' + extra if extra else ''}, ε={self.epsilon:g}" \
-               f"{', one-run' if self.mode == 'one-run' else ''}]"
+               f"{', one-run' if self.mode == 'one-run' else ''}{'' if self.dataset == 'csbm' else ', ' + self.dataset}]"
 
     def spec(self, seed: int = 0) -> Any:
         from audit.game import AuditSpec
@@ -165,8 +165,8 @@ CATALOGUE: list[Entry] = [
     Entry("heterpoisson", "CONSISTENT", **_HP_ISOLATED, quick=False,
           why="the same audit of the correct sampler (isolated central nodes get single-node stars)"),
     # LinkTeller's DP defences (pure ε-DP adjacency perturbation), audited with LinkTeller
-    Entry("lapgraph", "VIOLATION", bug="no-noise", attack="linkteller", trials=200),
-    Entry("lapgraph", "CONSISTENT", epsilon=4, attack="linkteller", trials=200),
+    Entry("lapgraph", "VIOLATION", bug="no-noise", attack="linkteller", trials=100),
+    Entry("lapgraph", "CONSISTENT", epsilon=4, attack="linkteller", trials=200, quick=False),
     Entry("edgerand", "VIOLATION", bug="no-noise", attack="linkteller", trials=100, quick=False),
     # longer audits (not in --quick)
     Entry("caribou", "CONSISTENT", trials=2000, quick=False),
