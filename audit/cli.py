@@ -139,7 +139,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from audit import report
-    from audit.game import AuditSpec, _setup_run, auto_attacks, run_audit
+    from audit.game import AuditSpec, auto_attacks, run_audit, setup_run
 
     if args.jobs < 1:
         raise UserError(f"--jobs must be >= 1, got {args.jobs}")
@@ -152,7 +152,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                      batch=args.batch)
     attacks = [a.strip() for a in args.attack.split(",")]
     if attacks == ["auto"]:
-        graph, target, _ = _setup_run(spec)
+        graph, target, _ = setup_run(spec)
         attacks = auto_attacks(target, graph)
     results = [run_audit(replace(spec, attack=a), out=args.out, jobs=args.jobs, backend=args.backend,
                          scheduler=args.scheduler, progress=not args.no_progress) for a in attacks]

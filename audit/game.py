@@ -378,7 +378,7 @@ def _execute(setup: _Setup, chunks: list[list[int]], jobs: int, backend: str, sc
 # ---------------------------------------------------------------------------------------------
 # running an audit
 # ---------------------------------------------------------------------------------------------
-def _setup_run(spec: AuditSpec) -> tuple[Any, targets.Target, targets.Claim]:
+def setup_run(spec: AuditSpec) -> tuple[Any, targets.Target, targets.Claim]:
     """The run's graph, its target with the graph's public parameters pinned, and the claim."""
     graph = datasets.load(spec.dataset, root=spec.data_root, seed=spec.seed)
     target = build_target(spec)
@@ -398,7 +398,7 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
     if spec.mode == "one-run":
         return run_one_run(spec, out=out, progress=progress)
     t0 = time.time()
-    graph, target, claim = _setup_run(spec)
+    graph, target, claim = setup_run(spec)
     attack_name = auto_attack(target, graph) if spec.attack == "auto" else spec.attack
     canary_name = auto_canary(target, graph, attack_name) if spec.canary == "auto" else spec.canary
     attack = make_attack(attack_name)
@@ -475,7 +475,7 @@ def run_one_run(spec: AuditSpec, *, out: str | Path = "results", progress: bool 
     endpoint, so one canary barely moves another's rows.
     """
     t0 = time.time()
-    graph, target, claim = _setup_run(spec)
+    graph, target, claim = setup_run(spec)
     if target.unit is not targets.Unit.EDGE:
         raise ValueError("--mode one-run supports edge-level targets in this version")
     attack_name = auto_attack(target, graph) if spec.attack == "auto" else spec.attack

@@ -50,7 +50,7 @@ def test_batched_run_is_the_unbatched_run(tmp_path, target, params):
 def test_pipelined_chunk_equals_sequential_chunk():
     graph = data.load("csbm", seed=0)
     spec = AuditSpec(target="caribou", params=CARIBOU_FAST, trials=24, seed=1)
-    _, target, _ = game._setup_run(spec)
+    _, target, _ = game.setup_run(spec)
     pair = game.make_canary("random-edge").worlds(graph, np.random.default_rng(0), target)
     setup = game._Setup("caribou", target.config, pair, graph, "mechanism-lrt", 1, batch=5)
     indices = list(range(3, 27))
