@@ -45,6 +45,7 @@ from typing import Any
 import torch
 
 from attacks.linkteller import query_graph
+from attacks.lira import count_query
 from targets.base import Release
 
 _TINY = 1e-30  # floor for posteriors before the log (float32 softmax can underflow)
@@ -127,7 +128,6 @@ class FreshQuery:
 
     def _count(self, release: Release, k: int) -> None:
         self.queries += k
-        release.info["attack_queries"] = release.info.get("attack_queries", 0) + k
         if release.info.get("fresh_noise_per_query"):
             self.fresh_queries += k
-            release.info["fresh_releases_queried"] = release.info.get("fresh_releases_queried", 0) + k
+        count_query(release, k)

@@ -46,6 +46,7 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
+from attacks.lira import count_query
 from audit.estimators import auc as _auc
 from audit.estimators import tpr_at_fpr as _tpr_at_fpr
 from targets.base import Release
@@ -188,10 +189,9 @@ class LinkTeller:
 
     def _count(self, release: Release, k: int) -> None:
         self.queries += k
-        release.info["attack_queries"] = release.info.get("attack_queries", 0) + k
         if release.info.get("fresh_noise_per_query"):
             self.fresh_queries += k
-            release.info["fresh_releases_queried"] = release.info.get("fresh_releases_queried", 0) + k
+        count_query(release, k)
 
 
 # ---------------------------------------------------------------------------------------------

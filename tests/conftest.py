@@ -17,3 +17,11 @@ def data_dir() -> Path:
     if not path or not Path(path).is_dir():
         pytest.skip("AUDIT_DATA_DIR is not set to the offline datasets")
     return Path(path)
+
+
+@pytest.fixture(scope="module")
+def csbm():
+    """The embedded default graph, loaded once per test module."""
+    from audit.data import load
+
+    return load("csbm")

@@ -7,7 +7,7 @@ import torch
 from torch_geometric.data import Data
 
 from attacks.fresh_query import FreshQuery, contrast_rows, studentised
-from audit.data import add_directed_edge, add_edge, load
+from audit.data import add_directed_edge, add_edge
 from audit.estimators import auc
 from audit.game import make_attack
 from canaries.edge import CanaryPair
@@ -96,11 +96,6 @@ def test_queries_are_counted():
     cached = Release(api=lambda q=None, nodes=None: torch.full((len(nodes), 2), 0.5), info={})
     attack.score(cached, _directed_pair(g, 3, 5))
     assert attack.queries == 28 and attack.fresh_queries == 20 and "fresh_releases_queried" not in cached.info
-
-
-@pytest.fixture(scope="module")
-def csbm():
-    return load("csbm")
 
 
 def test_correct_gap_api_gives_the_same_score_in_both_worlds(csbm):

@@ -9,17 +9,12 @@ import torch
 
 from targets.base import resolve
 
-from audit.data import add_edge, load
+from audit.data import add_edge
 from targets.accounting import DEFAULT_ORDERS, gap_delta, gdp_epsilon, rdp_to_dp
 from targets.base import build
 from targets.gap import GAP, bound_out_degree, dpsgd_schedule, rownorm, sum_aggregate
 
 FAST = dict(epochs=5, encoder_epochs=5)
-
-
-@pytest.fixture(scope="module")
-def csbm():
-    return load("csbm")
 
 
 def fit(graph, seed=0, **kw):

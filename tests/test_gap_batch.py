@@ -5,18 +5,13 @@ import pytest
 import torch
 
 from attacks.mechanism import MechanismLRT
-from audit.data import add_edge, load
+from audit.data import add_edge
 from canaries.edge import CanaryPair
 from targets.base import build, seeded
 from targets.gap import GAP, GAPConfig, _Classifier, sum_aggregate, transposed_adjacency
 from targets.gap_stacked import _classifier_init
 
 SMALL = dict(encoder_epochs=5, epochs=3, hops=2)
-
-
-@pytest.fixture(scope="module")
-def csbm():
-    return load("csbm")
 
 
 @pytest.fixture(scope="module")

@@ -18,11 +18,6 @@ AUDIT = dict(epsilon=8, unit="node", hops=1, epochs=0, encoder_epochs=8, batch_s
 SMALL = dict(epsilon=8, unit="node", hops=1, epochs=2, encoder_epochs=2, batch_size=64)
 
 
-@pytest.fixture(scope="module")
-def csbm():
-    return load("csbm")
-
-
 def fit(graph, seed=0, **kw):
     target = build("gap", **kw)
     return target, target.fit(graph, torch.Generator().manual_seed(seed))

@@ -13,11 +13,6 @@ from targets.gcn import GCNConfig, NonPrivateGCN, normalized_adjacency
 
 
 @pytest.fixture(scope="module")
-def csbm():
-    return load("csbm")
-
-
-@pytest.fixture(scope="module")
 def fitted(csbm):
     target = NonPrivateGCN()
     return target, target.fit(csbm, torch.Generator().manual_seed(0))

@@ -9,7 +9,7 @@ import pytest
 import torch
 from scipy import stats
 
-from audit.data import add_edge, load
+from audit.data import add_edge
 from targets.base import build
 from targets.gcon import (
     GCON,
@@ -30,11 +30,6 @@ from targets.gcon import (
 )
 
 EXAMPLE1 = dict(classes=7, n1=140, num_edges=16316, encoder_hidden=16)  # + alpha=0.8, steps=2, lam=0.2
-
-
-@pytest.fixture(scope="module")
-def csbm():
-    return load("csbm")
 
 
 def gen(seed: int) -> torch.Generator:

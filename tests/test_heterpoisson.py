@@ -9,7 +9,6 @@ import torch
 from scipy import stats
 from torch_geometric.data import Data
 
-from audit.data import load
 from targets.base import build
 from targets.heterpoisson import (
     HeterPoisson,
@@ -19,11 +18,6 @@ from targets.heterpoisson import (
 )
 
 FB = dict(sampling_rate=0.1823, steps=50, delta=1.63e-5, neighbors=1)  # Facebook, paper convention
-
-
-@pytest.fixture(scope="module")
-def csbm():
-    return load("csbm")
 
 
 def small(**kw):

@@ -18,11 +18,6 @@ from targets.heterpoisson import HeterPoisson
 ONE_STEP = dict(epsilon=2.0, hidden=8, steps=1, sampling_rate=1.0, noise="gaussian")
 
 
-@pytest.fixture(scope="module")
-def csbm():
-    return load("csbm")
-
-
 def chosen(graph, target):
     return exposed_training_node(graph, target.config.neighbors, target.outdegrees(graph))[0]
 

@@ -15,11 +15,6 @@ from targets.gcn import NonPrivateGCN
 
 
 @pytest.fixture(scope="module")
-def csbm():
-    return load("csbm")
-
-
-@pytest.fixture(scope="module")
 def gcn_release(csbm):
     return NonPrivateGCN().fit(csbm, torch.Generator().manual_seed(0))
 
