@@ -165,6 +165,18 @@ def _step_scale(step) -> float | None:
     return getattr(step, "canary_scale", None)
 
 
+def _laplace_llr_terms(x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    """|x_i| − |x_i − c_i| written as clip(sign(c_i)·(2x_i − c_i), −|c_i|, |c_i|).
+
+    The two forms agree in exact arithmetic, but only the clipped one returns exactly ±|c_i| on
+    the saturated regions. The subtraction form leaves rounding residues there whose pattern
+    depends on the world (x = n + c is rounded differently from x = n). A threshold search can
+    separate those residues, which reports an ε above the true one; the clipped form keeps the
+    point masses exact (tests/test_gradient_audit.py).
+    """
+    return torch.clamp(torch.sign(c) * (2 * x - c), -c.abs(), c.abs())
+
+
 class ProductLaplaceGradientCanary:
     """Log-likelihood ratio of each step under a *product* of 1-D Laplace laws (scale s/√2 per
     coordinate, the marginal of the claimed SML noise): ``ℓ_t = Σ_i (|x_i| − |x_i − c_i|)/b``.
@@ -187,7 +199,7 @@ class ProductLaplaceGradientCanary:
             if step.clean is None:
                 raise ValueError("the gradient-l1 attack needs the trace's clean sums (white-box instrumentation)")
             x = step.noisy.double() - (step.clean.double() - (c if step.canary_in else 0.0))
-            ell.append(float((x.abs() - (x - c).abs()).sum()) / b)
+            ell.append(float(_laplace_llr_terms(x, c).sum()) / b)
         ell = np.asarray(ell)
         if q >= 1.0:
             return float(ell.sum())

@@ -45,6 +45,7 @@ CANARIES: dict[str, str] = {
     "insert-hub-node": "canaries.node:InsertHubNode",
     "dirac-gradient": "canaries.gradient:DiracGradient",
     "spread-gradient": "canaries.gradient:SpreadGradient",
+    "split-gradient": "canaries.gradient:SplitGradient",
     "dirac-node": "canaries.gradient:DiracNode",
 }
 ATTACKS: dict[str, str] = {

@@ -19,7 +19,6 @@ from targets.gcon import (
     calibrate,
     loss_constants,
     loss_terms,
-    one_hop,
     parse_steps,
     propagate,
     psi,

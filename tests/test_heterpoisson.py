@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import torch
 from scipy import stats
-from torch_geometric.data import Data
 
 from targets.base import build
 from targets.heterpoisson import (
