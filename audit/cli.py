@@ -259,7 +259,8 @@ def cmd_list(args: argparse.Namespace) -> int:
         lines.append(f"  {name:<13} views: {', '.join(t['levels'])}")
         for bug, what in t["bugs"].items():
             lines.append(f"      --bug {bug:<24} {what}")
-    lines += [f"attacks:    {', '.join(info['attacks'])}", f"canaries:   {', '.join(info['canaries'])}",
+    lines += [f"attacks:    {', '.join(info['attacks'])}",
+              f"canaries:   {', '.join(info['canaries'])}, edge:U-V (one named edge)",
               f"estimators: {', '.join(info['estimators'])}", f"datasets:   {', '.join(info['datasets'])}"]
     _emit(info, args.json, "\n".join(lines))
     return 0

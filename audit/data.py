@@ -80,7 +80,8 @@ def load(name: str, root: str | os.PathLike | None = None, seed: int = 0,
     """
     key = name.lower()
     if key == "csbm" or key.startswith("csbm:"):
-        graph = csbm(seed=seed, **_parse_kwargs(key))
+        kwargs = _parse_kwargs(key)  # csbm:seed=S fixes the graph whatever the run's seed
+        graph = csbm(seed=kwargs.pop("seed", seed), **kwargs)
     elif key in CHAINS:
         graph = chain(key, seed=seed)
     elif key in PYG_DATASETS:

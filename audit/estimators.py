@@ -314,6 +314,16 @@ def estimate(scores_out: Sequence[float], scores_in: Sequence[float], *, delta: 
                     delta, counts=counts, assumption="Jeffreys priors on FPR and FNR (credible bound)")
 
 
+def select_threshold(method: str, scores_out: Sequence[float], scores_in: Sequence[float], *, delta: float,
+                     confidence: float = 0.95) -> float:
+    """The threshold `method`'s selection rule picks on these scores (for scores drawn apart from
+    the trials that will be reported, e.g. from a model of the mechanism)."""
+    out = _check_scores(scores_out, "scores_out")
+    inn = _check_scores(scores_in, "scores_in")
+    check_delta(delta)
+    return _select_threshold(method, out, inn, delta, 1.0 - _check_confidence(confidence))
+
+
 def _select_threshold(method: str, out: np.ndarray, inn: np.ndarray, delta: float, beta: float) -> float:
     thresholds = _candidate_thresholds(out, inn)
     fp, fn = _rates_at(out, inn, thresholds)

@@ -60,6 +60,7 @@ ATTACKS: dict[str, str] = {
     "edge-correlation": "attacks.correlation:EdgeCorrelation",
     "gradient-l1": "attacks.gradient:ProductLaplaceGradientCanary",
     "fresh-query": "attacks.fresh_query:FreshQuery",
+    "adam-lrt": "attacks.adam_lrt:AdamLRT",
 }
 
 
@@ -95,6 +96,10 @@ def _make(registry: dict[str, str], kind: str, name: str) -> Any:
 
 
 def make_canary(name: str) -> Any:
+    if name.startswith("edge:"):
+        from canaries.edge import ExplicitEdge
+
+        return ExplicitEdge.parse(name.partition(":")[2])
     return _make(CANARIES, "canary", name)
 
 
@@ -443,12 +448,15 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
     # gdp tests the symmetric point of the trade-off curve; where the attack fixes that point's
     # threshold a priori (an exact LLR's 0), no trial needs to be held out to choose it. Whether it
     # does is read off one probe release, drawn apart from every trial's randomness.
+    # An attack may also fix its threshold from public information alone (threshold_for).
     prior = None
     if method == "gdp":
         prior = getattr(attack, "natural_threshold", None)
         if hasattr(attack, "natural_threshold_for"):
-            probe = target.fit(pair.g0, torch.Generator().manual_seed(trial_seed(spec.seed, 2**40)))
-            prior = attack.natural_threshold_for(probe)
+            prior = attack.natural_threshold_for(_probe(spec, target, pair))
+    if prior is None and hasattr(attack, "threshold_for"):
+        prior = attack.threshold_for(_probe(spec, target, pair), pair, method=method, delta=claim.delta,
+                                     confidence=spec.confidence)
     est = estimators.estimate(scores[bits == 0], scores[bits == 1], delta=claim.delta, method=method,
                               confidence=spec.confidence, threshold=prior)
     result = make_result(spec, key, target, claim, pair, attack_name, level, est, scores, bits,
@@ -465,6 +473,11 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
     store.close()
     (out / f"{run_id}.json").write_text(json.dumps(result, indent=2, sort_keys=True))
     return result
+
+
+def _probe(spec: AuditSpec, target: targets.Target, pair: Any) -> targets.Release:
+    """One release of world 0 drawn apart from every trial's randomness (for a-priori choices)."""
+    return target.fit(pair.g0, torch.Generator().manual_seed(trial_seed(spec.seed, 2**40)))
 
 
 def run_one_run(spec: AuditSpec, *, out: str | Path = "results", progress: bool = True) -> dict[str, Any]:

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
-from audit.data import add_directed_edge, add_edge, degrees, has_edge
+from audit.data import add_directed_edge, add_edge, degrees, has_edge, remove_edge
 
 
 @dataclass
@@ -95,6 +95,40 @@ class RandomEdge:
         (u, v), = _random_non_edges(graph, 1, rng)
         return CanaryPair(graph, add_edge(graph, u, v),
                           {"canary": self.name, "edge": [u, v], "chosen_by": "uniform random non-edge"})
+
+
+class ExplicitEdge:
+    """The undirected edge {u, v} the user names (``--canary edge:U-V``): g1 has it, g0 not.
+
+    For a canary chosen in advance, e.g. from an earlier exploration on other trials, or a paper's
+    own canary; where the graph already has the edge, g0 is the graph without it.
+    """
+
+    name = "edge"
+    unit = "edge"
+
+    def __init__(self, u: int, v: int) -> None:
+        if u == v or min(u, v) < 0:
+            raise ValueError(f"an edge canary needs two distinct node ids >= 0, got {u}-{v}")
+        self.u, self.v = int(u), int(v)
+
+    @classmethod
+    def parse(cls, text: str) -> ExplicitEdge:
+        """``"12-272"`` → ExplicitEdge(12, 272)."""
+        try:
+            u, v = (int(x) for x in text.split("-"))
+        except ValueError:
+            raise ValueError(f"an edge canary is written edge:U-V with two node ids, got edge:{text}") from None
+        return cls(u, v)
+
+    def worlds(self, graph: Data, rng: np.random.Generator, target: Any = None) -> CanaryPair:
+        u, v = self.u, self.v
+        if max(u, v) >= graph.num_nodes:
+            raise ValueError(f"edge {u}-{v}: the graph has {graph.num_nodes} nodes")
+        g1 = graph if has_edge(graph, u, v) else add_edge(graph, u, v)
+        return CanaryPair(remove_edge(g1, u, v), g1, {
+            "canary": self.name, "edge": [u, v], "in_graph": bool(has_edge(graph, u, v)),
+            "chosen_by": "named by the user (--canary edge:U-V), before any run"})
 
 
 class WorstCaseEdge:

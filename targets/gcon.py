@@ -692,6 +692,15 @@ class GCON(Target):
         if cfg.n1 is not None and cfg.n1 != real_n1:
             raise ValueError(f"n1={cfg.n1} is an accounting override; this graph gives n1 = {real_n1}")
 
+    def _solver(self) -> dict[str, Any]:
+        """What computes Θ: Adam (steps, lr from Θ = 0) or an exact solver (tolerance)."""
+        cfg = self.config
+        if self.bug("approximate-minimizer"):
+            return {"name": "adam", "steps": APPROX_STEPS, "lr": cfg.adam_lr}
+        if cfg.optimizer == "adam":
+            return {"name": "adam", "steps": cfg.adam_epochs, "lr": cfg.adam_lr}
+        return {"name": cfg.optimizer, "tol": cfg.tol}
+
     def _solve(self, problem: Problem) -> torch.Tensor:
         cfg = self.config
         if self.bug("approximate-minimizer"):
@@ -724,10 +733,13 @@ class GCON(Target):
         x_public = enc.x
         rows, labels = enc.rows, enc.labels
 
-        def mean(g: Any) -> torch.Tensor:
+        def noise_free_problem(g: Any) -> Problem:
+            """The objective of graph g without its noise term (everything else as released)."""
             zg = propagate(g.edge_index, x_public, cfg.alpha, self.steps)
-            p = Problem(zg[rows], labels, torch.zeros_like(noise), lam, cfg.loss, cfg.huber_delta)
-            return solve_newton(p, cfg.tol).cpu()
+            return Problem(zg[rows], labels, torch.zeros_like(noise), lam, cfg.loss, cfg.huber_delta)
+
+        def mean(g: Any) -> torch.Tensor:
+            return solve_newton(noise_free_problem(g), cfg.tol).cpu()
 
         beta = det["beta"]
 
@@ -735,8 +747,7 @@ class GCON(Target):
             """log p(Θ | g) up to a graph-free constant. At the exact minimiser the noise is
             determined: B_g = −n1·∇L_g(Θ) (L without the noise term), each column with density
             ∝ exp(−β‖b‖); the change of variables adds log|det ∂B/∂Θ| = Σ_j log det(n1·H_j)."""
-            zg = propagate(g.edge_index, x_public, cfg.alpha, self.steps)
-            p = Problem(zg[rows], labels, torch.zeros_like(noise), lam, cfg.loss, cfg.huber_delta)
+            p = noise_free_problem(g)
             _, grad = p.columns(theta)
             implied = -rows.numel() * grad
             return float(-beta * implied.norm(dim=0).sum() + torch.logdet(p.hessians(theta)).sum())
@@ -755,6 +766,8 @@ class GCON(Target):
             "gradient_norm": grad_norm,
             "exact_minimizer": grad_norm <= max(cfg.tol, 1e-8),
             "optimizer": "adam" if self.bug("approximate-minimizer") else cfg.optimizer,
+            "solver": self._solver(),
+            "noise_free_problem": noise_free_problem,
             "beta": det["beta"],
             "lam_solver": lam,
             "n1": int(rows.numel()),

@@ -86,3 +86,11 @@ def test_csbm_keeps_isolated_nodes_only_when_asked():
     assert int((degrees(load("csbm:avg_degree=0.05")) == 0).sum()) == 0
     sparse = load("csbm:avg_degree=0.05,connect_isolated=0")
     assert int((degrees(sparse)[sparse.train_mask] == 0).sum()) > 100
+
+
+def test_csbm_seed_option_fixes_the_graph_whatever_the_run_seed():
+    load = data.load
+    fixed = [load("csbm:seed=0", seed=s) for s in (0, 3)]
+    assert torch.equal(fixed[0].edge_index, fixed[1].edge_index) and torch.equal(fixed[0].x, fixed[1].x)
+    assert torch.equal(fixed[0].edge_index, load("csbm", seed=0).edge_index)
+    assert not torch.equal(load("csbm", seed=3).edge_index, fixed[0].edge_index)
