@@ -43,17 +43,18 @@ _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 _TINY = 1e-300
 
 
-def adam_map(z: torch.Tensor, y: torch.Tensor, lam: float, loss_terms: Any, b: torch.Tensor,
+def adam_map(z: torch.Tensor, y: torch.Tensor, lam: float, terms: Any, b: torch.Tensor,
              steps: int, lr: float, chunk: int = 4096) -> torch.Tensor:
     """θ_T(b) for every b: T steps of torch.optim.Adam's update (β1 0.9, β2 0.999, eps 1e-8)
-    from θ = 0 on one column of the objective (1/n1)Σ ℓ(z_i θ; y_i) + (λ/2)θ² + bθ/n1 (d = 1)."""
+    from θ = 0 on one column of the objective (1/n1)Σ ℓ(z_i θ; y_i) + (λ/2)θ² + bθ/n1 (d = 1);
+    ``terms(x, y)`` returns (ℓ, ℓ', ℓ'') entrywise (:func:`targets.gcon.loss_terms`)."""
     n1 = z.numel()
     out = []
     for lo in range(0, b.numel(), chunk):
         bb = b[lo:lo + chunk]
         th, m, v = torch.zeros_like(bb), torch.zeros_like(bb), torch.zeros_like(bb)
         for k in range(1, steps + 1):
-            _, d1, _ = loss_terms(z[:, None] * th[None, :], y[:, None].expand(n1, bb.numel()))
+            _, d1, _ = terms(z[:, None] * th[None, :], y[:, None].expand(n1, bb.numel()))
             g = ((z[:, None] * d1).sum(0) + bb) / n1 + lam * th
             m = 0.9 * m + 0.1 * g
             v = 0.999 * v + 0.001 * g * g
@@ -66,13 +67,13 @@ def adam_map(z: torch.Tensor, y: torch.Tensor, lam: float, loss_terms: Any, b: t
 class ColumnLaw:
     """The law of θ = F(b), b ~ Laplace(rate β), for one column and one graph (d = 1)."""
 
-    def __init__(self, z: torch.Tensor, y: torch.Tensor, lam: float, loss_terms: Any, beta: float,
+    def __init__(self, z: torch.Tensor, y: torch.Tensor, lam: float, terms: Any, beta: float,
                  steps: int, lr: float, grid: int = 20_001) -> None:
-        self.f = lambda b: adam_map(z, y, lam, loss_terms, b, steps, lr)  # noqa: E731
+        self.f = lambda b: adam_map(z, y, lam, terms, b, steps, lr)  # noqa: E731
         self.beta = beta
         n1 = z.numel()
         # the first Adam step is −lr·sign(g0): F is steepest where g0 = 0, i.e. at b = −n1·∇L(0)
-        _, d1, _ = loss_terms(torch.zeros_like(z), y)
+        _, d1, _ = terms(torch.zeros_like(z), y)
         b_flip = float(-(z * d1).sum())
         span = 40.0 / beta
         offsets = torch.logspace(-12, math.log10(span), 4001, dtype=torch.float64)
