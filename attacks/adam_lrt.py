@@ -30,51 +30,54 @@ from __future__ import annotations
 
 import hashlib
 import math
-from functools import partial
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
 from targets.base import Release
-from targets.gcon import loss_terms
+from targets.gcon import Problem, solve_adam
 
 _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 _TINY = 1e-300
 
 
-def adam_map(z: torch.Tensor, y: torch.Tensor, lam: float, terms: Any, b: torch.Tensor,
-             steps: int, lr: float, chunk: int = 4096) -> torch.Tensor:
-    """θ_T(b) for every b: T steps of torch.optim.Adam's update (β1 0.9, β2 0.999, eps 1e-8)
-    from θ = 0 on one column of the objective (1/n1)Σ ℓ(z_i θ; y_i) + (λ/2)θ² + bθ/n1 (d = 1);
-    ``terms(x, y)`` returns (ℓ, ℓ', ℓ'') entrywise (:func:`targets.gcon.loss_terms`)."""
-    n1 = z.numel()
+@dataclass
+class _NoiseColumns(Problem):
+    """One column of a d = 1 problem repeated once per noise value b (``b`` is 1 × N); the loss
+    keeps the real class count ``c`` (it scales ℓ by 1/c), so each column is the target's own."""
+
+    c: int = 1
+
+    @property
+    def classes(self) -> int:
+        return self.c
+
+
+def column_map(p: Problem, j: int, b: torch.Tensor, steps: int, lr: float, chunk: int = 4096) -> torch.Tensor:
+    """θ_j(b) for every b: the target's own :func:`targets.gcon.solve_adam` (T steps from Θ = 0) on
+    column j of the noise-free problem p (d = 1) with noise b in that column."""
+    n1 = p.z.size(0)
     out = []
     for lo in range(0, b.numel(), chunk):
         bb = b[lo:lo + chunk]
-        th, m, v = torch.zeros_like(bb), torch.zeros_like(bb), torch.zeros_like(bb)
-        for k in range(1, steps + 1):
-            _, d1, _ = terms(z[:, None] * th[None, :], y[:, None].expand(n1, bb.numel()))
-            g = ((z[:, None] * d1).sum(0) + bb) / n1 + lam * th
-            m = 0.9 * m + 0.1 * g
-            v = 0.999 * v + 0.001 * g * g
-            denom = torch.sqrt(v) / math.sqrt(1.0 - 0.999**k) + 1e-8
-            th = th - (lr / (1.0 - 0.9**k)) * m / denom
-        out.append(th)
+        cols = _NoiseColumns(p.z, p.y[:, j:j + 1].expand(n1, bb.numel()), bb[None, :], p.lam, p.loss,
+                             p.huber_delta, p.classes)
+        out.append(solve_adam(cols, steps, lr)[0])
     return torch.cat(out)
 
 
 class ColumnLaw:
     """The law of θ = F(b), b ~ Laplace(rate β), for one column and one graph (d = 1)."""
 
-    def __init__(self, z: torch.Tensor, y: torch.Tensor, lam: float, terms: Any, beta: float,
-                 steps: int, lr: float, grid: int = 20_001) -> None:
-        self.f = lambda b: adam_map(z, y, lam, terms, b, steps, lr)  # noqa: E731
+    def __init__(self, p: Problem, j: int, beta: float, steps: int, lr: float, grid: int = 20_001) -> None:
+        """p: the noise-free problem of one graph (d = 1); j: the column."""
+        self.f = lambda b: column_map(p, j, b, steps, lr)  # noqa: E731
         self.beta = beta
-        n1 = z.numel()
         # the first Adam step is −lr·sign(g0): F is steepest where g0 = 0, i.e. at b = −n1·∇L(0)
-        _, d1, _ = terms(torch.zeros_like(z), y)
-        b_flip = float(-(z * d1).sum())
+        _, g0 = p.columns(torch.zeros_like(p.b))
+        b_flip = float(-p.z.size(0) * g0[0, j])
         span = 40.0 / beta
         offsets = torch.logspace(-12, math.log10(span), 4001, dtype=torch.float64)
         b = torch.cat([torch.linspace(-span, span, grid, dtype=torch.float64), b_flip + offsets,
@@ -196,12 +199,8 @@ class AdamLRT:
         setting = (int(solver["steps"]), float(solver["lr"]), float(info["beta"]), self.grid)
         key = _fingerprint(problems, setting)
         if key not in _LAWS:  # built once per process and run: the game makes a new attack per chunk
-            laws = []
-            for p in problems:
-                z = p.z[:, 0].detach().cpu().double()
-                terms = partial(loss_terms, loss=p.loss, classes=p.classes, huber_delta=p.huber_delta)
-                laws.append([ColumnLaw(z, p.y[:, j].detach().cpu().double(), p.lam, terms, setting[2], setting[0],
-                                       setting[1], self.grid) for j in range(p.y.size(1))])
+            steps, lr, beta, grid = setting
+            laws = [[ColumnLaw(p, j, beta, steps, lr, grid) for j in range(p.y.size(1))] for p in problems]
             _LAWS.clear()  # one run at a time
             _LAWS[key] = laws
         return _LAWS[key]

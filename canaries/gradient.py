@@ -123,19 +123,29 @@ class SpreadGradient(DiracGradient):
     """
 
     name = "spread-gradient"
+    #: how many of the last coordinates carry C/√k each (None: all d)
+    coordinates: int | None = None
+    chosen_by = "fixed direction (every coordinate), chosen before any run"
 
     def __init__(self, magnitude: float | None = None) -> None:
         super().__init__(probe=False, magnitude=magnitude)
 
     def vector(self, d: int, j: int, magnitude: float) -> torch.Tensor:
-        return torch.full((d,), magnitude / d**0.5, dtype=torch.float32)
+        k = d if self.coordinates is None else self.coordinates
+        if d < k:
+            raise ValueError(f"the {self.name} canary needs at least {k} coordinates, got {d}")
+        gc = torch.zeros(d, dtype=torch.float32)
+        gc[d - k:] = magnitude / k**0.5
+        return gc
 
     def describe(self, d: int) -> dict[str, Any]:
-        return {"direction": f"all {d} coordinates, magnitude C/sqrt(d) each (l1 norm sqrt(d)·C)",
-                "coordinate": None, "chosen_by": "fixed direction (every coordinate), chosen before any run"}
+        k = d if self.coordinates is None else self.coordinates
+        where = f"all {d} coordinates" if self.coordinates is None else f"the last {k} of {d} coordinates"
+        return {"direction": f"{where}, magnitude C/sqrt({k}) each (l1 norm sqrt({k})·C)",
+                "coordinate": None, "chosen_by": self.chosen_by}
 
 
-class SplitGradient(DiracGradient):
+class SplitGradient(SpreadGradient):
     """A canary gradient of ℓ2 norm C split evenly over three coordinates: ``C/√3`` on each of the
     last three.
 
@@ -151,22 +161,7 @@ class SplitGradient(DiracGradient):
 
     name = "split-gradient"
     coordinates = 3
-
-    def __init__(self, magnitude: float | None = None) -> None:
-        super().__init__(probe=False, magnitude=magnitude)
-
-    def vector(self, d: int, j: int, magnitude: float) -> torch.Tensor:
-        if d < self.coordinates:
-            raise ValueError(f"the split-gradient canary needs at least {self.coordinates} coordinates, got {d}")
-        gc = torch.zeros(d, dtype=torch.float32)
-        gc[d - self.coordinates:] = magnitude / self.coordinates**0.5
-        return gc
-
-    def describe(self, d: int) -> dict[str, Any]:
-        k = self.coordinates
-        return {"direction": f"the last {k} of {d} coordinates, magnitude C/sqrt({k}) each (l1 norm sqrt({k})·C)",
-                "coordinate": None, "chosen_by": "fixed coordinates (the noise is i.i.d. across coordinates), "
-                                                 "chosen before any run"}
+    chosen_by = "fixed coordinates (the noise is i.i.d. across coordinates), chosen before any run"
 
 
 class DiracNode(DiracGradient):

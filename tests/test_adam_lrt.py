@@ -1,17 +1,13 @@
 """The exact LLR of an Adam-computed GCON release (attacks.adam_lrt)."""
-from functools import partial
-
 import numpy as np
 import pytest
 import torch
 
-from attacks.adam_lrt import AdamLRT, ColumnLaw, adam_map
+from attacks.adam_lrt import AdamLRT, ColumnLaw, column_map
 from audit import game
 from audit.data import csbm
 from canaries.edge import CanaryPair, ExplicitEdge
-from targets.gcon import GCON, loss_terms, sample_noise
-
-TERMS = partial(loss_terms, loss="msm", classes=3, huber_delta=0.2)
+from targets.gcon import GCON, Problem, sample_noise
 
 
 @pytest.fixture(scope="module")
@@ -19,11 +15,12 @@ def small():
     return csbm(n=120, classes=3, features=8, seed=3)
 
 
-def _column(lr: float, n1: int = 40, seed: int = 0):
+def _column(n1: int = 40, seed: int = 0) -> Problem:
+    """A noise-free d = 1 problem with three classes (λ = 0.05); the tests use its column 0."""
     g = torch.Generator().manual_seed(seed)
     z = torch.rand(n1, generator=g, dtype=torch.float64) * 2 - 1
     y = (torch.rand(n1, generator=g, dtype=torch.float64) < 0.4).double()
-    return z, y
+    return Problem(z[:, None], torch.stack([y, 1 - y, y], 1), torch.zeros(1, 3, dtype=torch.float64), 0.05, "msm", 0.2)
 
 
 def _laplace(n: int, beta: float, seed: int) -> torch.Tensor:
@@ -37,27 +34,26 @@ def test_adam_map_replays_the_released_theta(small):
     assert rel.info["solver"] == {"name": "adam", "steps": 10, "lr": 0.1}
     p = rel.info["noise_free_problem"](small)
     noise = sample_noise(1, p.y.size(1), rel.info["beta"], torch.Generator().manual_seed(5))  # fit's first draw
-    terms = partial(loss_terms, loss=p.loss, classes=p.classes, huber_delta=p.huber_delta)
     for j in range(p.y.size(1)):
-        replay = adam_map(p.z[:, 0], p.y[:, j], p.lam, terms, noise[0, j:j + 1], 10, 0.1)
+        replay = column_map(p, j, noise[0, j:j + 1], 10, 0.1)
         assert float(replay[0]) == pytest.approx(float(rel.weights["theta"][0, j]), abs=1e-12)
     assert GCON(epsilon=1)._solver()["name"] == "newton"
 
 
 def test_a_large_step_folds_the_map_and_the_support_is_exact():
-    z, y = _column(0.5)
+    p = _column()
     for lr in (0.5, 0.01):
-        law = ColumnLaw(z, y, 0.05, TERMS, beta=2.0, steps=10, lr=lr, grid=4001)
+        law = ColumnLaw(p, 0, beta=2.0, steps=10, lr=lr, grid=4001)
         assert len(law.pieces) > 1
         # every draw of the mechanism lands where its own law has positive density (no support cut short)
-        theta = adam_map(z, y, 0.05, TERMS, _laplace(50_000, 2.0, 1), 10, lr).numpy()
+        theta = column_map(p, 0, _laplace(50_000, 2.0, 1), 10, lr).numpy()
         assert np.all(law.log_density(theta) > -600)
 
 
 def test_density_matches_a_histogram_away_from_the_folds():
-    z, y = _column(0.5)
-    law = ColumnLaw(z, y, 0.05, TERMS, beta=2.0, steps=10, lr=0.5, grid=4001)
-    theta = adam_map(z, y, 0.05, TERMS, _laplace(200_000, 2.0, 2), 10, 0.5).numpy()
+    p = _column()
+    law = ColumnLaw(p, 0, beta=2.0, steps=10, lr=0.5, grid=4001)
+    theta = column_map(p, 0, _laplace(200_000, 2.0, 2), 10, 0.5).numpy()
     folds = np.array([p[1][0] for p in law.pieces[1:]])
     edges = np.quantile(theta, np.linspace(0.02, 0.98, 25))
     checked = 0
