@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
-from audit.data import add_directed_edge, add_edge, degrees, has_edge, remove_edge
+from graphs.ops import add_directed_edge, add_edge, degrees, has_edge, remove_edge
 
 
 @dataclass

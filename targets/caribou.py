@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch_geometric.data import Data
 
-from audit.data import degrees
+from graphs.ops import degrees
 from targets import dpsgd
 from targets.accounting import (
     DEFAULT_ORDERS, calibrate_decreasing, gap_delta, gaussian_rdp, gdp_epsilon, gdp_mu, rdp_to_dp,

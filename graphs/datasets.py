@@ -1,0 +1,270 @@
+"""Datasets as normalised graphs.
+
+Every loader returns a ``torch_geometric.data.Data`` with ``x`` (float n×f), ``edge_index``
+(undirected: both directions present, coalesced, no self-loops), ``y`` and boolean
+``train_mask``/``val_mask``/``test_mask``.
+
+=============  =======  ============  =====  =======  ==========================================
+name           nodes    undirected e  feats  classes  source
+=============  =======  ============  =====  =======  ==========================================
+``csbm``       600      ≈2,400        32     3        generated (contextual SBM), seed-determined
+``chain-s``    48       42            5      2        CARIBOU chains (L=8, 3 chains per class)
+``chain-m``    60       54            5      2        L=10, 3 per class
+``chain-l``    90       84            5      2        L=15, 3 per class
+``chain-x``    150      140           5      2        L=15, 5 per class
+``cora``       2,708    5,278         1,433  7        Planetoid (public split)
+``citeseer``   3,327    4,552         3,703  6        Planetoid (public split)
+``computers``  13,752   245,861       767    10       Amazon (seeded stratified split)
+``photo``      7,650    119,081       745    8        Amazon
+``actor`` ...  see ``PYG_DATASETS``
+=============  =======  ============  =====  =======  ==========================================
+
+Root resolution for PyG datasets: ``root`` argument, else ``$AUDIT_DATA_DIR`` (a folder laid out
+like ``shared/datasets``; read-only: raw files are linked into a writable cache), else PyG's cache
+with its normal download.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch_geometric.data import Data
+from torch_geometric.utils import coalesce, remove_self_loops, to_undirected
+
+from graphs.ops import (GraphStats, add_directed_edge, add_edge, degrees, drop_isolated,  # noqa: F401
+                        graph_stats, has_edge, remove_edge)
+
+
+class DatasetError(ValueError):
+    """A dataset cannot be found or loaded (a user error, reported without a traceback)."""
+
+
+# name → (PyG class, kwargs, source folder inside a shared/datasets-like root, root suffix)
+PYG_DATASETS: dict[str, tuple[str, dict, str, str]] = {
+    "cora": ("Planetoid", {"name": "Cora"}, "Cora", ""),
+    "citeseer": ("Planetoid", {"name": "CiteSeer"}, "CiteSeer", ""),
+    "computers": ("Amazon", {"name": "Computers"}, "Computers", ""),
+    "photo": ("Amazon", {"name": "Photo"}, "Photo", ""),
+    "cs": ("Coauthor", {"name": "CS"}, "Coauthor", "Coauthor"),
+    "physics": ("Coauthor", {"name": "Physics"}, "Coauthor", "Coauthor"),
+    "actor": ("Actor", {}, "Actor", "Actor"),
+    "chameleon": ("WikipediaNetwork", {"name": "chameleon", "geom_gcn_preprocess": True}, "chameleon", ""),
+    "squirrel": ("WikipediaNetwork", {"name": "squirrel", "geom_gcn_preprocess": True}, "squirrel", ""),
+    "cornell": ("WebKB", {"name": "Cornell"}, "cornell", ""),
+    "texas": ("WebKB", {"name": "Texas"}, "texas", ""),
+    "wisconsin": ("WebKB", {"name": "Wisconsin"}, "wisconsin", ""),
+    "tolokers": ("HeterophilousGraphDataset", {"name": "Tolokers"}, "tolokers", ""),
+    "minesweeper": ("HeterophilousGraphDataset", {"name": "Minesweeper"}, "minesweeper", ""),
+}
+
+# CARIBOU's chains (specs/caribou.md §6.1): (chain length, chains per class, train, val)
+CHAINS: dict[str, tuple[int, int, int, int]] = {
+    "chain-s": (8, 3, 8, 8),
+    "chain-m": (10, 3, 10, 10),
+    "chain-l": (15, 3, 15, 15),
+    "chain-x": (15, 5, 25, 25),
+}
+
+
+def names() -> list[str]:
+    return ["csbm", *CHAINS, *PYG_DATASETS]
+
+
+def load(name: str, root: str | os.PathLike | None = None, seed: int = 0,
+         split: tuple[float, float, float] | None = None) -> Data:
+    """Load dataset `name` as a normalised graph (see module docstring).
+
+    `split` = (train, val, test) fractions replaces the dataset's own masks with a seeded
+    stratified split (e.g. CARIBOU's 10/10/20, GAP's 75/10/15).
+    """
+    key = name.lower()
+    if key == "csbm" or key.startswith("csbm:"):
+        kwargs = _parse_kwargs(key)  # csbm:seed=S fixes the graph whatever the run's seed
+        graph = csbm(seed=kwargs.pop("seed", seed), **kwargs)
+    elif key in CHAINS:
+        graph = chain(key, seed=seed)
+    elif key in PYG_DATASETS:
+        graph = _load_pyg(key, root, seed)
+    else:
+        raise DatasetError(f"unknown dataset {name!r}; known: {', '.join(names())}")
+    if split is not None:
+        if len(split) != 3 or min(split) < 0 or sum(split) > 1 + 1e-9:
+            raise ValueError(f"split must be three fractions summing to at most 1, got {split!r}")
+        graph.train_mask, graph.val_mask, graph.test_mask = stratified_split(graph.y, *split, seed=seed)
+    return graph
+
+
+def _parse_kwargs(key: str) -> dict:
+    """``csbm:n=200,classes=2`` → ``{"n": 200, "classes": 2}``."""
+    if ":" not in key:
+        return {}
+    out = {}
+    for part in key.split(":", 1)[1].split(","):
+        k, _, v = part.partition("=")
+        out[k] = float(v) if "." in v else int(v)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# normalisation
+# ---------------------------------------------------------------------------------------------
+def normalise(data: Data, *, seed: int = 0, split: tuple[float, float] = (0.1, 0.1),
+              test: float = 0.2) -> Data:
+    """Undirected, coalesced, no self-loops; float features; boolean masks (public split kept)."""
+    n = data.num_nodes
+    ei, _ = remove_self_loops(data.edge_index)
+    ei = coalesce(to_undirected(ei, num_nodes=n), num_nodes=n)
+    y = data.y.view(-1).long()
+    out = Data(x=data.x.float(), edge_index=ei, y=y)
+    masks = [getattr(data, m, None) for m in ("train_mask", "val_mask", "test_mask")]
+    if all(m is not None for m in masks):
+        if masks[0].dim() == 2:  # geom-gcn style: several fixed splits, keep the first
+            masks = [m[:, 0] for m in masks]
+        out.train_mask, out.val_mask, out.test_mask = (m.bool().clone() for m in masks)
+    else:
+        out.train_mask, out.val_mask, out.test_mask = stratified_split(y, split[0], split[1], test, seed)
+    return out
+
+
+def stratified_split(y: torch.Tensor, train: float, val: float, test: float, seed: int
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Random split with round(f·n) nodes per part, stratified by class (rest unlabelled).
+
+    Nodes are shuffled within each class and interleaved by their relative rank in the class,
+    so every prefix of the order holds the classes in proportion. Deterministic by `seed`.
+    """
+    rng = np.random.default_rng(seed)
+    y_np = y.numpy()
+    n = y_np.size
+    rank = np.empty(n)
+    for c in np.unique(y_np):
+        idx = np.flatnonzero(y_np == c)
+        rank[rng.permutation(idx)] = (np.arange(idx.size) + rng.random()) / idx.size
+    order = np.argsort(rank, kind="stable")
+    sizes = [int(round(f * n)) for f in (train, val, test)]
+    masks = []
+    start = 0
+    for size in sizes:
+        m = np.zeros(n, dtype=bool)
+        m[order[start:start + size]] = True
+        masks.append(torch.from_numpy(m))
+        start += size
+    return tuple(masks)  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------------------------------------
+# synthetic graphs
+# ---------------------------------------------------------------------------------------------
+def csbm(n: int = 600, classes: int = 3, features: int = 32, avg_degree: float = 8.0,
+         homophily: float = 0.8, signal: float = 0.35, seed: int = 0, connect_isolated: bool = True) -> Data:
+    """Contextual stochastic block model (Deshpande et al. 2018), deterministic by `seed`.
+
+    Each node gets a class; an intra-class pair is joined with probability p_in and an inter-class
+    pair with p_out, chosen so the expected degree is `avg_degree` and the expected fraction of
+    intra-class edges is `homophily`. Features are the class centroid (a random unit vector times
+    `signal`·sqrt(f)/sqrt(f)) plus standard Gaussian noise per coordinate / sqrt(f). Isolated nodes
+    are joined to a random node of their class so that every degree is ≥ 1, unless
+    `connect_isolated` is false (``csbm:avg_degree=0.05,connect_isolated=0``: a graph where most
+    nodes are isolated, for samplers that treat isolated nodes specially). Split: 30/20/50.
+    """
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, classes, size=n)
+    same = y[:, None] == y[None, :]
+    n_same = (same.sum() - n) / 2
+    n_diff = n * (n - 1) / 2 - n_same
+    m = avg_degree * n / 2
+    p_in = min(1.0, homophily * m / max(n_same, 1))
+    p_out = min(1.0, (1 - homophily) * m / max(n_diff, 1))
+    u = rng.random((n, n))
+    adj = np.triu(u < np.where(same, p_in, p_out), k=1)
+    deg = adj.sum(0) + adj.sum(1)
+    for i in np.flatnonzero(deg == 0) if connect_isolated else ():
+        mates = np.flatnonzero((y == y[i]) & (np.arange(n) != i))
+        j = int(rng.choice(mates))
+        adj[min(i, j), max(i, j)] = True
+    src, dst = np.nonzero(adj)
+    centroids = rng.standard_normal((classes, features))
+    centroids /= np.linalg.norm(centroids, axis=1, keepdims=True)
+    x = signal * centroids[y] + rng.standard_normal((n, features)) / np.sqrt(features)
+    data = Data(x=torch.tensor(x, dtype=torch.float32),
+                edge_index=torch.tensor(np.stack([src, dst]), dtype=torch.long),
+                y=torch.tensor(y, dtype=torch.long))
+    data.num_nodes = n
+    return normalise(data, seed=seed, split=(0.3, 0.2), test=0.5)
+
+
+def chain(name: str, seed: int = 0) -> Data:
+    """CARIBOU's chain graphs (IGNN generator, specs/caribou.md §6.1).
+
+    2 classes × c chains per class × L nodes per chain; each chain is a path; features are 5-dim,
+    the first node of each chain carries the one-hot of its class in the first 2 coordinates and
+    every other feature is 0. Split: stratified random of the stated sizes, seeded.
+    """
+    length, per_class, n_train, n_val = CHAINS[name]
+    n = 2 * per_class * length
+    x = torch.zeros(n, 5)
+    y = torch.zeros(n, dtype=torch.long)
+    src, dst = [], []
+    for c in range(2):
+        for k in range(per_class):
+            start = (c * per_class + k) * length
+            y[start:start + length] = c
+            x[start, c] = 1.0
+            src += list(range(start, start + length - 1))
+            dst += list(range(start + 1, start + length))
+    data = Data(x=x, edge_index=torch.tensor([src, dst]), y=y)
+    data.num_nodes = n
+    test_frac = (n - n_train - n_val) / n
+    return normalise(data, seed=seed, split=(n_train / n, n_val / n), test=test_frac)
+
+
+# ---------------------------------------------------------------------------------------------
+# PyG datasets read offline
+# ---------------------------------------------------------------------------------------------
+def _cache_dir() -> Path:
+    base = os.environ.get("AUDIT_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "dpgnn-audit", "pyg")
+    return Path(base)
+
+
+def _link_tree(src: Path, dst: Path) -> None:
+    """Mirror the folders of `src` under `dst`, linking each `raw` folder (never writing to `src`)."""
+    for dirpath, dirnames, _ in os.walk(src):
+        rel = Path(dirpath).relative_to(src)
+        if rel.name == "raw":
+            target = dst / rel
+            if not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    target.symlink_to(Path(dirpath).resolve(), target_is_directory=True)
+                except OSError:
+                    shutil.copytree(dirpath, target)
+            dirnames[:] = []
+
+
+def _load_pyg(key: str, root: str | os.PathLike | None, seed: int) -> Data:
+    import torch_geometric.datasets as pyg_datasets
+
+    cls_name, kwargs, folder, suffix = PYG_DATASETS[key]
+    source = root if root is not None else os.environ.get("AUDIT_DATA_DIR")
+    if source is not None:
+        source = Path(source).expanduser()
+        if not (source / folder).is_dir():
+            raise DatasetError(
+                f"dataset {key!r} not found: expected the folder {source / folder} "
+                f"(set --data-root or AUDIT_DATA_DIR to a folder laid out like shared/datasets)")
+        cache = _cache_dir()
+        _link_tree(source / folder, cache / folder)
+    else:
+        cache = _cache_dir()
+    pyg_root = cache / suffix if suffix else cache
+    try:
+        dataset = getattr(pyg_datasets, cls_name)(root=str(pyg_root), **kwargs)
+    except Exception as err:  # download failures, corrupt files
+        raise DatasetError(f"could not load dataset {key!r} from {pyg_root}: {err}") from err
+    return normalise(dataset[0], seed=seed)
+
