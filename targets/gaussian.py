@@ -50,7 +50,7 @@ def _unit_rows(x: torch.Tensor) -> torch.Tensor:
 def aggregate(graph: Data, features: torch.Tensor) -> torch.Tensor:
     """A·X: sum of neighbours' rows."""
     out = torch.zeros_like(features)
-    src, dst = graph.edge_index
+    src, dst = graph.edge_index.to(features.device)
     out.index_add_(0, dst, features[src])
     return out
 

@@ -1,0 +1,113 @@
+"""Which code produced a set of trials: the key that keeps stored trials from going stale.
+
+A run's trials are reused only for the same options *and* the same code. The code identity is:
+
+* the package version;
+* the git commit, and a hash of the uncommitted diff (tracked changes and untracked source files),
+  when the package runs from a git checkout;
+* a hash of the source files of the target, attack and canary involved, wherever they live (a
+  user's ``pkg.module:Class`` included; a module inside a package hashes the package's folder, so
+  an edit to any of its files counts).
+
+``code_identity(...)["key"]`` is what the store keys trials by (with the options' hash).
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.metadata
+import inspect
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+#: the project's own source folders (what a diff of the checkout covers)
+SOURCE_DIRS = ("graphs", "targets", "canaries", "attacks", "audit")
+
+
+def package_version() -> str:
+    try:
+        return importlib.metadata.version("dpgnn-audit")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _git(*args: str) -> str | None:
+    try:
+        done = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.decode(errors="replace") if done.returncode == 0 else None
+
+
+@functools.lru_cache(maxsize=1)
+def _checkout_base() -> tuple[str | None, bool]:
+    """(commit, whether REPO is a git checkout); cached: the commit does not move under a process."""
+    top = _git("rev-parse", "--show-toplevel")
+    if top is None or Path(top.strip()).resolve() != REPO:
+        return None, False
+    commit = _git("rev-parse", "HEAD")
+    return (commit.strip() if commit else None), True
+
+
+def checkout() -> dict[str, Any]:
+    """The git commit and a hash of what differs from it in the source folders (None outside a
+    checkout). Untracked files count by content, so a new module changes the hash too."""
+    commit, is_checkout = _checkout_base()
+    if not is_checkout:
+        return {"commit": None, "diff": None}
+    diff = _git("diff", "HEAD", "--", *SOURCE_DIRS) or ""
+    untracked = (_git("ls-files", "--others", "--exclude-standard", "--", *SOURCE_DIRS) or "").split()
+    if not diff and not untracked:
+        return {"commit": commit, "diff": None}
+    h = hashlib.sha256(diff.encode())
+    for name in sorted(untracked):
+        path = REPO / name
+        if path.suffix == ".py" and path.is_file():
+            h.update(name.encode())
+            h.update(path.read_bytes())
+    return {"commit": commit, "diff": h.hexdigest()[:16]}
+
+
+def _source_files(obj: Any) -> list[Path]:
+    """The files whose content defines ``obj`` (a class, a module or a path): its module's file,
+    or every ``.py`` file of the package folder when the module is inside a package."""
+    if isinstance(obj, (str, Path)):
+        path = Path(obj)
+    else:
+        module = obj if inspect.ismodule(obj) else sys.modules.get(getattr(obj, "__module__", ""), None)
+        file = getattr(module, "__file__", None)
+        if file is None:
+            return []
+        path = Path(file)
+    path = path.resolve()
+    if path.parent.joinpath("__init__.py").exists() and path.parent != REPO:
+        return sorted(path.parent.rglob("*.py"))
+    return [path]
+
+
+def source_hash(*objs: Any) -> str:
+    """sha256 (16 hex) of the source files of ``objs`` (classes, modules or paths)."""
+    files = sorted({f for obj in objs for f in _source_files(obj)})
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def code_identity(*objs: Any) -> dict[str, Any]:
+    """The code identity of a run that uses ``objs`` (its target, attack and canary classes)."""
+    ident = {"version": package_version(), **checkout(), "sources": source_hash(*objs)}
+    ident["key"] = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
+    return ident
+
+
+def describe(ident: dict[str, Any]) -> str:
+    """One line: ``0.1.0 @ 4d61183 (+diff 1a2b…) sources 9f3c…``."""
+    where = f" @ {ident['commit'][:7]}" if ident.get("commit") else ""
+    dirty = f" +diff {ident['diff'][:7]}" if ident.get("diff") else ""
+    return f"code {ident.get('key', '?')[:8]} ({ident.get('version', '?')}{where}{dirty}, sources {ident.get('sources', '?')[:8]})"

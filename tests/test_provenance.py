@@ -1,0 +1,43 @@
+"""The code identity that keys stored trials: it moves with the code of what a run uses."""
+import textwrap
+
+from audit import provenance
+
+
+def _module(tmp_path, name, body):
+    path = tmp_path / f"{name}.py"
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+def test_source_hash_follows_the_file_content(tmp_path):
+    path = _module(tmp_path, "user_target", "X = 1\n")
+    before = provenance.source_hash(path)
+    assert provenance.source_hash(path) == before
+    path.write_text("X = 2\n")
+    assert provenance.source_hash(path) != before
+
+
+def test_source_hash_of_a_class_covers_its_package(tmp_path, monkeypatch):
+    pkg = tmp_path / "userpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "helpers.py").write_text("SCALE = 1.0\n")
+    (pkg / "trainer.py").write_text("from userpkg.helpers import SCALE\nclass T:\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+
+    cls = importlib.import_module("userpkg.trainer").T
+    before = provenance.source_hash(cls)
+    (pkg / "helpers.py").write_text("SCALE = 0.5\n")  # a helper of the class's package changed
+    assert provenance.source_hash(cls) != before
+
+
+def test_code_identity_names_version_checkout_and_sources():
+    from targets.gaussian import GaussianMechanism
+
+    ident = provenance.code_identity(GaussianMechanism)
+    assert set(ident) == {"version", "commit", "diff", "sources", "key"}
+    assert len(ident["key"]) == 16
+    assert provenance.code_identity(GaussianMechanism)["key"] == ident["key"]
+    assert "code " + ident["key"][:8] in provenance.describe(ident)
