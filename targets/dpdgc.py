@@ -45,7 +45,7 @@ Releases (shapes: n nodes, F features, C classes, h = ``hidden``):
   held fixed, ``noise_std = s``. Under node GDP the degree bound's hash seed is not released: the
   mean uses a fixed public seed and ``noise_std`` is None (a projection statistic, not an exact LLR).
 * ``trace`` (k-neighbour and node GDP only, where DP-Emb's DP-SGD carries the node-level claim): a
-  :class:`targets.heterpoisson.HeterPoissonTrace`, one ``TraceStep`` per DP-Adam step of DP-Emb:
+  :class:`targets.trace.HeterPoissonTrace`, one ``TraceStep`` per DP-Adam step of DP-Emb:
   ``noisy`` = the released noisy *sum* [grad_W (n×h, row-major) | grad_b (h)] before the division
   by B, ``central`` = the batch, ``clean`` = the noiseless clipped sum including any canary and
   ``canary_in`` (auditor instrumentation). Built on first use by replaying DP-Emb from the
@@ -84,7 +84,7 @@ from scipy.special import gammaln, logsumexp
 from targets.accounting import gap_delta, gdp_epsilon, gaussian_rdp, rdp_to_dp
 from targets.base import Claim, Lazy, MechanismStep, Release, Target, TargetConfig, seeded
 from targets.dpsgd import assign_flat_grad, canary_from, clip_rows, flatten, noisy_sum, per_example_gradients
-from targets.heterpoisson import HeterPoissonTrace, TraceStep
+from targets.trace import HeterPoissonTrace, TraceStep
 
 #: RDP orders for Lemma F.1 (spec §3.5: fine steps up to 10, coarse beyond).
 ORDERS: tuple[float, ...] = tuple(

@@ -100,7 +100,7 @@ T = 9) takes ≈ 0.1-0.5 s; Cora ≈ 6 s, CiteSeer ≈ 15 s (per-example gradien
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -113,6 +113,7 @@ from torch import nn
 from targets.accounting import calibrate_decreasing, check_delta, rdp_to_dp
 from targets.base import Claim, Release, Target, TargetConfig, child_generator, seeded
 from targets.dpsgd import assign_flat_grad, canary_from, clip_rows, flatten, per_example_gradients
+from targets.trace import HeterPoissonTrace, TraceStep
 
 #: α grid: the authors' linspace(1.0001, 10, 100), plus the integers 11..256 (spec §4.2).
 ORDERS: tuple[float, ...] = tuple(float(a) for a in np.linspace(1.0001, 10.0, 100)) + tuple(
@@ -312,53 +313,6 @@ def _int_at_least(name: str, value: Any, low: int) -> None:
 # ---------------------------------------------------------------------------------------------
 # release objects
 # ---------------------------------------------------------------------------------------------
-@dataclass
-class TraceStep:
-    """One DP-SGD step: the released noisy sum and the auditor's instrumentation."""
-
-    noisy: torch.Tensor
-    central: torch.Tensor
-    canary_in: bool | None = None
-    clean: torch.Tensor | None = None
-    canary_scale: float | None = None
-
-
-@dataclass
-class HeterPoissonTrace:
-    """Every noisy summed gradient of one run (see the module docstring)."""
-
-    steps: list[TraceStep] = field(default_factory=list)
-    noise: str = "sml"
-    noise_std: float = 0.0
-    clip_norm: float = 0.5
-    sampling_rate: float = 1.0
-    expected_batch: float = 1.0
-    accounted_steps: int = 0
-    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
-
-    def __len__(self) -> int:
-        return len(self.steps)
-
-    def __getitem__(self, i: int) -> TraceStep:
-        return self.steps[i]
-
-    def __iter__(self):
-        return iter(self.steps)
-
-    @property
-    def dim(self) -> int:
-        return int(self.steps[0].noisy.numel()) if self.steps else sum(math.prod(s) for s in self.shapes.values())
-
-    def noisy_matrix(self) -> torch.Tensor:
-        return torch.stack([s.noisy for s in self.steps])
-
-    def clean_matrix(self) -> torch.Tensor:
-        return torch.stack([s.clean for s in self.steps])
-
-    def canary_mask(self) -> torch.Tensor:
-        return torch.tensor([bool(s.canary_in) for s in self.steps])
-
-
 @dataclass
 class Batch:
     """A Heter-Poisson batch: central nodes and kept peripheral edges (src → dst central)."""
