@@ -284,32 +284,12 @@ def node_rdp(orders, sigma: float, hops: int, rate: float, steps_em: int, steps_
     return {"encoder": sgd(steps_em), "pma": gaussian_rdp(orders, sigma, hops), "classifier": sgd(steps_cm)}
 
 
-def _calibrate_node(eps_of, target: float) -> float:
-    """σ with eps_of(σ) ≤ target, within 1e-7 relative of equality.
-
-    Brent's root finder on log σ (few RDP evaluations, each costly under Poisson sampling), then
-    nudged up until the accountant no longer exceeds the target; falls back to the shared
-    bisection (:func:`~targets.accounting.calibrate_decreasing`) if no bracket is found.
-    """
-    from scipy.optimize import brentq
-
-    lo, hi = math.log(0.05), math.log(2.0)
-    try:
-        while eps_of(math.exp(hi)) > target:
-            hi += math.log(4.0)
-            if hi > math.log(1e6):
-                raise ValueError
-        while eps_of(math.exp(lo)) <= target:
-            lo -= math.log(4.0)
-            if lo < math.log(1e-6):
-                raise ValueError
-        x = brentq(lambda v: eps_of(math.exp(v)) - target, lo, hi, xtol=1e-9, rtol=1e-9)
-    except ValueError:
-        return calibrate_decreasing(eps_of, target, lo=0.1, hi=10.0, rtol=1e-7)
-    sigma = math.exp(x)
-    while eps_of(sigma) > target:
-        sigma *= 1.0 + 1e-8
-    return sigma
+#: GAP-NDP's calibration (Brent on log σ: each RDP evaluation under Poisson sampling is costly),
+#: falling back to bisection if no bracket is found
+NODE_CALIBRATION: dict[str, Any] = {
+    "method": "brent", "lo": 0.05, "hi": 2.0, "grow": 4.0, "limits": (1e-6, 1e6), "rtol": 1e-9, "nudge": 1e-8,
+    "fallback": {"lo": 0.1, "hi": 10.0, "rtol": 1e-7},
+}
 
 
 def edge_epsilon(sigma: float, hops: int, delta: float) -> float:
@@ -661,7 +641,7 @@ class GAP(Target):
             sigma = 0.0
             eps, order, curves = math.inf, float("nan"), {}
         else:
-            sigma = _calibrate_node(eps_of, cfg.epsilon)
+            sigma = calibrate_decreasing(eps_of, cfg.epsilon, **NODE_CALIBRATION)
             curves = node_rdp(orders, sigma, cfg.hops, rate, steps_em, steps_cm)
             eps, order = rdp_to_dp(orders, sum(curves.values()), delta)
         at = {name: float(np.interp(order, orders, c)) for name, c in curves.items()}
