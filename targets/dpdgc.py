@@ -325,12 +325,12 @@ def bound_column_degree(edge_index: torch.Tensor, n: int, max_degree: int, seed:
 # ---------------------------------------------------------------------------------------------
 # target
 # ---------------------------------------------------------------------------------------------
-class DPDGC(Target):
+class DPDGC(Target[DPDGCConfig]):
     """DPDGC (see the module docstring)."""
 
     name: ClassVar[str] = "dpdgc"
     Config: ClassVar[type[TargetConfig]] = DPDGCConfig
-    levels: ClassVar[tuple[str, ...]] = ("api", "weights", "mechanism", "trace")
+    levels: tuple[str, ...] = ("api", "weights", "mechanism", "trace")
     bugs: ClassVar[dict[str, str]] = {
         "no-noise": "every noise std is 0 (DP-Emb, Z, classifier) while the calibrated ε is claimed",
         "norm-noop": "W's rows are never projected to norm c (reference code's no-op normalisation) "

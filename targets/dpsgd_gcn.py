@@ -142,7 +142,7 @@ class _Net(nn.Module):
         return self.body(x)
 
 
-class DPSGDGCN(Target):
+class DPSGDGCN(Target[DPSGDGCNConfig]):
     name = "dpsgd-gcn"
     Config = DPSGDGCNConfig
     levels = ("api", "weights", "trace")

@@ -526,12 +526,12 @@ def _unit_rows(x: torch.Tensor) -> torch.Tensor:
 # ---------------------------------------------------------------------------------------------
 # the target
 # ---------------------------------------------------------------------------------------------
-class GCON(Target):
+class GCON(Target[GCONConfig]):
     """GCON (Wei et al., ICDE 2025): edge-DP linear GCN by objective perturbation."""
 
     name: ClassVar[str] = "gcon"
     Config: ClassVar[type[TargetConfig]] = GCONConfig
-    levels: ClassVar[tuple[str, ...]] = ("api", "weights", "mechanism")
+    levels: tuple[str, ...] = ("api", "weights", "mechanism")
     bugs: ClassVar[dict[str, str]] = {
         "no-noise": "B = 0 (objective not perturbed) while claiming the calibrated ε",
         "approximate-minimizer": (

@@ -348,12 +348,12 @@ class StarNet(nn.Module):
 # ---------------------------------------------------------------------------------------------
 # target
 # ---------------------------------------------------------------------------------------------
-class HeterPoisson(Target):
+class HeterPoisson(Target[HeterPoissonConfig]):
     """HeterPoisson + SML node-level DP-SGD (see the module docstring)."""
 
     name: ClassVar[str] = "heterpoisson"
     Config: ClassVar[type[TargetConfig]] = HeterPoissonConfig
-    levels: ClassVar[tuple[str, ...]] = ("api", "weights", "trace")
+    levels: tuple[str, ...] = ("api", "weights", "trace")
     bugs: ClassVar[dict[str, str]] = {
         "no-noise": "adds no noise to the summed gradients while claiming the calibrated epsilon",
         "order-overlap": "[code] drops a central node's peripheral copy only where that central node "
