@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from graphs.ops import fingerprint
 from targets.base import Claim, Lazy, MechanismStep, Release, Target, TargetConfig, child_generator, seeded
 from targets.dpsgd import assign_flat_grad, canary_from, clip_rows, noisy_sum, poisson_sample
 from targets.gap.accountant import dpsgd_schedule, gap_claim
@@ -28,6 +29,10 @@ from targets.gap.model import (
 from targets.gap.recorder import _Recorder, side_generator
 from targets.gap.stacked import ClassifierBatch
 from targets.trace import HeterPoissonTrace
+
+#: what the edge-free encoder reads of a graph: :meth:`GAP.prepare`'s cache key (by content)
+_ENCODER_INPUTS = ("x", "y", "train_mask", "val_mask")
+
 
 # ---------------------------------------------------------------------------------------------
 # target
@@ -108,8 +113,10 @@ class GAP(Target[GAPConfig]):
         with torch.no_grad():
             return encoder.encode(x)
 
-    def _fingerprint(self, graph: Any) -> tuple[torch.Tensor, ...]:
-        return (graph.x, graph.y, graph.train_mask, graph.val_mask)
+    @staticmethod
+    def _encoder_inputs(graph: Any) -> tuple[torch.Tensor, ...]:
+        """The tensors the edge-free encoder reads (its cache is keyed on their content)."""
+        return tuple(getattr(graph, key) for key in _ENCODER_INPUTS)
 
     def prepare(self, graph: Any) -> None:
         """Cache the edge-free encoder and its embeddings X0 (EDP only: they never read edges;
@@ -124,7 +131,7 @@ class GAP(Target[GAPConfig]):
             encoder = self._new_encoder(t["x"].size(1), classes)
             if encoder is not None:
                 self._train(encoder, t["x"], t, cfg.em_epochs, rng, trace=None, name="encoder")
-        self._prepared = {"key": tuple(v.clone() for v in self._fingerprint(graph)), "encoder": encoder,
+        self._prepared = {"key": fingerprint(graph, keys=_ENCODER_INPUTS), "encoder": encoder,
                           "seen": _ByIdentity(), "embeddings": _ByIdentity(4), "token": object()}
         self._embeddings(encoder, graph.x)
 
@@ -138,10 +145,10 @@ class GAP(Target[GAPConfig]):
     def _cached_encoder(self, graph: Any) -> tuple[bool, _Encoder | None]:
         if self._prepared is None or self.config.node_level:
             return False, None
-        key = self._fingerprint(graph)
+        key = self._encoder_inputs(graph)
 
         def same() -> bool:
-            return all(a.shape == b.shape and torch.equal(a, b) for a, b in zip(self._prepared["key"], key))
+            return fingerprint(graph, keys=_ENCODER_INPUTS) == self._prepared["key"]
 
         hit = self._prepared["seen"].get(key, same)  # compared once per graph object
         return hit, self._prepared["encoder"] if hit else None
