@@ -26,7 +26,7 @@ class TraceStep:
 
 @dataclass
 class HeterPoissonTrace:
-    """Every noisy summed gradient of one run (see the module docstring)."""
+    """Every noisy summed gradient of one run (the ``trace`` view; see :mod:`targets.heterpoisson`)."""
 
     steps: list[TraceStep] = field(default_factory=list)
     noise: str = "sml"
