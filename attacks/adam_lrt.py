@@ -30,41 +30,41 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 
 from targets.base import Release
-from targets.gcon import Problem, solve_adam
 
 _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 _TINY = 1e-300
 
 
-@dataclass
-class _NoiseColumns(Problem):
-    """One column of a d = 1 problem repeated once per noise value b (``b`` is 1 × N); the loss
-    keeps the real class count ``c`` (it scales ℓ by 1/c), so each column is the target's own."""
+class Problem(Protocol):
+    """What the attack reads of the release's noise-free objective (``info["noise_free_problem"]``
+    returns these): its data, its columns and the target's own Adam."""
 
-    c: int = 1
+    z: torch.Tensor
+    y: torch.Tensor
+    b: torch.Tensor
+    lam: float
+    loss: str
+    huber_delta: float
 
-    @property
-    def classes(self) -> int:
-        return self.c
+    def columns(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+    def noise_columns(self, j: int, b: torch.Tensor) -> Problem: ...
+
+    def solve_adam(self, epochs: int, lr: float) -> torch.Tensor: ...
 
 
 def column_map(p: Problem, j: int, b: torch.Tensor, steps: int, lr: float, chunk: int = 4096) -> torch.Tensor:
-    """θ_j(b) for every b: the target's own :func:`targets.gcon.solve_adam` (T steps from Θ = 0) on
-    column j of the noise-free problem p (d = 1) with noise b in that column."""
-    n1 = p.z.size(0)
+    """θ_j(b) for every b: the target's own Adam (``p.solve_adam``: T steps from Θ = 0) on column j
+    of the noise-free problem p (d = 1) with noise b in that column."""
     out = []
     for lo in range(0, b.numel(), chunk):
-        bb = b[lo:lo + chunk]
-        cols = _NoiseColumns(p.z, p.y[:, j:j + 1].expand(n1, bb.numel()), bb[None, :], p.lam, p.loss,
-                             p.huber_delta, p.classes)
-        out.append(solve_adam(cols, steps, lr)[0])
+        out.append(p.noise_columns(j, b[lo:lo + chunk]).solve_adam(steps, lr)[0])
     return torch.cat(out)
 
 
@@ -175,7 +175,8 @@ class AdamLRT:
     """Exact LLR of a release made by full-batch Adam from Θ = 0 (see the module docstring).
 
     Needs the release's ``info["solver"]`` (``{"name": "adam", "steps": T, "lr": lr}``),
-    ``info["noise_free_problem"]`` (graph → :class:`targets.gcon.Problem` without its noise) and
+    ``info["noise_free_problem"]`` (graph → the objective without its noise, a :class:`Problem`
+    that carries the target's own Adam) and
     ``info["beta"]``, and a single feature (d = 1).
     """
 

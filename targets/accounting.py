@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 from scipy.optimize import brentq
@@ -163,14 +164,36 @@ def calibrate_decreasing(
     lo: float = 1e-3,
     hi: float = 1.0,
     rtol: float = 1e-9,
+    method: str = "bisect",
+    grow: float = 2.0,
+    slide: bool = False,
+    limits: tuple[float, float] = (1e-12, 1e8),
+    nudge: float | None = None,
+    fallback: dict[str, Any] | None = None,
 ) -> float:
-    """Smallest parameter x (e.g. a noise multiplier) with epsilon_of(x) ≤ target.
+    """Smallest parameter x (e.g. a noise multiplier) with epsilon_of(x) ≤ target: the project's
+    one noise calibrator.
 
-    `epsilon_of` must be non-increasing in x. The bracket is widened by doubling/halving, then
-    bisected on log x; the returned value is the upper end of the final bracket, so the calibrated
-    mechanism never claims more than the target.
+    `epsilon_of` must be non-increasing in x; the calibrated mechanism never claims more than
+    the target. Two methods:
+
+    * ``bisect`` (default): the bracket [lo, hi] is widened by doubling/halving, then bisected on
+      log x to relative width `rtol`; the upper end of the final bracket is returned.
+    * ``brent``: Brent's root finder on log x (few accountant calls, for costly accountants),
+      tolerance `rtol`, then nudged up by factors ``1 + nudge`` (default `rtol`) until
+      ``epsilon_of(x) ≤ target``. The bracket is found by multiplying by `grow`: with ``slide``
+      the whole bracket moves ([lo, hi] → [hi, grow·hi] while hi is too small, [lo/grow, lo]
+      while lo already suffices, lo not below ``limits[0]``); without it each end is widened in
+      log space on its own, and leaving ``limits`` raises ValueError. A ValueError (no bracket)
+      is answered by ``calibrate_decreasing(epsilon_of, target, **fallback)`` when a `fallback`
+      is given.
     """
     check_epsilon(target_epsilon, "target epsilon")
+    if method == "brent":
+        return _calibrate_brent(epsilon_of, target_epsilon, lo, hi, rtol, grow, slide, limits,
+                                rtol if nudge is None else nudge, fallback)
+    if method != "bisect":
+        raise ValueError(f"unknown calibration method {method!r}; known: bisect, brent")
     while epsilon_of(hi) > target_epsilon:
         hi *= 2.0
         if hi > 1e8:
@@ -185,6 +208,40 @@ def calibrate_decreasing(
         else:
             lhi = mid
     return math.exp(lhi)
+
+
+def _calibrate_brent(epsilon_of: Callable[[float], float], target: float, lo: float, hi: float, rtol: float,
+                     grow: float, slide: bool, limits: tuple[float, float], nudge: float,
+                     fallback: dict[str, Any] | None) -> float:
+    """:func:`calibrate_decreasing`'s ``brent`` method."""
+    low, high = limits
+    try:
+        if slide:
+            while epsilon_of(hi) > target:
+                lo, hi = hi, hi * grow
+                if hi > high:
+                    raise ValueError(f"cannot reach epsilon {target}: no noise multiplier below {high:g} suffices")
+            while lo > low and epsilon_of(lo) <= target:
+                lo, hi = lo / grow, lo
+            llo, lhi = math.log(lo), math.log(hi)
+        else:
+            llo, lhi = math.log(lo), math.log(hi)
+            while epsilon_of(math.exp(lhi)) > target:
+                lhi += math.log(grow)
+                if lhi > math.log(high):
+                    raise ValueError(f"cannot reach epsilon {target}: no bracket below {high:g}")
+            while epsilon_of(math.exp(llo)) <= target:
+                llo -= math.log(grow)
+                if llo < math.log(low):
+                    raise ValueError(f"epsilon {target} is met below {low:g}: no bracket")
+        x = math.exp(brentq(lambda t: epsilon_of(math.exp(t)) - target, llo, lhi, xtol=rtol, rtol=rtol))
+    except ValueError:
+        if fallback is None:
+            raise
+        return calibrate_decreasing(epsilon_of, target, **fallback)
+    while epsilon_of(x) > target:  # the safe side of the root
+        x *= 1.0 + nudge
+    return x
 
 
 def gap_delta(count: int) -> float:

@@ -20,7 +20,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar, cast
 
 import torch
 
@@ -166,22 +166,30 @@ class Release:
         return resolve(value)
 
 
-class Target(ABC):
-    """A DP-GNN trainer under audit.
+#: a target's config type (``class GAP(Target[GAPConfig])``: ``self.config`` is a GAPConfig)
+C = TypeVar("C", bound=TargetConfig)
 
-    Subclasses set ``name``, ``Config`` (a :class:`TargetConfig` subclass), ``unit``, ``levels``
-    and ``bugs`` (name → one-line description), and implement :meth:`claim` and :meth:`fit`.
-    A target is rebuilt from its config in every worker, so workers share no state.
+
+class Target(ABC, Generic[C]):
+    """A DP-GNN trainer under audit, generic in its config type ``C``.
+
+    Subclasses (``class GAP(Target[GAPConfig])``) set ``name``, ``Config`` (the
+    :class:`TargetConfig` subclass ``C``), ``unit``, ``levels`` and ``bugs`` (name → one-line
+    description), and implement :meth:`claim` and :meth:`fit`. A target is rebuilt from its config
+    in every worker, so workers share no state.
     """
 
     name: ClassVar[str] = ""
     Config: ClassVar[type[TargetConfig]] = TargetConfig
-    levels: ClassVar[tuple[str, ...]] = ("api",)
+    #: the views the target offers (a class attribute; an instance may narrow it to its config's)
+    levels: tuple[str, ...] = ("api",)
     bugs: ClassVar[dict[str, str]] = {}
     #: True where :meth:`fit_batch` does genuinely vectorised work (the game then batches by default)
     batched: ClassVar[bool] = False
 
-    def __init__(self, config: TargetConfig | None = None, **overrides: Any) -> None:
+    config: C
+
+    def __init__(self, config: C | TargetConfig | None = None, **overrides: Any) -> None:
         config = config if config is not None else self.Config()
         if overrides:
             config = replace_config(config, **overrides)
@@ -190,7 +198,7 @@ class Target(ABC):
         if config.bug is not None and config.bug not in self.bugs:
             known = ", ".join(sorted(self.bugs)) or "none"
             raise ValueError(f"unknown bug {config.bug!r} for target {self.name!r}; known: {known}")
-        self.config = config
+        self.config = cast(C, config)
         self.device = resolve_device(config.device)
 
     @property

@@ -33,7 +33,7 @@ canary is sampled: with ``canary_node`` when z is in the batch, otherwise by its
 from a generator split off ``rng`` at the start of fit (always split, so two worlds that differ
 only by the canary see identical batches and identical noise). ``dimension(graph)`` gives d.
 
-Views: ``trace`` (a :class:`targets.heterpoisson.HeterPoissonTrace` with ``noise="gaussian"``, one
+Views: ``trace`` (a :class:`targets.trace.HeterPoissonTrace` with ``noise="gaussian"``, one
 ``TraceStep`` per step: ``noisy`` released sum, ``central`` batch node ids, ``canary_in``,
 ``clean`` = noiseless clipped sum including the canary — auditor instrumentation), ``weights``
 (final parameters), ``api`` (``predict(graph, nodes=None)`` → softmax over the precomputed inputs
@@ -55,7 +55,7 @@ from torch import nn
 from targets.accounting import calibrate_decreasing, rdp_to_dp, subsampled_gaussian_rdp
 from targets.base import Claim, Release, Target, TargetConfig, child_generator, seeded
 from targets.dpsgd import assign_flat_grad, canary_from, clip_rows, flatten, per_example_gradients, poisson_sample
-from targets.heterpoisson import HeterPoissonTrace, TraceStep
+from targets.trace import HeterPoissonTrace, TraceStep
 
 #: RDP orders: a fine grid below 10 and the integers up to 256.
 ORDERS: tuple[float, ...] = tuple(float(a) for a in np.linspace(1.05, 10.0, 180)) + tuple(
@@ -142,7 +142,7 @@ class _Net(nn.Module):
         return self.body(x)
 
 
-class DPSGDGCN(Target):
+class DPSGDGCN(Target[DPSGDGCNConfig]):
     name = "dpsgd-gcn"
     Config = DPSGDGCNConfig
     levels = ("api", "weights", "trace")

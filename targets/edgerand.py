@@ -144,10 +144,10 @@ class EdgeRandConfig(PerturbedGCNConfig):
             raise ValueError(f"The 'density_share' parameter must be in (0, 1), got {self.density_share!r}")
 
 
-class PerturbedGraphGCN(Target):
+class PerturbedGraphGCN(Target[PerturbedGCNConfig]):
     """Input perturbation of the adjacency + a non-private GCN; subclasses implement :meth:`perturb`."""
 
-    levels: ClassVar[tuple[str, ...]] = ("api", "weights")
+    levels: tuple[str, ...] = ("api", "weights")
     bugs: ClassVar[dict[str, str]] = {
         "no-noise": "trains on the true adjacency (no perturbation) while claiming the calibrated ε",
     }
@@ -155,7 +155,7 @@ class PerturbedGraphGCN(Target):
 
     def __init__(self, config: TargetConfig | None = None, **overrides: Any) -> None:
         super().__init__(config, **overrides)
-        self._gcn = NonPrivateGCN(self.config.gcn_config())  # type: ignore[attr-defined]
+        self._gcn = NonPrivateGCN(self.config.gcn_config())
 
     def perturb(self, graph: Data, rng: torch.Generator) -> tuple[Data, dict[str, Any]]:
         raise NotImplementedError

@@ -55,7 +55,7 @@ def aggregate(graph: Data, features: torch.Tensor) -> torch.Tensor:
     return out
 
 
-class GaussianMechanism(Target):
+class GaussianMechanism(Target[GaussianConfig]):
     name = "gaussian"
     Config = GaussianConfig
     levels = ("mechanism", "api")

@@ -127,24 +127,24 @@ def _accuracy(logits: torch.Tensor, y: torch.Tensor, mask: torch.Tensor) -> floa
     return float((logits[mask].argmax(1) == y[mask]).float().mean())
 
 
-class NonPrivateGCN(Target):
+class NonPrivateGCN(Target[GCNConfig]):
     """A non-private 2-layer GCN (ε = ∞); see the module docstring."""
 
     name: ClassVar[str] = "gcn"
     Config: ClassVar[type[TargetConfig]] = GCNConfig
-    levels: ClassVar[tuple[str, ...]] = ("api", "weights")
+    levels: tuple[str, ...] = ("api", "weights")
     bugs: ClassVar[dict[str, str]] = {}
     #: (dataset, setting, ε) → test accuracy %: Kipf & Welling 2017 (GCN, Cora public split).
     published_accuracy: ClassVar[dict[tuple[str, str, float], float]] = {("cora", "none", math.inf): 81.5}
 
     def claim(self, graph: Any) -> Claim:
-        cfg: GCNConfig = self.config  # type: ignore[assignment]
+        cfg = self.config
         delta = cfg.delta if cfg.delta is not None else DEFAULT_DELTA
         return Claim(epsilon=math.inf, delta=delta, accountant="none (non-private)", unit=cfg.unit,
                      details={"noise_multiplier": 0.0, "note": "no DP mechanism: the claim is ε = ∞"})
 
     def fit(self, graph: Any, rng: torch.Generator) -> Release:
-        cfg: GCNConfig = self.config  # type: ignore[assignment]
+        cfg = self.config
         n = int(graph.num_nodes)
         x = graph.x.float().to(self.device)
         if float((x != 0).float().mean()) < 0.1:  # mostly-zero features: train on a sparse copy (faster)

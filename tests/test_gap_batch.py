@@ -9,7 +9,7 @@ from audit.data import add_edge
 from canaries.edge import CanaryPair
 from targets.base import build, seeded
 from targets.gap import GAP, GAPConfig, _Classifier, sum_aggregate, transposed_adjacency
-from targets.gap_stacked import _classifier_init
+from targets.gap.stacked import _classifier_init
 
 SMALL = dict(encoder_epochs=5, epochs=3, hops=2)
 

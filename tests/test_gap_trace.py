@@ -1,4 +1,4 @@
-"""GAP's node-level DP-SGD trace and its gradient canary (targets/gap.py, ``trace_module``)."""
+"""GAP's node-level DP-SGD trace and its gradient canary (targets/gap/, ``trace_module``)."""
 from __future__ import annotations
 
 import copy

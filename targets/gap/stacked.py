@@ -1,6 +1,6 @@
 """GAP's edge-level classification module, trained for B trials at once (issue: batched trials).
 
-A functional copy of ``targets.gap._Classifier`` over parameters stacked on a leading trial axis
+A functional copy of ``targets.gap.model._Classifier`` over parameters stacked on a leading trial axis
 ([B, ...] for each entry of the module's state_dict). Every operation acts on each trial's slice
 alone (batched matmuls, per-channel BatchNorm statistics, row-wise reductions, element-wise
 updates), so trial j's numbers do not depend on how many trials share the batch: ``fit`` (B = 1)
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -20,13 +20,8 @@ from torch import nn
 
 from targets.base import seeded
 
-if TYPE_CHECKING:
-    from targets.gap import GAP, GAPConfig
-
-
-def rownorm(x: torch.Tensor) -> torch.Tensor:
-    """Rows to unit ℓ2 norm (as ``targets.gap.rownorm``)."""
-    return F.normalize(x, p=2, dim=-1)
+from targets.gap.config import GAPConfig
+from targets.gap.model import rownorm
 
 
 _BN_MOMENTUM, _BN_EPS = 0.1, 1e-5  # nn.BatchNorm1d's defaults, as _Classifier uses them
@@ -240,10 +235,10 @@ class ClassifierBatch:
     a trial computes reads another trial's slice, so its classifier is the same in any batch.
     """
 
-    def __init__(self, target: GAP, stacks: list[list[torch.Tensor]], t: dict[str, torch.Tensor], classes: int,
-                 cls_rngs: list[torch.Generator]) -> None:
-        self.cfg: GAPConfig = target.config  # type: ignore[assignment]
-        self.device = target.device
+    def __init__(self, cfg: GAPConfig, device: torch.device, stacks: list[list[torch.Tensor]],
+                 t: dict[str, torch.Tensor], classes: int, cls_rngs: list[torch.Generator]) -> None:
+        self.cfg = cfg
+        self.device = device
         self.stacks, self.t, self.classes, self.cls_rngs = stacks, t, classes, cls_rngs
         self.chans: list[torch.Tensor] = []
         self._lock = threading.Lock()

@@ -1,76 +1,7 @@
-"""DPDGC: differentially private decoupled graph convolutions (Chien et al., NeurIPS 2023).
-
-Paper: Chien, Chen, Pan, Li, Özgür, Milenkovic, *Differentially Private Decoupled Graph
-Convolutions for Multigranular Topology Protection* (arXiv 2307.06422); spec
-``shared/specs/dpdgc.md``.
-
-Pipeline (spec §2.1, §4.2):
-
-1. (node GDP only) bound every column sum of A by ``max_degree`` = D (a per-column random subset,
-   the choice fixed by a hash of (seed, row, column) so that the same edge gets the same fate in
-   both worlds).
-2. **DP-Emb**: train ``W ∈ R^{n×h}``, ``b ∈ R^h`` of ``logits_i = SELU(A_i W + b) R`` (R a fixed,
-   untrained random orthogonal head) with DP-Adam: fixed-size batches of B labelled nodes drawn
-   uniformly without replacement, per-example clipping to ``clip``, Gaussian noise of std
-   ``2σ·f(g)·clip`` on the sum (replace-one adjacency, group size g), then every row of W is
-   projected back to norm ``norm_scale`` = c.
-3. **Embedding**: ``Z = A W + 1 bᵀ + N(0, s²)`` with ``s = σ·Δ_Z`` (computed in float64), cached.
-4. **Classifier**: LINKX-style over (X_i, Z_i): plain Adam with dropout/BatchNorm under edge GDP,
-   DP-Adam (group size 1, noise ``2σ·clip``) under k-neighbour and node GDP.
-5. **Inference**: ``softmax(classifier(X_v, Z_v))`` from the cached Z; no fresh noise per query.
-
-Adjacency levels (``unit``, ``k``) and what each protects:
-
-* ``unit="edge"``: one **directed** entry A[r, j] (Thm G.1): Δ_Z = c, g = 1. ``undirected_edge``
-  protects both directions instead (Δ_Z = √2·c, g = 2; not in the paper, spec §9.5).
-* ``unit="node", k=K``: k-neighbour GDP N_K (Thm 5.4): X_r, Y_r and up to K entries of row r and of
-  column r; Δ_Z = c√K, g = K + 1; no degree bound. K = 0 releases Z without noise.
-* ``unit="node", k=None``: node GDP (Thm 5.3) on the degree-bounded graph: Δ_Z = c√(2D),
-  g = 2D + 1 (``node_group="sound"``, spec §9.4) or D + 1 (``"paper"``).
-
-Accountant (spec §3.3–3.5; the reference code's autodp set-up, which the paper's Lemma F.1 turns
-into (ε, δ)): one noise multiplier σ shared by every component,
-``RDP(α) = RDP_wor(α; q=B/m, σ, T_enc) + [α/(2σ²) if Z is noisy] + [RDP_wor(α; q, σ, T_clf) under
-node/N_k]`` with ``RDP_wor`` the sampled-without-replacement Gaussian bound of Wang, Balle &
-Kasiviswanathan 2019 (Thm 27, replace-one), ``T = ⌊epochs·m/B⌋`` per module, and
-``ε = min_α RDP(α) + log(1/(αδ))/(α−1) + log(1 − 1/α)`` (Lemma F.1). δ (paper rule, code values):
-``10^-digits(#directed edges)`` under edge GDP, ``10^-digits(m)`` otherwise. The group size g does
-not enter the accountant: it only scales the DP-Emb noise, linearly by default (``group_scaling``).
-
-Releases (shapes: n nodes, F features, C classes, h = ``hidden``):
-
-* ``api``: ``predict(graph, nodes) -> n_query × C`` posteriors (X from ``graph``, Z cached).
-* ``weights``: ``emb.W`` (n×h), ``emb.b`` (h), ``emb.R`` (h×C) and the classifier's parameters.
-* ``mechanism``: one step, Z (n×h, float64): ``mean(graph) = A(graph)·W + b`` with the released W, b
-  held fixed, ``noise_std = s``. Under node GDP the degree bound's hash seed is not released: the
-  mean uses a fixed public seed and ``noise_std`` is None (a projection statistic, not an exact LLR).
-* ``trace`` (k-neighbour and node GDP only, where DP-Emb's DP-SGD carries the node-level claim): a
-  :class:`targets.heterpoisson.HeterPoissonTrace`, one ``TraceStep`` per DP-Adam step of DP-Emb:
-  ``noisy`` = the released noisy *sum* [grad_W (n×h, row-major) | grad_b (h)] before the division
-  by B, ``central`` = the batch, ``clean`` = the noiseless clipped sum including any canary and
-  ``canary_in`` (auditor instrumentation). Built on first use by replaying DP-Emb from the
-  generator state it started from (checked to give back the released W), so fits that never read
-  it hold no T×d floats and draw exactly what they drew before.
-
-Gradient canary: ``graph.canary_gradient`` (``canaries.gradient.DiracGradient``; length
-``dimension(graph)`` = n·h + h, or T×d) is added, unclipped, to every step's clipped sum. Only with
-full-batch DP-Emb (``batch_size`` ≥ m, q = 1): fixed-size batches give a virtual example no
-inclusion coin of its own. At q = 1 the wor accountant is the plain Gaussian's (``T·α/(2σ²)``,
-replace-one sensitivity 2·C against noise 2σ·C per unit of group). The claim names the trace's law
-for the canary: ``trace_noise_std`` (the claimed DP-Emb std 2σ·f(g)·C) and ``canary_norm`` = g·C.
-
-Planted bugs: ``no-noise``; ``norm-noop`` (the reference code's weight-row normalisation that never
-takes effect: rows keep their trained norms while the noise is still scaled by c, spec §8.1);
-``sqrt-group-noise`` (DP-Emb noise ``2σ√g`` while the claim assumes linear group scaling, §8.2).
-
-Cost: the paper's 100 + 100 epochs give T = ⌊100·m/B⌋ steps per module; on the csbm default
-(m = 180, B = 64) that is 281 + 281 cheap steps (about a second); on Cora with the paper's 75 %
-split (m = 2031) 3173 + 3173 steps (tens of seconds on one core).
-"""
+"""The DPDGC target: fit and release views (see :mod:`targets.dpdgc`)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -78,275 +9,26 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from scipy.optimize import brentq
-from scipy.special import gammaln, logsumexp
-
-from targets.accounting import gap_delta, gdp_epsilon, gaussian_rdp, rdp_to_dp
+from targets.accounting import gap_delta, gaussian_rdp, gdp_epsilon
 from targets.base import Claim, Lazy, MechanismStep, Release, Target, TargetConfig, seeded
+from targets.dpdgc.accountant import ORDERS, calibrated_sigma, dpdgc_rdp, lemma_f1_epsilon
+from targets.dpdgc.config import DPDGCConfig
+from targets.dpdgc.model import _ce, _LinkX, bound_column_degree
 from targets.dpsgd import assign_flat_grad, canary_from, clip_rows, flatten, noisy_sum, per_example_gradients
-from targets.heterpoisson import HeterPoissonTrace, TraceStep
-
-#: RDP orders for Lemma F.1 (spec §3.5: fine steps up to 10, coarse beyond).
-ORDERS: tuple[float, ...] = tuple(
-    [1.0 + x / 10.0 for x in range(1, 100)] + list(range(11, 65)) + [80, 96, 112, 128]
-)
+from targets.trace import HeterPoissonTrace, TraceStep
 
 #: The paper's 75/10/15 random split (spec §4.1), drawn once from this seed.
 PAPER_SPLIT_SEED = 12345
 
-
-# ---------------------------------------------------------------------------------------------
-# accounting
-# ---------------------------------------------------------------------------------------------
-def wor_gaussian_rdp(orders: tuple[float, ...], sampling_rate: float, noise_multiplier: float,
-                     steps: int) -> np.ndarray:
-    """RDP of `steps` Gaussian steps on fixed-size batches sampled without replacement.
-
-    Wang, Balle & Kasiviswanathan (AISTATS 2019), Thm 27 (replace-one relation), the bound autodp's
-    ``AmplificationBySampling(PoissonSampling=False)`` uses in the reference code. Same terms as
-    ``dp_accounting``'s implementation (orders ≤ 256), vectorised over the orders: the forward
-    differences of exp(cgf) are computed once per σ. Non-integer orders interpolate the cumulant
-    (WBK19 Cor. 10).
-    """
-    from dp_accounting.rdp.rdp_privacy_accountant import _get_forward_diffs
-
-    a = np.asarray(orders, dtype=float)
-    if np.any(a <= 1) or np.any(a > 256):
-        raise ValueError("orders must lie in (1, 256]")
-    if steps == 0 or sampling_rate == 0:
-        return np.zeros_like(a)
-    if noise_multiplier <= 0:
-        return np.full_like(a, np.inf)
-    if sampling_rate >= 1.0:
-        return steps * a / (2.0 * noise_multiplier**2)
-    s2 = 2.0 * noise_multiplier**2
-    top = int(math.ceil(a.max()))
-    deltas, _ = _get_forward_diffs(lambda x: x * (x + 1.0) / s2, top)
-    i = np.arange(2, top + 1)
-    lo = deltas[2 * (i // 2) - 1]
-    hi = deltas[2 * ((i + 1) // 2) - 1]
-    term = np.minimum(math.log(4.0) + 0.5 * (lo + hi), math.log(2.0) + (i - 1) * i / s2)
-    f2 = 2.0 / s2
-    term[0] = min(math.log(4.0) + f2 + math.log1p(-math.exp(-f2)), f2 + math.log(2.0))
-    term = term + i * math.log(sampling_rate)
-    log_a = np.zeros(top + 1)  # log A_α for integer α (A_1 = 1)
-    for alpha in range(2, top + 1):
-        k = i[: alpha - 1]
-        log_comb = gammaln(alpha + 1) - gammaln(k + 1) - gammaln(alpha - k + 1)
-        log_a[alpha] = logsumexp(np.concatenate([[0.0], log_comb + term[: alpha - 1]]))
-    fl = np.floor(a).astype(int)
-    ce = np.ceil(a).astype(int)
-    t = a - fl
-    return steps * ((1 - t) * log_a[fl] + t * log_a[ce]) / (a - 1.0)
-
-
-def lemma_f1_epsilon(orders: tuple[float, ...], rdp: np.ndarray, delta: float) -> tuple[float, float]:
-    """Paper Lemma F.1: ε = min_α RDP(α) + log(1/(αδ))/(α−1) + log(1 − 1/α); returns (ε, α*)."""
-    return rdp_to_dp(orders, rdp, delta, conversion="improved")
-
-
-_SIGMA_CACHE: dict[tuple, float] = {}
-
-
-def calibrate(epsilon_of: Any, target: float, *, rtol: float = 1e-7) -> float:
-    """Smallest σ (to `rtol`) with epsilon_of(σ) ≤ target: Brent on log σ, then the safe side.
-
-    Same contract as :func:`targets.accounting.calibrate_decreasing` (never overshoots) with far
-    fewer accountant calls (each costs ~0.2 s here).
-    """
-    lo, hi = 0.25, 2.0
-    while epsilon_of(hi) > target:
-        lo, hi = hi, hi * 2.0
-        if hi > 1e8:
-            raise ValueError(f"cannot reach epsilon {target}: no noise multiplier below 1e8 suffices")
-    while lo > 1e-6 and epsilon_of(lo) <= target:
-        lo, hi = lo / 2.0, lo
-    root = math.exp(brentq(lambda t: epsilon_of(math.exp(t)) - target, math.log(lo), math.log(hi),
-                           xtol=rtol / 4, rtol=rtol / 4))
-    sigma = root
-    while epsilon_of(sigma) > target:  # the safe side of the bracket
-        sigma *= 1.0 + rtol
-    return sigma
-
-
-# ---------------------------------------------------------------------------------------------
-# config
-# ---------------------------------------------------------------------------------------------
-_CHOICES = {
-    "unit": ("edge", "node"),
-    "group_scaling": ("linear", "sqrt"),
-    "node_group": ("sound", "paper"),
-    "projection": ("sphere", "ball"),
-    "checkpoint": ("best-val", "last"),
-    "split": ("graph", "paper"),
-}
-
-
-@dataclass
-class DPDGCConfig(TargetConfig):
-    """DPDGC hyperparameters (spec §2.4 defaults).
-
-    Args:
-        unit (str): ``edge`` (one directed entry) or ``node`` (k-neighbour when ``k`` is set, else
-            node GDP with degree bound ``max_degree``) (default: ``edge``).
-        k (int, optional): k of k-neighbour GDP; only with ``unit="node"`` (default: None).
-        max_degree (int): D, the column-sum bound under node GDP (default: 100).
-        hidden (int): h, width of W and of the classifier (default: 64).
-        norm_scale (float): c, the row norm of W (default: 1e-8, the paper's experiments, Alg. 2).
-        epochs_encoder (int): DP-Emb epochs (default: 100).
-        epochs_classifier (int): classifier epochs (default: 100).
-        batch_size (int): B, capped at the number of training nodes (default: 64).
-        lr (float): Adam learning rate of both stages (default: 1e-3).
-        encoder_weight_decay (float): Adam weight decay of DP-Emb (default: 1e-5, code).
-        clip (float): per-example clip norm (default: 1.0).
-        dropout (float, optional): classifier dropout; None = 0.5 for edge, 0 otherwise.
-        batch_norm (bool, optional): classifier BatchNorm; None = on for edge, off otherwise.
-        group_scaling (str): DP-Emb noise ``2σ·f(g)``: ``linear`` f(g)=g (sound) or ``sqrt`` (code).
-        node_group (str): node-GDP group size: ``sound`` 2D+1 or ``paper`` D+1.
-        undirected_edge (bool): under edge GDP protect both directions (Δ_Z = √2c, g = 2).
-        projection (str): after each step put W's rows ``sphere`` (= c) or in the ``ball`` (≤ c).
-        rescale_z (bool): feed (Z − b)/c to the classifier instead of Z (post-processing; not in
-            the paper; makes utility independent of c) (default: False).
-        checkpoint (str): classifier released at the ``best-val`` epoch (code) or the ``last``.
-        split (str): ``graph`` masks, or the ``paper``'s 75/10/15 random split (seed 12345).
-        num_train (int, optional): m assumed by the accountant (for reproducing worked numbers
-            from the CLI); a fit refuses a graph whose training set differs (default: the graph's).
-        num_edges (int, optional): #directed edges for the edge δ rule (default: the graph's).
-    """
-
-    unit: str = "edge"
-    k: int | None = None
-    max_degree: int = 100
-    hidden: int = 64
-    norm_scale: float = 1e-8
-    epochs_encoder: int = 100
-    epochs_classifier: int = 100
-    batch_size: int = 64
-    lr: float = 1e-3
-    encoder_weight_decay: float = 1e-5
-    clip: float = 1.0
-    dropout: float | None = None
-    batch_norm: bool | None = None
-    group_scaling: str = "linear"
-    node_group: str = "sound"
-    undirected_edge: bool = False
-    projection: str = "sphere"
-    rescale_z: bool = False
-    checkpoint: str = "best-val"
-    split: str = "graph"
-    num_train: int | None = None
-    num_edges: int | None = None
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        for name, options in _CHOICES.items():
-            value = getattr(self, name)
-            if value not in options:
-                raise ValueError(f"The {name!r} parameter must be one of {', '.join(options)}, got {value!r}")
-        _int_at_least(self, "k", 0, optional=True)
-        if self.k is not None and self.unit != "node":
-            raise ValueError(f"The 'k' parameter needs unit='node' (k-neighbour GDP), got unit={self.unit!r}")
-        _int_at_least(self, "max_degree", 1)
-        _int_at_least(self, "hidden", 1)
-        _int_at_least(self, "epochs_encoder", 0)
-        _int_at_least(self, "epochs_classifier", 1)
-        _int_at_least(self, "batch_size", 1)
-        _int_at_least(self, "num_train", 1, optional=True)
-        _int_at_least(self, "num_edges", 1, optional=True)
-        for name in ("norm_scale", "lr", "clip"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or math.isinf(value):
-                raise ValueError(f"The {name!r} parameter must be a finite float > 0, got {value!r}")
-        wd = self.encoder_weight_decay
-        if isinstance(wd, bool) or not isinstance(wd, (int, float)) or not wd >= 0:
-            raise ValueError(f"The 'encoder_weight_decay' parameter must be a float >= 0, got {wd!r}")
-        if self.dropout is not None and not (isinstance(self.dropout, (int, float)) and 0 <= self.dropout < 1):
-            raise ValueError(f"The 'dropout' parameter must be a float in [0, 1), got {self.dropout!r}")
-
-    @property
-    def level(self) -> str:
-        """``edge``, ``kneighbour`` or ``node``."""
-        if self.unit == "edge":
-            return "edge"
-        return "node" if self.k is None else "kneighbour"
-
-
-def _int_at_least(cfg: Any, name: str, low: int, optional: bool = False) -> None:
-    value = getattr(cfg, name)
-    if value is None and optional:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"The {name!r} parameter must be an int >= {low}, got {value!r}")
-
-
-# ---------------------------------------------------------------------------------------------
-# models
-# ---------------------------------------------------------------------------------------------
-class _LinkX(nn.Module):
-    """LINKX-style classifier over [X | Z] (spec §2.3): MLP_X (2 layers), residual over X and Z."""
-
-    def __init__(self, features: int, hidden: int, classes: int, dropout: float, batch_norm: bool):
-        super().__init__()
-        self.features = features
-        norm = (lambda d: nn.BatchNorm1d(d)) if batch_norm else (lambda d: nn.Identity())
-        self.mlp_x = nn.Sequential(nn.Linear(features, hidden), norm(hidden), nn.Dropout(dropout),
-                                   nn.SELU(), nn.Linear(hidden, hidden))
-        self.bn1 = norm(2 * hidden)
-        self.mlp_w = nn.Sequential(nn.Linear(2 * hidden, hidden), nn.Dropout(dropout), nn.SELU(),
-                                   nn.Linear(hidden, hidden))
-        self.bn2 = norm(hidden)
-        self.drop = nn.Dropout(dropout)
-        self.head = nn.Linear(hidden, classes)
-
-    def forward(self, inp: torch.Tensor) -> torch.Tensor:
-        hx = self.mlp_x(inp[:, :self.features])
-        ha = inp[:, self.features:]
-        u = F.selu(self.drop(self.bn1(torch.cat([hx, ha], dim=1))))
-        u = self.mlp_w(u) + hx + ha
-        u = F.selu(self.drop(self.bn2(u)))
-        return self.head(u)
-
-
-def _ce(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    return F.cross_entropy(out.unsqueeze(0), y.unsqueeze(0))
-
-
-def _splitmix(x: np.ndarray) -> np.ndarray:
-    """splitmix64 finaliser (a fixed hash of uint64 keys)."""
-    with np.errstate(over="ignore"):
-        x = x + np.uint64(0x9E3779B97F4A7C15)
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return x ^ (x >> np.uint64(31))
-
-
-def bound_column_degree(edge_index: torch.Tensor, n: int, max_degree: int, seed: int) -> torch.Tensor:
-    """Keep at most `max_degree` entries per column of A (A[i, j] = 1 for edge (i, j)).
-
-    Each column keeps its entries of smallest hash(seed, i, j): a uniformly random subset, and the
-    same edge gets the same priority in both worlds (spec §9.8; no off-by-one).
-    """
-    if edge_index.numel() == 0:
-        return edge_index
-    src, dst = edge_index[0].cpu().numpy().astype(np.uint64), edge_index[1].cpu().numpy().astype(np.uint64)
-    key = _splitmix(_splitmix(np.uint64(seed) ^ (src * np.uint64(n) + dst)))
-    order = np.lexsort((key, dst.astype(np.int64)))  # by column, then priority
-    cols = dst[order].astype(np.int64)
-    start = np.searchsorted(cols, cols, side="left")
-    rank = np.arange(len(cols)) - start
-    keep = np.sort(order[rank < max_degree])
-    return edge_index[:, torch.as_tensor(keep, dtype=torch.long)]
-
-
 # ---------------------------------------------------------------------------------------------
 # target
 # ---------------------------------------------------------------------------------------------
-class DPDGC(Target):
-    """DPDGC (see the module docstring)."""
+class DPDGC(Target[DPDGCConfig]):
+    """DPDGC (see :mod:`targets.dpdgc`)."""
 
     name: ClassVar[str] = "dpdgc"
     Config: ClassVar[type[TargetConfig]] = DPDGCConfig
-    levels: ClassVar[tuple[str, ...]] = ("api", "weights", "mechanism", "trace")
+    levels: tuple[str, ...] = ("api", "weights", "mechanism", "trace")
     bugs: ClassVar[dict[str, str]] = {
         "no-noise": "every noise std is 0 (DP-Emb, Z, classifier) while the calibrated ε is claimed",
         "norm-noop": "W's rows are never projected to norm c (reference code's no-op normalisation) "
@@ -442,13 +124,7 @@ class DPDGC(Target):
 
     # ------------------------------------------------------------------ accountant
     def _rdp(self, sigma: float, q: float, t_enc: int, t_clf: int) -> np.ndarray:
-        sgd = wor_gaussian_rdp(ORDERS, q, sigma, 1)
-        rdp = t_enc * sgd
-        if self.z_sensitivity() > 0:
-            rdp = rdp + gaussian_rdp(ORDERS, sigma)
-        if self.config.level != "edge":
-            rdp = rdp + t_clf * sgd
-        return rdp
+        return dpdgc_rdp(sigma, q, t_enc, t_clf, self.z_sensitivity() > 0, self.config.level)
 
     def claim(self, graph: Any) -> Claim:
         cfg = self.config
@@ -466,14 +142,7 @@ class DPDGC(Target):
             return self._claims[key]
         batch, t_enc, t_clf = self._schedule(m)
         q = batch / m
-
-        def eps_of(sigma: float) -> float:
-            return lemma_f1_epsilon(ORDERS, self._rdp(sigma, q, t_enc, t_clf), delta)[0]
-
-        cache_key = (cfg.epsilon, delta, q, t_enc, t_clf, cfg.level, self.z_sensitivity() > 0)
-        if cache_key not in _SIGMA_CACHE:
-            _SIGMA_CACHE[cache_key] = calibrate(eps_of, cfg.epsilon)
-        sigma = _SIGMA_CACHE[cache_key]
+        sigma = calibrated_sigma(cfg.epsilon, delta, q, t_enc, t_clf, cfg.level, self.z_sensitivity() > 0)
         eps, order = lemma_f1_epsilon(ORDERS, self._rdp(sigma, q, t_enc, t_clf), delta)
         g = self.group_size()
         f_g = g if cfg.group_scaling == "linear" else math.sqrt(g)
@@ -785,3 +454,4 @@ class DPDGC(Target):
         w, b, hash_seed = self._last
         adj = self._adjacency(self._edges(graph, hash_seed), graph.num_nodes, torch.float64)
         return torch.sparse.mm(adj, w.double()) + b.double()
+

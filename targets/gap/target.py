@@ -1,0 +1,565 @@
+"""The GAP target: fit and release views (see :mod:`targets.gap`)."""
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from graphs.ops import fingerprint
+from targets.base import Claim, Lazy, MechanismStep, Release, Target, TargetConfig, child_generator, seeded
+from targets.dpsgd import assign_flat_grad, canary_from, clip_rows, noisy_sum, poisson_sample
+from targets.gap.accountant import dpsgd_schedule, gap_claim
+from targets.gap.config import GAPConfig
+from targets.gap.model import (
+    _accuracy,
+    _ByIdentity,
+    _Classifier,
+    _Encoder,
+    _per_example_flat_grads,
+    bound_out_degree,
+    rownorm,
+    sum_aggregate,
+    transposed_adjacency,
+)
+from targets.gap.recorder import _Recorder, side_generator
+from targets.gap.stacked import ClassifierBatch
+from targets.trace import HeterPoissonTrace
+
+#: what the edge-free encoder reads of a graph: :meth:`GAP.prepare`'s cache key (by content)
+_ENCODER_INPUTS = ("x", "y", "train_mask", "val_mask")
+
+
+# ---------------------------------------------------------------------------------------------
+# target
+# ---------------------------------------------------------------------------------------------
+class GAP(Target[GAPConfig]):
+    """GAP (aggregation perturbation) at edge or node level; see :mod:`targets.gap`."""
+
+    name: ClassVar[str] = "gap"
+    Config: ClassVar[type[TargetConfig]] = GAPConfig
+    #: the views some configuration offers (``trace``: node level only); an instance's ``levels``
+    #: are its unit's
+    levels: tuple[str, ...] = ("api", "weights", "mechanism", "trace")
+    bugs: ClassVar[dict[str, str]] = {
+        "no-noise": "PMA (and, at node level, DP-SGD) adds no noise while claiming the calibrated ε",
+        "fresh-inference-noise": "every api query re-runs encoder + PMA over the private graph with "
+                                 "fresh noise, unaccounted (GAP's predict on a new Data object, spec §3.5/P4)",
+        "poisson-loader-steps": "node level: DP-SGD runs epochs·⌈N/B⌉ Poisson steps (the reference "
+                                "loader's loop) while the accountant charges ⌊epochs·N/B⌋",
+        "no-degree-bound": "node level: the out-degree is not bounded to D although PMA charges √D",
+    }
+    #: (dataset, setting, ε) → test accuracy %. "edge"/"node": GAP paper (README table, spec §6) for
+    #: facebook/reddit/amazon, CARIBOU Table 3 (first table, edge level) for the others; "node" on
+    #: PyG datasets and "edge (DPDGC)" from DPDGC Table 2; "none" = non-private GAP (ε = ∞).
+    published_accuracy: ClassVar[dict[tuple[str, str, float], float]] = {
+        ("facebook", "none", math.inf): 80.0, ("reddit", "none", math.inf): 99.4,
+        ("amazon", "none", math.inf): 91.2,
+        ("facebook", "edge", 4): 76.3, ("reddit", "edge", 4): 98.7, ("amazon", "edge", 4): 83.8,
+        ("facebook", "node", 8): 63.2, ("reddit", "node", 8): 94.0, ("amazon", "node", 8): 77.4,
+        # CARIBOU Table 3, GAP row (edge level, ε = 1, 2, 4, 8, 16, 32)
+        **{("cora", "edge", e): a for e, a in zip((1, 2, 4, 8, 16, 32), (77.1, 77.5, 77.1, 79.0, 81.7, 82.5))},
+        **{("computers", "edge", e): a for e, a in zip((1, 2, 4, 8, 16, 32), (87.2, 88.3, 87.2, 90.1, 90.1, 90.6))},
+        **{("photo", "edge", e): a for e, a in zip((1, 2, 4, 8, 16, 32), (93.0, 93.4, 93.0, 94.6, 94.6, 94.8))},
+        **{("pubmed", "edge", e): a for e, a in zip((1, 2, 4, 8, 16, 32), (87.4, 87.5, 87.4, 88.1, 88.5, 88.8))},
+        **{("chain-s", "edge", e): a for e, a in zip((1, 2, 4, 8, 16, 32), (65.6, 65.6, 65.6, 65.6, 62.5, 59.4))},
+        **{("chain-m", "edge", e): a for e, a in zip((1, 2, 4, 8, 16, 32), (67.5, 67.5, 67.5, 60.0, 70.0, 65.0))},
+        **{("chain-l", "edge", e): a for e, a in zip((1, 2, 4, 8, 16, 32), (61.7,) * 6)},
+        **{("chain-x", "edge", e): a for e, a in zip((1, 2, 4, 8, 16, 32), (67.0, 68.0, 67.0, 67.0, 68.0, 68.0))},
+        # DPDGC Table 2: GAP under edge GDP (ε = 1) and node GDP (ε = 16)
+        ("squirrel", "edge (DPDGC)", 1): 35.15, ("chameleon", "edge (DPDGC)", 1): 49.47,
+        ("pubmed", "edge (DPDGC)", 1): 87.79, ("computers", "edge (DPDGC)", 1): 87.74,
+        ("cora", "edge (DPDGC)", 1): 76.95, ("photo", "edge (DPDGC)", 1): 92.94,
+        ("squirrel", "node", 16): 33.82, ("chameleon", "node", 16): 38.68, ("pubmed", "node", 16): 85.28,
+        ("computers", "node", 16): 77.50, ("cora", "node", 16): 54.36, ("photo", "node", 16): 81.27,
+    }
+
+    def __init__(self, config: TargetConfig | None = None, **overrides: Any) -> None:
+        super().__init__(config, **overrides)
+        if not self.config.node_level:
+            self.levels = ("api", "weights", "mechanism")
+        self._prepared: dict[str, Any] | None = None
+        self._adjacencies = _ByIdentity(8)  # Aᵀ per graph (edge level)
+
+    # ------------------------------------------------------------------ accounting
+    def claim(self, graph: Any) -> Claim:
+        """The accountant's claim; it reads the config and one count of `graph` (training nodes
+        at node level, directed edges at edge level), and is computed once per pair
+        (:func:`~targets.gap.accountant.gap_claim`)."""
+        cfg = self.config
+        count = int(graph.train_mask.sum()) if cfg.node_level else int(graph.edge_index.size(1))
+        return gap_claim(cfg, count)
+
+    # ------------------------------------------------------------------ encoder
+    def _graph_tensors(self, graph: Any) -> dict[str, torch.Tensor]:
+        dev = self.device
+        return {"x": graph.x.to(dev), "y": graph.y.to(dev),
+                "train": graph.train_mask.nonzero().view(-1).to(dev),
+                "val": graph.val_mask.nonzero().view(-1).to(dev),
+                "test": graph.test_mask.nonzero().view(-1).to(dev)}
+
+    def _new_encoder(self, d_in: int, classes: int) -> _Encoder | None:
+        cfg = self.config
+        return _Encoder(d_in, cfg, classes).to(self.device) if cfg.encoder_layers > 0 else None
+
+    def _encode(self, encoder: _Encoder | None, x: torch.Tensor) -> torch.Tensor:
+        if encoder is None:
+            return rownorm(x)
+        encoder.eval()
+        with torch.no_grad():
+            return encoder.encode(x)
+
+    @staticmethod
+    def _encoder_inputs(graph: Any) -> tuple[torch.Tensor, ...]:
+        """The tensors the edge-free encoder reads (its cache is keyed on their content)."""
+        return tuple(getattr(graph, key) for key in _ENCODER_INPUTS)
+
+    def prepare(self, graph: Any) -> None:
+        """Cache the edge-free encoder and its embeddings X0 (EDP only: they never read edges;
+        no-op at node level)."""
+        cfg = self.config
+        if cfg.node_level:
+            return
+        rng = torch.Generator().manual_seed(0)
+        t = self._graph_tensors(graph)
+        classes = int(graph.y.max()) + 1
+        with seeded(rng):
+            encoder = self._new_encoder(t["x"].size(1), classes)
+            if encoder is not None:
+                self._train(encoder, t["x"], t, cfg.em_epochs, rng, trace=None, name="encoder")
+        self._prepared = {"key": fingerprint(graph, keys=_ENCODER_INPUTS), "encoder": encoder,
+                          "seen": _ByIdentity(), "embeddings": _ByIdentity(4), "token": object()}
+        self._embeddings(encoder, graph.x)
+
+    def cached_work(self) -> str | None:
+        """What :meth:`prepare` computes once per worker and every trial reuses."""
+        if self.config.node_level:
+            return None
+        return ("edge-free encoder trained once per worker, with its node embeddings X0 "
+                "(depend on features, labels and masks only, never on edges)")
+
+    def _cached_encoder(self, graph: Any) -> tuple[bool, _Encoder | None]:
+        if self._prepared is None or self.config.node_level:
+            return False, None
+        key = self._encoder_inputs(graph)
+
+        def same() -> bool:
+            return fingerprint(graph, keys=_ENCODER_INPUTS) == self._prepared["key"]
+
+        hit = self._prepared["seen"].get(key, same)  # compared once per graph object
+        return hit, self._prepared["encoder"] if hit else None
+
+    def _embeddings(self, encoder: _Encoder | None, x: torch.Tensor) -> torch.Tensor:
+        """rownorm(X0) of features `x` with the prepared encoder, cached by tensor (edge level)."""
+        if self._prepared is not None and encoder is self._prepared["encoder"]:
+            return self._prepared["embeddings"].get((x,), lambda: rownorm(self._encode(encoder, x.to(self.device))))
+        return rownorm(self._encode(encoder, x.to(self.device)))
+
+    def _aggregator(self, graph: Any, edges: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
+        """h ↦ Aᵀh over the private edge set `edges` of `graph`.
+
+        Edge level (the edge set is the graph's own): a sparse Aᵀ cached per graph, which sums in
+        :func:`sum_aggregate`'s order. Node level (a per-trial sampled edge set): sum_aggregate.
+        """
+        n = int(graph.num_nodes)
+        if self.config.node_level:
+            return lambda h: sum_aggregate(h, edges, n)
+        adj = self._adjacencies.get((graph.edge_index,), lambda: transposed_adjacency(edges, n))
+
+        def aggregate(h: torch.Tensor) -> torch.Tensor:
+            return (adj if adj.dtype == h.dtype else adj.to(h.dtype)) @ h
+
+        return aggregate
+
+    # ------------------------------------------------------------------ training
+    def _train(self, model: nn.Module, inputs: torch.Tensor, t: dict[str, torch.Tensor], epochs: int,
+               rng: torch.Generator, trace: _Recorder | None, name: str, dp_std: float = 0.0) -> None:
+        """Train `model` on the training rows; keep the best-validation-accuracy checkpoint.
+
+        Edge level: ordinary (Adam) training, full batch unless ``batch_size`` is set. Node level:
+        DP-SGD with Poisson sampling, per-example clipping and Gaussian noise of std `dp_std` (σC
+        with the one shared noise multiplier σ) on the clipped sums.
+        """
+        cfg = self.config
+        if epochs == 0:
+            return
+        opt_cls = torch.optim.Adam if cfg.optimizer == "adam" else torch.optim.SGD
+        opt = opt_cls(model.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
+        y, tr, va = t["y"], t["train"], t["val"]
+        best, best_state = -1.0, None
+        if cfg.node_level:
+            schedule = self._dp_schedule(tr.numel(), epochs)
+        for epoch in range(epochs):
+            if cfg.node_level:
+                for _ in range(schedule[epoch]):
+                    self._dp_step(model, opt, inputs, y, tr, rng, trace, name, dp_std)
+            else:
+                model.train()
+                if cfg.batch_size is None or cfg.batch_size >= tr.numel():
+                    batches = [tr]
+                else:
+                    perm = torch.randperm(tr.numel(), generator=rng).to(tr.device)
+                    batches = list(tr[perm].split(cfg.batch_size))
+                for b in batches:
+                    opt.zero_grad()
+                    F.cross_entropy(model(inputs[b]), y[b]).backward()
+                    opt.step()
+            acc = _accuracy(model, inputs[va], y[va])
+            if acc > best or best_state is None:
+                best, best_state = acc, copy.deepcopy(model.state_dict())
+        model.load_state_dict(best_state)
+        model.eval()
+
+    def _dp_schedule(self, n_train: int, epochs: int) -> list[int]:
+        """DP-SGD steps per epoch: the accounted ⌊epochs·N/B⌋ spread evenly (or the loader's ⌈N/B⌉)."""
+        cfg = self.config
+        b = cfg.node_batch_size
+        if self.bug("poisson-loader-steps"):
+            return [max(1, -(-n_train // b))] * epochs
+        _, total = dpsgd_schedule(n_train, b, epochs)
+        return [(e + 1) * total // epochs - e * total // epochs for e in range(epochs)]
+
+    def _dp_step(self, model: nn.Module, opt: torch.optim.Optimizer, inputs: torch.Tensor, y: torch.Tensor,
+                 tr: torch.Tensor, rng: torch.Generator, trace: _Recorder | None, name: str, std: float) -> None:
+        """One DP-SGD step: Poisson batch, clipped per-example gradients, N(0, std²) on their sum."""
+        cfg = self.config
+        n = tr.numel()
+        rate = min(1.0, cfg.node_batch_size / n)
+        picked = poisson_sample(n, rate, rng).to(tr.device)
+        batch = tr[picked]
+        model.train()
+        if batch.numel():
+            clipped = clip_rows(_per_example_flat_grads(model, inputs[batch], y[batch]), cfg.max_grad_norm)
+        else:
+            size = sum(p.numel() for p in model.parameters())
+            clipped = torch.zeros(0, size, device=inputs.device)
+        canary_in = trace.coin(name, rate) if trace is not None else None
+        if canary_in:  # the virtual example's clipped gradient joins the sum
+            clipped = torch.cat([clipped, trace.canary.to(clipped)[None]])
+        total = noisy_sum(clipped, std, rng)
+        if trace is not None and trace.records(name):
+            trace.add(name, model, batch, clipped, total, canary_in)
+        opt.zero_grad()
+        assign_flat_grad(model, total / (rate * n))
+        opt.step()
+
+    # ------------------------------------------------------------------ aggregation
+    def _private_edges(self, graph: Any, seed: int) -> torch.Tensor:
+        cfg = self.config
+        ei = graph.edge_index.to(self.device)
+        if cfg.node_level and not self.bug("no-degree-bound"):
+            ei = bound_out_degree(ei, graph.num_nodes, cfg.max_degree, seed)
+        return ei
+
+    def _pma(self, x0: torch.Tensor, edges: torch.Tensor, std: float, rng: torch.Generator | None
+             ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Noisy K-hop aggregation; returns the stack (N × h × (K+1)) and the noisy sums S_1..S_K."""
+        n = x0.size(0)
+        h = rownorm(x0)
+        hs, sums = [h], []
+        for _ in range(self.config.hops):
+            s = sum_aggregate(h, edges, n)
+            if rng is not None:
+                noise = torch.randn(s.shape, generator=rng, dtype=s.dtype).to(s.device)
+                s = s + std * noise
+            sums.append(s)
+            h = rownorm(s)
+            hs.append(h)
+        return torch.stack(hs, dim=-1), sums
+
+    # ------------------------------------------------------------------ fit
+    batched: ClassVar[bool] = True
+
+    def fit(self, graph: Any, rng: torch.Generator) -> Release:
+        """One trial. Edge level: the batched path with one trial (so ``fit`` and :meth:`fit_batch`
+        share their code); node level: one DP-SGD run."""
+        if self.config.node_level:
+            return self._fit_one(graph, rng)
+        return self._fit_edge(graph, [rng])[0]
+
+    def fit_batch(self, graph: Any, rngs: list[torch.Generator]) -> list[Release]:
+        """len(rngs) independent trials on `graph`; trial j uses only rngs[j], drawing from it
+        exactly as ``fit(graph, rngs[j])`` does, and its release equals that one.
+
+        Edge level: one PMA over all trials (noise drawn per trial, in fit's order and shape; hop
+        1's aggregate of the cached X0 computed once) and, on first use of any classifier view,
+        all the trials' classifiers trained together (:class:`ClassifierBatch`). Node level: a
+        loop over ``fit`` (each trial's DP-SGD run is its own trace).
+        """
+        rngs = list(rngs)
+        if self.config.node_level:
+            return [self._fit_one(graph, r) for r in rngs]
+        return self._fit_edge(graph, rngs) if rngs else []
+
+    def _noise(self, graph: Any) -> tuple[Claim, float, float, float, float]:
+        """The claim, its noise multiplier σ, the PMA noise std actually added (0 under
+        ``no-noise``), the claimed one, and the DP-SGD noise std actually added (node level)."""
+        cfg = self.config
+        claim = self.claim(graph)
+        sigma = float(claim.details["noise_multiplier"])
+        claimed_std = sigma * cfg.sensitivity
+        dp_std = 0.0 if self.bug("no-noise") else sigma * cfg.max_grad_norm
+        return claim, sigma, 0.0 if self.bug("no-noise") else claimed_std, claimed_std, dp_std
+
+    def _fit_one(self, graph: Any, rng: torch.Generator) -> Release:
+        """The per-trial path (node level)."""
+        cfg = self.config
+        claim, sigma, std, claimed_std, dp_std = self._noise(graph)
+        t = self._graph_tensors(graph)
+        n, classes = int(graph.num_nodes), int(graph.y.max()) + 1
+        trace = self._recorder(graph, rng, claim, dp_std)
+
+        # 1. encoder (edge-free)
+        cached, encoder = self._cached_encoder(graph)
+        if not cached:
+            with seeded(rng):
+                encoder = self._new_encoder(t["x"].size(1), classes)
+                if encoder is not None:
+                    self._train(encoder, t["x"], t, cfg.em_epochs, rng, trace, "encoder", dp_std)
+        x0 = self._encode(encoder, t["x"])
+
+        # 2. PMA (cached stack)
+        bound_seed = int(torch.randint(0, 2**62, (1,), generator=rng).item())
+        edges = self._private_edges(graph, bound_seed)
+        stack, sums = self._pma(x0, edges, std, rng)
+
+        # 3. classifier on the cached stack, trained now: its DP-SGD steps are in the trace
+        cls_rng = child_generator(rng)
+        state: dict[str, Any] = {}
+
+        def classifier_fn() -> Any:
+            if "classifier" not in state:
+                with seeded(cls_rng):
+                    model = _Classifier(stack.size(1), cfg, classes).to(self.device)
+                    self._train(model, stack, t, cfg.cm_epochs, cls_rng, trace, "classifier", dp_std)
+                model.eval()
+                with torch.no_grad():
+                    state["posteriors"] = torch.softmax(model(stack), dim=-1).cpu()
+                state["classifier"] = model
+            return state["classifier"]
+
+        classifier_fn()
+
+        def accuracy() -> dict[str, float]:
+            model = classifier_fn()
+            return {split: _accuracy(model, stack[t[split]], t["y"][t[split]]) for split in ("train", "val", "test")}
+
+        fresh = self.bug("fresh-inference-noise")
+        query_rng = torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,), generator=rng).item()))
+
+        def predict(query_graph: Any = None, nodes: Any = None) -> torch.Tensor:
+            classifier = classifier_fn()
+            if fresh:
+                x = t["x"]
+                if query_graph is not None and int(query_graph.num_nodes) == n:
+                    x = query_graph.x.to(self.device)
+                s_new, _ = self._pma(self._encode(encoder, x), edges, std, query_rng)
+                with torch.no_grad():
+                    probs = torch.softmax(classifier(s_new), dim=-1).cpu()
+            else:
+                probs = state["posteriors"]
+            return probs if nodes is None else probs[torch.as_tensor(nodes, dtype=torch.long)]
+
+        hs = [stack[..., k] for k in range(cfg.hops + 1)]
+        # The out-degree bound's sampling seed is internal randomness, never released: where the
+        # bound is applied, the auditor's mean uses a fixed public seed and the step is no exact
+        # Gaussian LLR (noise_std None: a projection statistic, threshold held out). Conditioning
+        # on the run's own seed would test the claim against something no adversary sees.
+        bounded = not self.bug("no-degree-bound")
+        mechanism = [
+            MechanismStep(output=sums[k].detach().cpu(),
+                          mean=self._mean_fn(k, hs, encoder, 0 if bounded else bound_seed),
+                          noise_std=None if bounded else claimed_std,
+                          name=f"hop {k + 1}" + (" (mean with a public degree-bound seed)" if bounded else ""))
+            for k in range(cfg.hops)
+        ]
+        def weights() -> dict[str, torch.Tensor]:
+            out = {f"classifier.{k}": v.detach().cpu() for k, v in classifier_fn().state_dict().items()}
+            if encoder is not None:
+                out.update({f"encoder.{k}": v.detach().cpu() for k, v in encoder.state_dict().items()})
+            return out
+
+        info = {
+            "accuracy": Lazy(accuracy), "noise_multiplier": sigma, "noise_std": claimed_std,
+            "fresh_noise_per_query": fresh, "unit": claim.unit, "stack_shape": tuple(stack.shape),
+            "encoder_cached": cached, "private_edges": int(edges.size(1)),
+            "graph_edges": int(graph.edge_index.size(1)), "trace_module": cfg.trace_module,
+        }
+        return Release(api=predict, weights=Lazy(weights), mechanism=mechanism, trace=trace.trace, info=info)
+
+    def takes_gradient_canary(self, graph: Any = None) -> bool:
+        """At node level with one traced module (``trace_module`` encoder or classifier)."""
+        return self.config.node_level and self.config.trace_module != "all"
+
+    def dimension(self, graph: Any) -> int:
+        """Parameters of the traced DP-SGD module: the length of a gradient canary (node level,
+        ``trace_module`` encoder or classifier)."""
+        cfg = self.config
+        if not cfg.node_level or cfg.trace_module == "all":
+            raise ValueError("a gradient canary joins one of GAP's DP-SGD modules: set unit=node and "
+                             "trace_module=encoder or trace_module=classifier")
+        classes, d_in = int(graph.y.max()) + 1, int(graph.x.size(1))
+        with seeded(torch.Generator().manual_seed(0)):  # initialisation only; the global RNG is restored
+            if cfg.trace_module == "encoder":
+                model: nn.Module = _Encoder(d_in, cfg, classes)
+            else:
+                model = _Classifier(cfg.hidden_dim if cfg.encoder_layers > 0 else d_in, cfg, classes)
+        return sum(p.numel() for p in model.parameters())
+
+    def _recorder(self, graph: Any, rng: torch.Generator, claim: Claim, std: float) -> _Recorder:
+        """The trace of one node-level fit, with the graph's gradient canary (if any) and its coins."""
+        cfg = self.config
+        module, det = cfg.trace_module, claim.details
+        canary, canary_node = canary_from(graph)
+        if canary_node is not None:
+            raise ValueError("GAP takes a virtual gradient canary (canary_gradient), not a canary node")
+        if canary is not None:
+            d = self.dimension(graph)
+            canary = torch.as_tensor(canary, dtype=torch.float32).to(self.device)
+            if tuple(canary.shape) != (d,):
+                raise ValueError(f"canary_gradient must have shape ({d},) (the {module}'s parameters), "
+                                 f"got {tuple(canary.shape)}")
+        n_train = int(det["num_train"])
+        rate = min(1.0, cfg.node_batch_size / n_train) if n_train else 0.0
+        accounted = det["steps_encoder"] + det["steps_classifier"] if module == "all" else det[f"steps_{module}"]
+        trace = HeterPoissonTrace(noise="gaussian", noise_std=std, clip_norm=cfg.max_grad_norm, sampling_rate=rate,
+                                  expected_batch=rate * n_train, accounted_steps=int(accounted))
+        return _Recorder(trace, module, canary, None if module == "all" else side_generator(rng))
+
+    def _fit_edge(self, graph: Any, rngs: list[torch.Generator]) -> list[Release]:
+        """Edge-level trials, one per generator, computed together (see :meth:`fit_batch`)."""
+        cfg = self.config
+        claim, sigma, std, claimed_std, _ = self._noise(graph)
+        t = self._graph_tensors(graph)
+        n, classes, b = int(graph.num_nodes), int(graph.y.max()) + 1, len(rngs)
+
+        # 1. encoder (edge-free): the prepared one, or each trial's own, drawn from its generator
+        cached, encoder = self._cached_encoder(graph)
+        if cached:
+            encoders = [encoder] * b
+            h0 = self._embeddings(encoder, graph.x)  # N × h, the same for every trial
+        else:
+            encoders = []
+            for r in rngs:
+                with seeded(r):
+                    enc = self._new_encoder(t["x"].size(1), classes)
+                    if enc is not None:
+                        self._train(enc, t["x"], t, cfg.em_epochs, r, None, "encoder")
+                encoders.append(enc)
+            h0 = [rownorm(self._encode(e, t["x"])) for e in encoders]
+
+        # 2. PMA, trial by trial (each generator draws its bound seed, then one N × h noise per
+        # hop, as fit does); what all trials share is computed once: A_graphᵀ and, with the
+        # prepared encoder, hop 1's aggregate Aᵀ·H0
+        bound_seeds = [int(torch.randint(0, 2**62, (1,), generator=r).item()) for r in rngs]
+        edges = self._private_edges(graph, bound_seeds[0])  # edge level: the graph's own edges
+        aggregate = self._aggregator(graph, edges)
+        first = aggregate(h0) if cached else None
+        trial_hs, trial_sums = [], []
+        for j, r in enumerate(rngs):
+            h = h0 if cached else h0[j]
+            hs, sums = [h], []
+            for k in range(cfg.hops):
+                agg = first if k == 0 and cached else aggregate(h)
+                noise = torch.randn(agg.shape, generator=r, dtype=agg.dtype).to(agg.device)
+                s_k = agg + std * noise
+                sums.append(s_k.detach().cpu())
+                h = rownorm(s_k)
+                hs.append(h)
+            trial_hs.append(hs)
+            trial_sums.append(sums)
+
+        # 3. the classifiers: trained together on first use of any trial's classifier view
+        cls_rngs = [child_generator(r) for r in rngs]
+        query_seeds = [int(torch.randint(0, 2**62, (1,), generator=r).item()) for r in rngs]
+        batch = ClassifierBatch(cfg, self.device, trial_hs, t, classes, cls_rngs)
+        mean_key = ("gap hop 1", self._prepared["token"]) if cached else None
+        return [self._edge_release(j, batch, trial_hs[j], trial_sums[j], encoders[j], bound_seeds[j],
+                                   query_seeds[j], mean_key, graph, t, edges, std, claimed_std, claim, cached)
+                for j in range(b)]
+
+    def _edge_release(self, j: int, batch: ClassifierBatch, hs: list[torch.Tensor], sums: list[torch.Tensor],
+                      encoder: _Encoder | None, bound_seed: int, query_seed: int, mean_key: Any, graph: Any,
+                      t: dict[str, torch.Tensor], edges: torch.Tensor, std: float, claimed_std: float,
+                      claim: Claim, cached: bool) -> Release:
+        cfg = self.config
+        n = int(graph.num_nodes)
+        fresh = self.bug("fresh-inference-noise")
+        query_rng = torch.Generator().manual_seed(query_seed)
+        memo: dict[str, torch.Tensor] = {}
+
+        def predict(query_graph: Any = None, nodes: Any = None) -> torch.Tensor:
+            if fresh:
+                batch.ensure()
+                x = t["x"]
+                if query_graph is not None and int(query_graph.num_nodes) == n:
+                    x = query_graph.x.to(self.device)
+                s_new, _ = self._pma(self._encode(encoder, x), edges, std, query_rng)
+                probs = torch.softmax(batch.forward(j, s_new), dim=-1).cpu()
+            else:
+                if "posteriors" not in memo:
+                    memo["posteriors"] = batch.posteriors(j)
+                probs = memo["posteriors"]
+            return probs if nodes is None else probs[torch.as_tensor(nodes, dtype=torch.long)]
+
+        def weights() -> dict[str, torch.Tensor]:
+            out = {f"classifier.{k}": v for k, v in batch.state_dict(j).items()}
+            if encoder is not None:
+                out.update({f"encoder.{k}": v.detach().cpu() for k, v in encoder.state_dict().items()})
+            return out
+
+        mechanism = [
+            MechanismStep(output=sums[k], mean=self._mean_fn(k, hs, encoder, bound_seed), noise_std=claimed_std,
+                          name=f"hop {k + 1}", mean_key=mean_key if k == 0 else None)
+            for k in range(cfg.hops)
+        ]
+        info = {
+            "accuracy": Lazy(lambda: batch.accuracy(j)), "noise_multiplier": float(claim.details["noise_multiplier"]),
+            "noise_std": claimed_std, "fresh_noise_per_query": fresh, "unit": claim.unit,
+            "stack_shape": (n, hs[0].size(-1), cfg.hops + 1), "encoder_cached": cached,
+            "private_edges": int(edges.size(1)), "graph_edges": int(graph.edge_index.size(1)),
+        }
+        return Release(api=predict, weights=Lazy(weights), mechanism=mechanism, trace=None, info=info)
+
+    def _mean_fn(self, k: int, hs: list[torch.Tensor], encoder: _Encoder | None, bound_seed: int):
+        """mean(graph) of hop k+1: A_graphᵀ · (released H_k), H_0 from the released encoder."""
+
+        def mean(graph: Any) -> torch.Tensor:
+            n = int(graph.num_nodes)
+            aggregate = self._aggregator(graph, self._private_edges(graph, bound_seed))
+            if k == 0:
+                prev = self._embeddings(encoder, graph.x)
+            else:
+                released = hs[k]
+                prev = released[:n]
+                if n > released.size(0):  # rows the release lacks: that graph's noiseless embedding
+                    h = self._embeddings(encoder, graph.x)
+                    for _ in range(k):
+                        h = rownorm(aggregate(h))
+                    prev = torch.cat([prev, h[released.size(0):]], 0)
+            return aggregate(prev).cpu()
+
+        return mean
+
+    def noiseless(self, graph: Any) -> torch.Tensor | None:
+        """Noiseless hop sums S_1..S_K (K × N × h) with the prepared (or a seed-0, non-private) encoder.
+
+        For canary search only; under NDP the encoder here is a non-private proxy.
+        """
+        cached, encoder = self._cached_encoder(graph)
+        if not cached:
+            if not self.config.node_level:
+                self.prepare(graph)
+                _, encoder = self._cached_encoder(graph)
+            else:
+                proxy = GAP(self.config, unit="edge", trace_module="all")
+                proxy.prepare(graph)
+                _, encoder = proxy._cached_encoder(graph)
+        x0 = self._encode(encoder, graph.x.to(self.device))
+        _, sums = self._pma(x0, self._private_edges(graph, 0), 0.0, None)
+        return torch.stack(sums, 0).cpu()
+
