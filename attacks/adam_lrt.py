@@ -23,7 +23,7 @@ game makes a new attack object per chunk of trials): F on a fine grid of b (dens
 gradient changes sign), split into monotone pieces at its extrema, which are refined by
 golden-section search so the support ends are exact to rounding. On csbm the sliver's other
 preimages lie far in the noise's tail, and its score is about −20. For ``cp`` the threshold is
-fixed before any trial from the two laws alone (:meth:`AdamLRT.threshold_for`), so every trial
+fixed before any trial from the two laws alone (:meth:`AdamLRT.model_scores`), so every trial
 counts; other estimators hold trials out.
 """
 from __future__ import annotations
@@ -35,6 +35,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from attacks.base import Attack
 from targets.base import Release
 
 _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
@@ -171,7 +172,7 @@ def _fingerprint(problems: list[Any], setting: tuple) -> str:
     return h.hexdigest()
 
 
-class AdamLRT:
+class AdamLRT(Attack):
     """Exact LLR of a release made by full-batch Adam from Θ = 0 (see the module docstring).
 
     Needs the release's ``info["solver"]`` (``{"name": "adam", "steps": T, "lr": lr}``),
@@ -225,15 +226,9 @@ class AdamLRT:
         draws = [np.stack([law.sample(n, rng) for law in world], 1) for world in laws]
         return self._llr(*laws, draws[0]), self._llr(*laws, draws[1])
 
-    def threshold_for(self, release: Release, pair: Any, *, method: str, delta: float,
-                      confidence: float) -> float | None:
-        """For ``cp``, a threshold fixed before any trial, so every trial counts: the one the cp
-        selection rule picks on :meth:`simulate`'s scores (an exact model of the release, drawn
-        apart from the trials). Where the model is exact this is the rule's choice on fresh data;
-        where it were not, the bound would lose power, never validity."""
-        if method != "cp":
-            return None
-        from audit.estimators import select_threshold
-
-        out, inn = self.simulate(release, pair)
-        return select_threshold("cp", out, inn, delta=delta, confidence=confidence)
+    def model_scores(self, release: Release, pair: Any) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`simulate`'s scores (an exact model of the release, drawn apart from the trials).
+        The game fixes the ``cp`` threshold on them before any trial (the cp selection rule), so
+        every trial counts. Where the model is exact this is the rule's choice on fresh data; where
+        it were not, the bound would lose power, never validity."""
+        return self.simulate(release, pair)

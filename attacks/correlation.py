@@ -18,10 +18,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from attacks.base import Attack
 from targets.base import Release
 
 
-class EdgeCorrelation:
+class EdgeCorrelation(Attack):
     name = "edge-correlation"
     levels = ("mechanism",)
 

@@ -44,8 +44,9 @@ from typing import Any
 
 import torch
 
+from attacks.base import Attack
 from attacks.linkteller import query_graph
-from attacks.lira import count_query
+from attacks.shadow import count_query
 from targets.base import Release
 
 _TINY = 1e-30  # floor for posteriors before the log (float32 softmax can underflow)
@@ -82,7 +83,7 @@ def studentised(diff: torch.Tensor) -> float:
     return 0.0 if mean == 0 else math.copysign(1e12, mean)
 
 
-class FreshQuery:
+class FreshQuery(Attack):
     """Score an edge canary from fresh api queries (see the module docstring).
 
     Args:

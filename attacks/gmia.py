@@ -38,7 +38,6 @@ Two uses:
 """
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -48,16 +47,14 @@ from torch import nn
 from torch_geometric.data import Data
 from torch_geometric.utils import subgraph
 
-from targets.base import GLOBAL_RNG_LOCK
-from attacks.lira import (canary_node, count_query, find_shadow_target, fingerprint_int, graph_fingerprint,
-                          query_posteriors, target_key, true_label_probability)
-from audit.estimators import auc as _auc
-from audit.estimators import tpr_at_fpr as _tpr_at_fpr
-from targets.base import Release, Target
+from attacks.base import Attack
+from attacks.metrics import auc as _auc
+from attacks.metrics import tpr_at_fpr as _tpr_at_fpr
+from attacks.shadow import (SHADOWS, canary_node, count_query, find_shadow_target, pair_fingerprint,
+                            query_posteriors, target_key, true_label_probability)
+from targets.base import GLOBAL_RNG_LOCK, Release, Target
 
 _MASKS = ("train_mask", "val_mask", "test_mask")
-_CACHE: OrderedDict[tuple, Any] = OrderedDict()
-_CACHE_SIZE = 8
 
 
 # ---------------------------------------------------------------------------------------------
@@ -179,7 +176,7 @@ def _seed(*entropy: int) -> int:
 # ---------------------------------------------------------------------------------------------
 # the game attack
 # ---------------------------------------------------------------------------------------------
-class GMIA:
+class GMIA(Attack):
     """G-MIA as a game attack on a node canary; see the module docstring.
 
     Args:
@@ -212,7 +209,7 @@ class GMIA:
         self.shadow_target = shadow_target
         self._bound: Target | None = None
         self._models: dict[str, dict[str, Any]] = {}
-        self._pair_fp: tuple[int, str] | None = None
+        self._pair_fp: tuple[int, tuple[str, int]] | None = None
         self.queries = 0
         self.last: dict[str, Any] = {}
 
@@ -224,32 +221,26 @@ class GMIA:
         return (self.shadow_models, self.fraction, self.epochs, self.lr, self.batch_size, self.hidden, self.top_k,
                 self.label_feature, self.query, self.seed)
 
-    def _fingerprint(self, pair: Any, graph: Any) -> str:
+    def _fingerprint(self, pair: Any) -> tuple[str, int]:
         if self._pair_fp is not None and self._pair_fp[0] == id(pair):
             return self._pair_fp[1]
-        fp = graph_fingerprint(pair.g0, pair.g1, extra=canary_node(pair))
+        fp = pair_fingerprint(pair)
         self._pair_fp = (id(pair), fp)
         return fp
 
     def attack_model(self, pair: Any, release: Release | None = None, graph: Any = None) -> dict[str, Any]:
         """Train (once) the shadow models and the attack model; returns them with diagnostics."""
-        fp = self._fingerprint(pair, graph)
+        fp, base = self._fingerprint(pair)
         if fp in self._models:
             return self._models[fp]
         target = find_shadow_target(self.shadow_target, self._bound, release)
-        key = (fp, self._params(), target_key(target))
-        if key not in _CACHE:
-            _CACHE[key] = self._train(target, pair, graph, fp)
-            while len(_CACHE) > _CACHE_SIZE:
-                _CACHE.popitem(last=False)
-        _CACHE.move_to_end(key)
-        self._models[fp] = _CACHE[key]
+        key = ("gmia", fp, self._params(), target_key(target))
+        self._models[fp] = SHADOWS.get(key, lambda: self._train(target, pair, graph, base))
         return self._models[fp]
 
-    def _train(self, target: Target, pair: Any, graph: Any, fp: str) -> dict[str, Any]:
+    def _train(self, target: Target, pair: Any, graph: Any, base: int) -> dict[str, Any]:
         z = canary_node(pair)
         known = graph if graph is not None else pair.g0
-        base = fingerprint_int(fp)
         rng = np.random.default_rng([self.seed, base, 0x6A1A])
         nodes = np.arange(int(known.num_nodes))
         nodes = nodes[nodes != z]

@@ -51,6 +51,7 @@ import math
 import numpy as np
 import torch
 
+from attacks.base import Attack
 from targets.base import Release
 
 _GRID = 1201
@@ -96,7 +97,7 @@ def _step_canary(gc: torch.Tensor, t: int) -> torch.Tensor:
     return gc[t] if gc.dim() == 2 else gc
 
 
-class ProjectedGradientCanary:
+class ProjectedGradientCanary(Attack):
     """Algorithm 5 (corrected): Σ_t ⟨g_t, e_j⟩ / C."""
 
     name = "gradient-projection"
@@ -114,7 +115,7 @@ class ProjectedGradientCanary:
         return total
 
 
-class FullVectorGradientCanary:
+class FullVectorGradientCanary(Attack):
     """Exact per-step LLR of the whole released update (Gaussian or SML), summed over steps."""
 
     name = "gradient-lrt"
@@ -177,7 +178,7 @@ def _laplace_llr_terms(x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
     return torch.clamp(torch.sign(c) * (2 * x - c), -c.abs(), c.abs())
 
 
-class ProductLaplaceGradientCanary:
+class ProductLaplaceGradientCanary(Attack):
     """Log-likelihood ratio of each step under a *product* of 1-D Laplace laws (scale s/√2 per
     coordinate, the marginal of the claimed SML noise): ``ℓ_t = Σ_i (|x_i| − |x_i − c_i|)/b``.
 

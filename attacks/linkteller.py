@@ -46,9 +46,10 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
-from attacks.lira import count_query
-from audit.estimators import auc as _auc
-from audit.estimators import tpr_at_fpr as _tpr_at_fpr
+from attacks.base import Attack
+from attacks.metrics import auc as _auc
+from attacks.metrics import tpr_at_fpr as _tpr_at_fpr
+from attacks.shadow import count_query
 from targets.base import Release
 
 SYMMETRISATIONS = ("mean", "max", "as_code")
@@ -142,7 +143,7 @@ def posterior_similarity_baseline(posteriors: Any, pairs: Any) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 # the game attack
 # ---------------------------------------------------------------------------------------------
-class LinkTeller:
+class LinkTeller(Attack):
     """Score the canary edge of an edge game by LinkTeller's symmetrised influence (see module doc).
 
     Args:

@@ -59,119 +59,16 @@ constructor argument; a target given to :meth:`LiRA.bind_target`; ``release.info
 """
 from __future__ import annotations
 
-import hashlib
 import math
-from collections import OrderedDict
 from typing import Any
 
 import numpy as np
 import torch
 
+from attacks.base import Attack
+from attacks.shadow import (SHADOWS, canary_node, count_query, find_shadow_target, logit_confidence,  # noqa: F401
+                            pair_fingerprint, query_posteriors, target_key, true_label_probability)
 from targets.base import Release, Target
-
-LOG_CLIP = 1e-45
-_CACHE: OrderedDict[tuple, Any] = OrderedDict()
-_CACHE_SIZE = 8
-
-
-# ---------------------------------------------------------------------------------------------
-# helpers shared with attacks.gmia
-# ---------------------------------------------------------------------------------------------
-def canary_node(pair: Any) -> int:
-    """The canary node's index (the same in both worlds)."""
-    info = getattr(pair, "info", None) or {}
-    if "node" not in info:
-        raise ValueError("this attack needs a node canary (pair.info['node']); use remove-node or insert-node")
-    return int(info["node"])
-
-
-def logit_confidence(probs: torch.Tensor | np.ndarray, labels: Any) -> np.ndarray:
-    """φ = log p_y − log Σ_{y'≠y} p_{y'} per row, stable for near-certain posteriors."""
-    p = torch.as_tensor(probs).double().cpu()
-    y = torch.as_tensor(labels, dtype=torch.long).view(-1)
-    rows = torch.arange(p.size(0))
-    py = p[rows, y]
-    others = p.clone()
-    others[rows, y] = 0.0
-    rest = others.sum(1)
-    return (torch.log(py.clamp_min(LOG_CLIP)) - torch.log(rest.clamp_min(LOG_CLIP))).numpy()
-
-
-def true_label_probability(probs: torch.Tensor | np.ndarray, labels: Any) -> np.ndarray:
-    p = torch.as_tensor(probs).double().cpu()
-    y = torch.as_tensor(labels, dtype=torch.long).view(-1)
-    return p[torch.arange(p.size(0)), y].numpy()
-
-
-def graph_fingerprint(*graphs: Any, extra: Any = ()) -> str:
-    """A content hash of graphs (features, edges, labels, masks) and extra values."""
-    h = hashlib.sha256()
-    for g in graphs:
-        h.update(str(int(g.num_nodes)).encode())
-        for key in ("x", "edge_index", "y", "train_mask", "val_mask", "test_mask"):
-            t = getattr(g, key, None)
-            if t is not None:
-                h.update(key.encode())
-                h.update(t.detach().cpu().contiguous().numpy().tobytes())
-    h.update(repr(extra).encode())
-    return h.hexdigest()
-
-
-def fingerprint_int(fp: str) -> int:
-    return int(fp[:15], 16)
-
-
-def find_shadow_target(explicit: Target | None, bound: Target | None, release: Release | None) -> Target:
-    """The target to train shadow models with (see the module docstring for the order)."""
-    if explicit is not None:
-        return explicit
-    if bound is not None:
-        return bound
-    info = getattr(release, "info", None) or {}
-    t = info.get("target")
-    if isinstance(t, Target):
-        return t
-    cls, cfg = info.get("target_class"), info.get("target_config")
-    if cls is not None and cfg is not None:
-        if isinstance(cls, str):
-            from targets.base import get
-
-            cls = get(cls)
-        return cls(cfg)
-    raise ValueError(
-        "shadow models need the target under audit: pass shadow_target=... to the attack, call "
-        "attack.bind_target(target), or have the release carry info['target'] (a Target) or "
-        "info['target_class'] + info['target_config']")
-
-
-def target_key(target: Target) -> tuple:
-    return (type(target).__module__, type(target).__qualname__, repr(target.config))
-
-
-def query_posteriors(api: Any, query: str, g1: Any, g0: Any, nodes: Any) -> torch.Tensor:
-    """Posteriors of `nodes` under the query protocol (``auto``: the released predictions on the
-    training graph, else ``g1``; or ``g1``/``g0``)."""
-    nodes = torch.as_tensor(nodes, dtype=torch.long).view(-1)
-    if query == "auto":
-        try:
-            out = api(None, nodes)
-        except (TypeError, AttributeError):  # the API needs a query graph
-            out = api(g1, nodes)
-    elif query == "g1":
-        out = api(g1, nodes)
-    elif query == "g0":
-        out = api(g0, nodes)
-    else:
-        raise ValueError(f"query must be 'auto', 'g1' or 'g0', got {query!r}")
-    return torch.as_tensor(out).detach().double().cpu()
-
-
-def count_query(release: Release, k: int = 1) -> None:
-    """Add `k` api calls to the release's record (``attack_queries``; ``fresh_releases_queried``
-    where each call is a fresh noisy release)."""
-    release.info["attack_queries"] = release.info.get("attack_queries", 0) + k
-    if release.info.get("fresh_noise_per_query"):
-        release.info["fresh_releases_queried"] = release.info.get("fresh_releases_queried", 0) + k
 
 
 def _gauss_logpdf(x: float, mu: float, sigma: float) -> float:
@@ -186,7 +83,7 @@ def _std(values: np.ndarray, floor: float) -> float:
 # ---------------------------------------------------------------------------------------------
 # the attack
 # ---------------------------------------------------------------------------------------------
-class LiRA:
+class LiRA(Attack):
     """Node LiRA (offline by default) or RMIA on the canary node; see the module docstring.
 
     Args:
@@ -232,7 +129,7 @@ class LiRA:
         self.shadow_target = shadow_target
         self._bound: Target | None = None
         self._stats: dict[str, dict[str, Any]] = {}
-        self._pair_fp: tuple[int, str] | None = None
+        self._pair_fp: tuple[int, tuple[str, int]] | None = None
         self.queries = 0
         self.last: dict[str, Any] = {}
 
@@ -245,10 +142,10 @@ class LiRA:
     def _params(self) -> tuple:
         return (self.shadows, self.online, self.method, self.population, self.keep, self.query, self.seed)
 
-    def _fingerprint(self, pair: Any) -> str:
+    def _fingerprint(self, pair: Any) -> tuple[str, int]:
         if self._pair_fp is not None and self._pair_fp[0] == id(pair):
             return self._pair_fp[1]
-        fp = graph_fingerprint(pair.g0, pair.g1, extra=canary_node(pair))
+        fp = pair_fingerprint(pair)
         self._pair_fp = (id(pair), fp)
         return fp
 
@@ -272,26 +169,17 @@ class LiRA:
     def shadow_stats(self, pair: Any, release: Release | None = None, graph: Any = None) -> dict[str, Any]:
         """Train (once) and return the shadow statistics: per shadow its bit, φ and p_y of the canary,
         and (RMIA) p_y of the population."""
-        fp = self._fingerprint(pair)
+        fp, base = self._fingerprint(pair)
         if fp in self._stats:
             return self._stats[fp]
         target = find_shadow_target(self.shadow_target, self._bound, release)
-        key = (fp, self._params(), target_key(target))
-        if key in _CACHE:
-            _CACHE.move_to_end(key)
-            self._stats[fp] = _CACHE[key]
-            return _CACHE[key]
-        stats = self._train_shadows(target, pair, graph, fp)
-        _CACHE[key] = stats
-        while len(_CACHE) > _CACHE_SIZE:
-            _CACHE.popitem(last=False)
-        self._stats[fp] = stats
-        return stats
+        key = ("lira", fp, self._params(), target_key(target))
+        self._stats[fp] = SHADOWS.get(key, lambda: self._train_shadows(target, pair, graph, base))
+        return self._stats[fp]
 
-    def _train_shadows(self, target: Target, pair: Any, graph: Any, fp: str) -> dict[str, Any]:
+    def _train_shadows(self, target: Target, pair: Any, graph: Any, base: int) -> dict[str, Any]:
         z = canary_node(pair)
         label = int(pair.g1.y[z])
-        base = fingerprint_int(fp)
         plan = np.random.default_rng([self.seed, base, 0x5AD0])
         if self.online:
             bits = plan.permutation(np.arange(self.shadows) % 2)

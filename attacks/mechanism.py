@@ -41,6 +41,7 @@ from typing import Any
 
 import torch
 
+from attacks.base import Attack
 from targets.base import MechanismStep, Release
 
 
@@ -88,7 +89,7 @@ def _step_score(step: MechanismStep, means: _Means) -> float:
     return float(((o - means.mid) * d).sum())
 
 
-class MechanismLRT:
+class MechanismLRT(Attack):
     name = "mechanism-lrt"
     levels = ("mechanism",)
 

@@ -126,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compare", help="a table of several results")
     p.add_argument("runs", nargs="+")
 
-    campaign.add_parser(sub)
+    _add_campaign_parser(sub)
     return parser
 
 
@@ -138,8 +138,9 @@ def _emit(obj: Any, as_json: bool, text: str) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
+    from attacks.base import auto_attacks
     from audit import report
-    from audit.game import AuditSpec, auto_attacks, run_audit, setup_run
+    from audit.game import AuditSpec, run_audit, setup_run
 
     if args.jobs < 1:
         raise UserError(f"--jobs must be >= 1, got {args.jobs}")
@@ -156,9 +157,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         attacks = auto_attacks(target, graph)
     results = [run_audit(replace(spec, attack=a), out=args.out, jobs=args.jobs, backend=args.backend,
                          scheduler=args.scheduler, progress=not args.no_progress) for a in attacks]
-    text = "\n\n".join(report.table(r) + f"\n\nresult: {Path(args.out) / (r['run_id'] + '.json')}" for r in results)
-    _emit(results[0] if len(results) == 1 else results, args.json, text)
-    violated = any(r["verdict"] == "VIOLATION" for r in results)
+    text = "\n\n".join(report.table(r) + f"\n\nresult: {Path(args.out) / (r.run_id + '.json')}" for r in results)
+    records = [r.to_dict() for r in results]
+    _emit(records[0] if len(records) == 1 else records, args.json, text)
+    violated = any(r.verdict == "VIOLATION" for r in results)
     return 1 if args.fail_on_violation and violated else 0
 
 
@@ -246,10 +248,11 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     from audit import data, estimators
-    from audit.game import ATTACKS, CANARIES, available
+    from attacks import base as attacks
+    from canaries import base as canaries
     from targets import base
 
-    info: dict[str, Any] = {"targets": {}, "attacks": available(ATTACKS), "canaries": available(CANARIES),
+    info: dict[str, Any] = {"targets": {}, "attacks": attacks.available(), "canaries": canaries.available(),
                             "datasets": data.names(), "estimators": list(estimators.METHODS)}
     for name in base.available():
         cls = base.get(name)
@@ -273,9 +276,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         result = report.load_result(args.run)
     except FileNotFoundError as err:
         raise UserError(str(err)) from None
-    folder = Path(args.out) if args.out else Path(result["store"]).parent
+    folder = Path(args.out) if args.out else Path(result.store).parent
     folder.mkdir(parents=True, exist_ok=True)
-    run_id = result.get("run_id", "run")
+    run_id = result.run_id or "run"
     image = report.plot(result, folder / f"{run_id}.png")
     md = folder / f"{run_id}.md"
     md.write_text(report.markdown(result, image.name))
@@ -313,11 +316,11 @@ def cmd_regress(args: argparse.Namespace) -> int:
         for entry in todo:
             start = time.time()
             result = run_audit(entry.spec(args.seed), out=out, jobs=args.jobs, progress=False)
-            ok = result["verdict"] == entry.expect
+            ok = result.verdict == entry.expect
             failed += not ok
-            row = {"entry": entry.name, "expected": entry.expect, "got": result["verdict"], "ok": ok,
-                   "eps_lb": result["eps_lb"], "claimed_epsilon": result["claimed_epsilon"],
-                   "method": result["method"], "trials": result["trials"], "seconds": time.time() - start}
+            row = {"entry": entry.name, "expected": entry.expect, "got": result.verdict, "ok": ok,
+                   "eps_lb": result.eps_lb, "claimed_epsilon": result.claimed_epsilon,
+                   "method": result.method, "trials": result.trials, "seconds": time.time() - start}
             rows.append(row)
             mark = "" if ok else "  ← MISMATCH"
             eps_lb = row["eps_lb"] if isinstance(row["eps_lb"], str) else f"{row['eps_lb']:.3f}"
@@ -360,9 +363,68 @@ def cmd_attack(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_campaign_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("campaign", help="a declared grid of audits into one results folder")
+    p.add_argument("config", help="campaign TOML path, or a name in campaigns/ (e.g. default)")
+    p.add_argument("--quick", action="store_true", help="the [quick] subset (CI)")
+    p.add_argument("--out", default=None, help="results folder (default results/campaign-<name>[-quick]/)")
+    p.add_argument("--jobs", type=int, default=1, help="parallel trial workers")
+    p.add_argument("--only", default=None, metavar="TARGET", help="only this target's rows")
+    p.add_argument("--report-only", action="store_true", help="regenerate README.md and plots from campaign.json")
+    p.add_argument("--dry-run", action="store_true", help="list the rows and their trial budgets, run nothing")
+    p.add_argument("--no-progress", action="store_true")
+    return p
+
+
+def cmd_campaign(args: argparse.Namespace) -> int:
+    import torch
+
+    from audit.report import num, write_campaign_report
+
+    if args.jobs < 1:
+        raise campaign.CampaignError(f"--jobs must be >= 1, got {args.jobs}")
+    plan = campaign.load(args.config, quick=args.quick, only=args.only)
+    out = Path(args.out) if args.out else plan.default_out()
+    if args.report_only:
+        readme = write_campaign_report(out)
+        print(f"regenerated {readme}")
+        return 0
+    if args.dry_run:
+        for i, row in enumerate(plan.rows, 1):
+            print(f"[{i}/{len(plan.rows)}] {row.label} trials={row.spec.trials} params={row.spec.params}")
+        print(f"{len(plan.rows)} rows, {sum(r.spec.trials for r in plan.rows)} trials")
+        return 0
+    torch.set_num_threads(1)
+    command = "python -m audit campaign " + " ".join(_argv_of(args))
+    try:
+        doc = campaign.run(plan, out, jobs=args.jobs, progress=not args.no_progress, command=command)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: finished rows are in {out / 'campaign.json'} and finished trials in the store; "
+              "rerun the same command to resume", file=sys.stderr)
+        return 130
+    n_v = sum(r.get("verdict") == "VIOLATION" and math.isfinite(num(r.get("claimed_epsilon"))) for r in doc["rows"])
+    n_e = sum(r.get("verdict") == "ERROR" for r in doc["rows"])
+    print(f"{len(doc['rows'])} rows, {n_v} violation(s), {n_e} error(s), {doc['wall_time_s']:.0f} s; "
+          f"report: {out / 'README.md'}")
+    return 0
+
+
+def _argv_of(args: argparse.Namespace) -> list[str]:
+    out = [str(args.config)]
+    if args.quick:
+        out.append("--quick")
+    if args.out:
+        out += ["--out", str(args.out)]
+    if args.jobs != 1:
+        out += ["--jobs", str(args.jobs)]
+    if args.only:
+        out += ["--only", args.only]
+    return out
+
+
 COMMANDS = {"run": cmd_run, "accounting": cmd_accounting, "train": cmd_train, "estimate": cmd_estimate,
             "list": cmd_list, "report": cmd_report, "compare": cmd_compare, "regress": cmd_regress,
-            "attack": cmd_attack, "campaign": campaign.cmd_campaign}
+            "attack": cmd_attack, "campaign": cmd_campaign}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,11 +28,13 @@ import numpy as np
 from scipy.stats import beta as beta_dist
 from scipy.stats import binom, norm
 
+from attacks.metrics import auc, roc, tpr_at_fpr  # noqa: F401 (re-exported)
+from attacks.metrics import candidate_thresholds as _candidate_thresholds
+from attacks.metrics import rates_at as _rates_at
 from targets.accounting import check_delta, gdp_epsilon
 
 METHODS = ("cp", "gdp", "bayes", "one-run")
 _SELECT_FRACTION = {"cp": 0.5, "gdp": 0.2, "bayes": 0.5}
-_MAX_THRESHOLDS = 512
 _ONE_RUN_GRID = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)  # guesses as a fraction of m
 
 
@@ -151,22 +153,6 @@ def split_indices(n: int, select_fraction: float, seed: int) -> tuple[np.ndarray
     perm = rng.permutation(n)
     k = int(round(select_fraction * n))
     return np.sort(perm[:k]), np.sort(perm[k:])
-
-
-def _candidate_thresholds(out: np.ndarray, inn: np.ndarray) -> np.ndarray:
-    pooled = np.unique(np.concatenate([out, inn]))
-    if pooled.size > _MAX_THRESHOLDS:
-        pooled = np.unique(np.quantile(pooled, np.linspace(0, 1, _MAX_THRESHOLDS)))
-    # "IN iff s ≥ t": t just above every observed value, plus −∞ (always IN)
-    return np.concatenate([[-np.inf], pooled, [np.inf]])
-
-
-def _rates_at(out: np.ndarray, inn: np.ndarray, thresholds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(false positives, false negatives) counts for "IN iff s ≥ t" at each threshold."""
-    so, si = np.sort(out), np.sort(inn)
-    fp = out.size - np.searchsorted(so, thresholds, side="left")
-    fn = np.searchsorted(si, thresholds, side="left")
-    return fp, fn
 
 
 # ---------------------------------------------------------------------------------------------
@@ -440,29 +426,6 @@ def one_run(scores_out: np.ndarray, scores_in: np.ndarray, *, delta: float, conf
 # ---------------------------------------------------------------------------------------------
 # descriptives (not bounds)
 # ---------------------------------------------------------------------------------------------
-def auc(scores_out: Sequence[float], scores_in: Sequence[float]) -> float:
-    """P[s_in > s_out] + ½ P[tie] (the ROC AUC)."""
-    out = np.sort(np.asarray(scores_out, float))
-    inn = np.asarray(scores_in, float)
-    less = np.searchsorted(out, inn, side="left")
-    leq = np.searchsorted(out, inn, side="right")
-    return float((less + 0.5 * (leq - less)).sum() / (out.size * inn.size))
-
-
-def roc(scores_out: Sequence[float], scores_in: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
-    """(FPR, TPR) over all thresholds, from (1, 1) down to (0, 0)."""
-    out, inn = np.asarray(scores_out, float), np.asarray(scores_in, float)
-    t = _candidate_thresholds(out, inn)
-    fp, fn = _rates_at(out, inn, t)
-    return fp / out.size, 1.0 - fn / inn.size
-
-
-def tpr_at_fpr(scores_out: Sequence[float], scores_in: Sequence[float], fpr: float) -> float:
-    f, t = roc(scores_out, scores_in)
-    ok = f <= fpr
-    return float(t[ok].max()) if ok.any() else 0.0
-
-
 ESTIMATORS: dict[str, Callable[..., Estimate]] = {
     m: (lambda m_: (lambda o, i, **kw: estimate(o, i, method=m_, **kw)))(m) for m in METHODS
 }

@@ -11,6 +11,7 @@ backend); each chunk rebuilds the target from its config and calls ``prepare`` o
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -25,131 +26,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from attacks import base as attacks
 from audit import data as datasets
 from audit import estimators
+from audit.result import Result, verdict  # noqa: F401 (verdict: re-exported)
 from audit.store import Store
+from canaries import base as canaries
+from graphs.ops import add_edge
 from targets import base as targets
-
-# ---------------------------------------------------------------------------------------------
-# registries of canaries and attacks (imported lazily so that a missing module names itself)
-# ---------------------------------------------------------------------------------------------
-CANARIES: dict[str, str] = {
-    "random-edge": "canaries.edge:RandomEdge",
-    "worst-edge": "canaries.edge:WorstCaseEdge",
-    "worst-directed-edge": "canaries.edge:WorstDirectedEdge",
-    "low-degree-edge": "canaries.edge:LowDegreeEdge",
-    "feature-extreme-edge": "canaries.edge:FeatureExtremeEdge",
-    "search-edge": "canaries.edge:SensitivitySearchEdge",
-    "remove-node": "canaries.node:RemoveNode",
-    "insert-node": "canaries.node:InsertNode",
-    "insert-hub-node": "canaries.node:InsertHubNode",
-    "dirac-gradient": "canaries.gradient:DiracGradient",
-    "spread-gradient": "canaries.gradient:SpreadGradient",
-    "split-gradient": "canaries.gradient:SplitGradient",
-    "dirac-node": "canaries.gradient:DiracNode",
-}
-ATTACKS: dict[str, str] = {
-    "mechanism-lrt": "attacks.mechanism:MechanismLRT",
-    "linkteller": "attacks.linkteller:LinkTeller",
-    "gmia": "attacks.gmia:GMIA",
-    "lira": "attacks.lira:LiRA",
-    "lira-online": "attacks.lira:OnlineLiRA",
-    "rmia": "attacks.lira:RMIA",
-    "gradient-projection": "attacks.gradient:ProjectedGradientCanary",
-    "gradient-lrt": "attacks.gradient:FullVectorGradientCanary",
-    "edge-correlation": "attacks.correlation:EdgeCorrelation",
-    "gradient-l1": "attacks.gradient:ProductLaplaceGradientCanary",
-    "fresh-query": "attacks.fresh_query:FreshQuery",
-    "adam-lrt": "attacks.adam_lrt:AdamLRT",
-}
-
-
-def available(registry: dict[str, str]) -> list[str]:
-    """Names in a registry whose modules import (later issues add modules)."""
-    names = []
-    for name, spec in registry.items():
-        try:
-            _load(spec)
-        except (ImportError, AttributeError):
-            continue
-        names.append(name)
-    return names
-
-
-def _load(spec: str) -> Any:
-    import importlib
-
-    module, _, attr = spec.partition(":")
-    return getattr(importlib.import_module(module), attr)
-
-
-def _make(registry: dict[str, str], kind: str, name: str) -> Any:
-    if name not in registry:
-        raise ValueError(f"unknown {kind} {name!r}; known: {', '.join(sorted(available(registry)))}")
-    try:
-        cls = _load(registry[name])
-    except ModuleNotFoundError as err:
-        if err.name != registry[name].partition(":")[0]:
-            raise
-        raise ValueError(f"{kind} {name!r} is not available in this version") from None
-    return cls()
-
-
-def make_canary(name: str) -> Any:
-    if name.startswith("edge:"):
-        from canaries.edge import ExplicitEdge
-
-        return ExplicitEdge.parse(name.partition(":")[2])
-    return _make(CANARIES, "canary", name)
-
-
-def make_attack(name: str) -> Any:
-    return _make(ATTACKS, "attack", name)
-
-
-def auto_attack(target: targets.Target, graph: Any = None) -> str:
-    """The strongest available attack for the target's views: white-box first. Trace attacks need
-    a gradient canary, so they are chosen only where the configuration takes one."""
-    have = set(available(ATTACKS))
-    node = target.unit is targets.Unit.NODE
-    preference = [("trace", "gradient-lrt"), ("trace", "gradient-projection"), ("mechanism", "mechanism-lrt"),
-                  ("api", "lira-online" if node else "linkteller"), ("api", "gmia" if node else "linkteller")]
-    for level, attack in preference:
-        # DP-SGD traces carry node-level claims; the mechanism view carries edge-level ones
-        if level == "trace" and not node or level == "mechanism" and node:
-            continue
-        if level == "trace" and not target.takes_gradient_canary(graph):
-            continue
-        if level in target.levels and attack in have:
-            return attack
-    raise ValueError(f"no attack in this version fits the views of target {target.name!r} "
-                     f"({', '.join(target.levels)}, {target.unit.value} level); pass --attack explicitly")
-
-
-def auto_attacks(target: targets.Target, graph: Any = None) -> list[str]:
-    """What ``--attack auto`` runs: every trace attack for a DP-SGD (trace) claim, so the paper's
-    projected audit is reported beside the full-vector one; otherwise the strongest single attack."""
-    best = auto_attack(target, graph)
-    if best in ("gradient-lrt", "gradient-projection"):
-        have = set(available(ATTACKS))
-        return [a for a in ("gradient-lrt", "gradient-projection") if a in have]
-    return [best]
-
-
-def auto_canary(target: targets.Target, graph: Any, attack: str | None = None) -> str:
-    """The canary that fits the target's unit and the chosen attack."""
-    if attack in ("gradient-lrt", "gradient-projection"):
-        return "dirac-gradient"
-    if attack == "gradient-l1":
-        return "spread-gradient"
-    if target.unit is not targets.Unit.EDGE:
-        return "remove-node"
-    try:
-        has_map = target.noiseless(graph) is not None
-    except NotImplementedError:
-        has_map = False
-    return "worst-edge" if has_map else "random-edge"
-
 
 # ---------------------------------------------------------------------------------------------
 # the spec of a run
@@ -282,7 +166,7 @@ def _batches(setup: _Setup, indices: list[int]) -> list[tuple[int, list[int]]]:
 
 
 def _score(setup: _Setup, attack: Any, releases: list[Any]) -> list[float]:
-    if hasattr(attack, "score_batch") and len(releases) > 1:
+    if len(releases) > 1:
         scores = attack.score_batch(releases, setup.pair, setup.graph)
     else:
         scores = [attack.score(r, setup.pair, setup.graph) for r in releases]
@@ -300,9 +184,8 @@ def play_chunk(setup: _Setup, indices: list[int]) -> list[tuple[int, int, float]
     if setup.threads:
         torch.set_num_threads(setup.threads)
     target = targets.get(setup.target_cls)(setup.config)
-    attack = make_attack(setup.attack)
-    if hasattr(attack, "bind_target"):  # shadow-model attacks train copies of the target (never on trials)
-        attack.bind_target(target)
+    attack = attacks.make(setup.attack)
+    attack.bind_target(target)  # shadow-model attacks train copies of the target (never on trials)
     target.prepare(setup.graph)
 
     def fit(bit: int, batch: list[int]) -> list[Any]:
@@ -396,7 +279,7 @@ def setup_run(spec: AuditSpec) -> tuple[Any, targets.Target, targets.Claim]:
 
 def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, backend: str = "loky",
               scheduler: str | None = None, progress: bool = True,
-              on_chunk: Callable[[int], None] | None = None, pipeline: bool | None = None) -> dict[str, Any]:
+              on_chunk: Callable[[int], None] | None = None, pipeline: bool | None = None) -> Result:
     """Play (or resume) the games of `spec`, estimate, and write the result. Returns the result.
 
     `pipeline`: overlap training and scoring (see :func:`play_chunk`); None = on iff CUDA.
@@ -405,16 +288,16 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
         return run_one_run(spec, out=out, progress=progress)
     t0 = time.time()
     graph, target, claim = setup_run(spec)
-    attack_name = auto_attack(target, graph) if spec.attack == "auto" else spec.attack
-    canary_name = auto_canary(target, graph, attack_name) if spec.canary == "auto" else spec.canary
-    attack = make_attack(attack_name)
+    attack_name = attacks.auto_attack(target, graph) if spec.attack == "auto" else spec.attack
+    canary_name = canaries.auto_canary(target, graph, attack_name) if spec.canary == "auto" else spec.canary
+    attack = attacks.make(attack_name)
     level = attack.levels[0] if spec.level == "auto" else spec.level
     if level not in target.levels:
         raise ValueError(f"target {target.name!r} offers no {level!r} view; it offers {', '.join(target.levels)}")
     if level not in attack.levels:
         raise ValueError(f"attack {attack_name!r} works on {', '.join(attack.levels)}, not {level!r}")
     canary_rng = np.random.default_rng([spec.seed, 0xCA4A])
-    pair = make_canary(canary_name).worlds(graph, canary_rng, target)
+    pair = canaries.make(canary_name).worlds(graph, canary_rng, target)
 
     out = Path(out)
     store = Store(out / "audit.sqlite")
@@ -448,31 +331,31 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
     # gdp tests the symmetric point of the trade-off curve; where the attack fixes that point's
     # threshold a priori (an exact LLR's 0), no trial needs to be held out to choose it. Whether it
     # does is read off one probe release, drawn apart from every trial's randomness.
-    # An attack may also fix its threshold from public information alone (threshold_for).
-    prior = None
-    if method == "gdp":
-        prior = getattr(attack, "natural_threshold", None)
-        if hasattr(attack, "natural_threshold_for"):
-            prior = attack.natural_threshold_for(_probe(spec, target, pair))
-    if prior is None and hasattr(attack, "threshold_for"):
-        prior = attack.threshold_for(_probe(spec, target, pair), pair, method=method, delta=claim.delta,
-                                     confidence=spec.confidence)
+    # An attack may also model each world's scores from public information alone (model_scores):
+    # for cp the threshold is then the cp rule's choice on those draws, fixed before any trial.
+    probe = functools.cache(lambda: _probe(spec, target, pair) if attack.reads_probe else None)
+    prior = attack.natural_threshold_for(probe()) if method == "gdp" else None
+    if prior is None and method == "cp":
+        drawn = attack.model_scores(probe(), pair)
+        if drawn is not None:
+            prior = estimators.select_threshold("cp", *drawn, delta=claim.delta, confidence=spec.confidence)
     est = estimators.estimate(scores[bits == 0], scores[bits == 1], delta=claim.delta, method=method,
                               confidence=spec.confidence, threshold=prior)
-    result = make_result(spec, key, target, claim, pair, attack_name, level, est, scores, bits,
-                         wall=time.time() - t0, store_path=store.path,
-                         attack_queries=attack.queries_for(pair) if hasattr(attack, "queries_for")
-                         else getattr(attack, "queries_per_score", None))
-    result["batch"] = batch
-    result["cached_per_worker"] = cached_work(target)
-    result["trials_played"] = len(todo)
-    result["trials_wall_s"] = trials_wall
     run_id = f"{spec.target.replace(':', '.').replace('/', '.')}-{key}-{spec.trials}-{method}"
-    result["run_id"] = run_id
-    store.save_result(run_id, key, result)
-    store.close()
-    (out / f"{run_id}.json").write_text(json.dumps(result, indent=2, sort_keys=True))
+    result = make_result(spec, key, target, claim, pair.info, attack_name, level, est, scores, bits,
+                         wall=time.time() - t0, store_path=store.path,
+                         attack_queries=attack.queries_for(pair), run_id=run_id, batch=batch,
+                         cached_per_worker=cached_work(target), trials_played=len(todo),
+                         trials_wall_s=trials_wall)
+    _save(store, out, result)
     return result
+
+
+def _save(store: Store, out: Path, result: Result) -> None:
+    record = result.to_dict()
+    store.save_result(result.run_id, result.key, record)
+    store.close()
+    (out / f"{result.run_id}.json").write_text(json.dumps(record, indent=2, sort_keys=True))
 
 
 def _probe(spec: AuditSpec, target: targets.Target, pair: Any) -> targets.Release:
@@ -480,7 +363,7 @@ def _probe(spec: AuditSpec, target: targets.Target, pair: Any) -> targets.Releas
     return target.fit(pair.g0, torch.Generator().manual_seed(trial_seed(spec.seed, 2**40)))
 
 
-def run_one_run(spec: AuditSpec, *, out: str | Path = "results", progress: bool = True) -> dict[str, Any]:
+def run_one_run(spec: AuditSpec, *, out: str | Path = "results", progress: bool = True) -> Result:
     """One-run audit (Steinke, Nasr & Jagielski 2023): ``spec.trials`` canary edges, each inserted
     with probability ½ (bits from the run seed), ONE training run, a score per canary.
 
@@ -492,11 +375,9 @@ def run_one_run(spec: AuditSpec, *, out: str | Path = "results", progress: bool 
     graph, target, claim = setup_run(spec)
     if target.unit is not targets.Unit.EDGE:
         raise ValueError("--mode one-run supports edge-level targets in this version")
-    attack_name = auto_attack(target, graph) if spec.attack == "auto" else spec.attack
-    attack = make_attack(attack_name)
-    canary = make_canary("random-edge" if spec.canary in ("auto", "worst-edge") else spec.canary)
-    if not hasattr(canary, "many"):
-        raise ValueError(f"canary {canary.name!r} cannot make many canaries for a one-run audit")
+    attack_name = attacks.auto_attack(target, graph) if spec.attack == "auto" else spec.attack
+    attack = attacks.make(attack_name)
+    canary = canaries.make("random-edge" if spec.canary in ("auto", "worst-edge") else spec.canary)
     rng = np.random.default_rng([spec.seed, 0x0123])
     pairs = canary.many(graph, spec.trials, rng)
     bits = rng.integers(0, 2, size=len(pairs))
@@ -504,7 +385,7 @@ def run_one_run(spec: AuditSpec, *, out: str | Path = "results", progress: bool 
     for pair, b in zip(pairs, bits):
         if b:
             u, v = pair.info["edge"]
-            world = datasets.add_edge(world, u, v)
+            world = add_edge(world, u, v)
     target.prepare(graph)
     release = target.fit(world, torch.Generator().manual_seed(trial_seed(spec.seed, 0)))
     iterator = pairs
@@ -522,52 +403,41 @@ def run_one_run(spec: AuditSpec, *, out: str | Path = "results", progress: bool 
     store.add_trials(key, [(i, int(b), float(sc)) for i, (b, sc) in enumerate(zip(bits, scores))])
     info = {"canary": canary.name, "count": len(pairs), "chosen_by": pairs[0].info["chosen_by"],
             "inserted": int(bits.sum())}
-    fake_pair = CanaryPairInfo(info)
-    result = make_result(spec, key, target, claim, fake_pair, attack_name, attack.levels[0], est, scores, bits,
-                         wall=time.time() - t0, store_path=store.path)
-    result["mode"] = "one-run"
     run_id = f"{spec.target.replace(':', '.').replace('/', '.')}-{key}-{spec.trials}-one-run"
-    result["run_id"] = run_id
-    store.save_result(run_id, key, result)
-    store.close()
-    (out / f"{run_id}.json").write_text(json.dumps(result, indent=2, sort_keys=True))
+    result = make_result(spec, key, target, claim, info, attack_name, attack.levels[0], est, scores, bits,
+                         wall=time.time() - t0, store_path=store.path, run_id=run_id, mode="one-run")
+    _save(store, out, result)
     return result
 
 
-@dataclass
-class CanaryPairInfo:
-    info: dict[str, Any]
-
-
-def verdict(eps_lb: float, claimed: float) -> str:
-    return "VIOLATION" if eps_lb > claimed else "CONSISTENT"
-
-
-def make_result(spec: AuditSpec, key: str, target: targets.Target, claim: targets.Claim, pair: Any,
+def make_result(spec: AuditSpec, key: str, target: targets.Target, claim: targets.Claim, canary: dict[str, Any],
                 attack: str, level: str, est: estimators.Estimate, scores: np.ndarray, bits: np.ndarray,
-                *, wall: float, store_path: Path, attack_queries: int | None = None) -> dict[str, Any]:
+                *, wall: float, store_path: Path, attack_queries: int | None = None, **run: Any) -> Result:
     """The result record (DESIGN.md). `attack_queries`: API queries per trial; where the target's
-    inference is randomised each one is a fresh release that its claim (``queries``) must compose."""
+    inference is randomised each one is a fresh release that its claim (``queries``) must compose.
+    `run`: the run's own fields (``run_id``, ``mode``, and for multi-run audits ``batch``,
+    ``cached_per_worker``, ``trials_played``, ``trials_wall_s``)."""
     out_s, in_s = scores[bits == 0], scores[bits == 1]
     import torch_geometric
 
     config = {k: v for k, v in asdict(target.config).items()}
-    return {
-        "target": spec.target, "config": config, "dataset": spec.dataset, "canary": pair.info,
-        "attack": attack, "level": level, "trials": int(bits.size), "seed": spec.seed, "key": key,
-        "claimed_epsilon": claim.epsilon if math.isfinite(claim.epsilon) else "inf",
-        "claimed_delta": claim.delta, "accountant": claim.accountant,
-        "claim": claim.to_dict(), "eps_lb": est.to_dict()["eps_lb"], "ci": est.to_dict()["interval"],
-        "mu_lb": est.mu_lb, "method": est.method, "assumption": est.assumption,
-        "confidence": est.confidence, "estimate": est.to_dict(),
-        "auc": estimators.auc(out_s, in_s),
-        "tpr_at_fpr": {str(f): estimators.tpr_at_fpr(out_s, in_s, f) for f in (0.1, 0.01, 0.001)},
-        "max_certifiable_eps": est.to_dict()["max_certifiable_eps"],
-        "tightness": (est.eps_lb / claim.epsilon)
+    estimate = est.to_dict()
+    return Result(
+        target=spec.target, config=config, dataset=spec.dataset, canary=canary,
+        attack=attack, level=level, trials=int(bits.size), seed=spec.seed, key=key,
+        claimed_epsilon=claim.epsilon if math.isfinite(claim.epsilon) else "inf",
+        claimed_delta=claim.delta, accountant=claim.accountant,
+        claim=claim.to_dict(), eps_lb=estimate["eps_lb"], ci=estimate["interval"],
+        mu_lb=est.mu_lb, method=est.method, assumption=est.assumption,
+        confidence=est.confidence, estimate=estimate,
+        auc=estimators.auc(out_s, in_s),
+        tpr_at_fpr={str(f): estimators.tpr_at_fpr(out_s, in_s, f) for f in (0.1, 0.01, 0.001)},
+        max_certifiable_eps=estimate["max_certifiable_eps"],
+        tightness=(est.eps_lb / claim.epsilon)
         if 0 < claim.epsilon < math.inf and math.isfinite(est.eps_lb) else None,
-        "attack_queries_per_trial": attack_queries,
-        "verdict": verdict(est.eps_lb, claim.epsilon),
-        "wall_time_s": wall, "store": str(store_path),
-        "versions": {"python": platform.python_version(), "torch": torch.__version__,
-                     "torch_geometric": torch_geometric.__version__, "numpy": np.__version__},
-    }
+        attack_queries_per_trial=attack_queries,
+        verdict=verdict(est.eps_lb, claim.epsilon),
+        wall_time_s=wall, store=str(store_path),
+        versions={"python": platform.python_version(), "torch": torch.__version__,
+                  "torch_geometric": torch_geometric.__version__, "numpy": np.__version__},
+        **run)

@@ -1,4 +1,5 @@
-"""Printing and plotting results: the table, markdown, and the score/ROC figure."""
+"""Printing and plotting results: one run's table, markdown and score/ROC figure, and a campaign's
+README and plots (from its ``campaign.json`` alone). Every ROC curve is computed and drawn here."""
 from __future__ import annotations
 
 import json
@@ -9,6 +10,10 @@ from typing import Any
 import numpy as np
 
 from audit import estimators
+from audit.result import Result
+
+REPO = Path(__file__).resolve().parents[1]
+_ROC_POINTS = 300
 
 
 def _fmt(x: Any, digits: int = 3) -> str:
@@ -37,37 +42,37 @@ def roc_axes(ax: Any, grid: np.ndarray) -> None:
     ax.set_ylabel("true positive rate")
 
 
-def table(result: dict[str, Any]) -> str:
+def table(result: Result) -> str:
     """A human-readable summary of one result."""
-    ci = result.get("ci") or [None, None]
-    canary = result.get("canary", {})
+    ci = result.ci or [None, None]
+    canary = result.canary
     rows = [
-        ("target", f"{result['target']}  (bug: {result['config'].get('bug') or 'none'})"),
-        ("dataset", result["dataset"]),
+        ("target", f"{result.target}  (bug: {result.config.get('bug') or 'none'})"),
+        ("dataset", result.dataset),
         ("canary", f"{canary.get('canary', '?')} {canary.get('edge', '')}  ({canary.get('chosen_by', '')})"),
-        ("attack / level", f"{result['attack']} / {result['level']}"),
-        ("trials", str(result["trials"])),
-        ("claimed", f"ε = {_fmt(result['claimed_epsilon'], 4)}, δ = {result['claimed_delta']:.3g}  "
-                    f"({result['accountant']})"),
-        *([("queries / trial", f"{result['attack_queries_per_trial']} (each a fresh release where inference is "
-                                "randomised)")] if result.get("attack_queries_per_trial") else []),
-        ("ε lower bound", f"{_fmt(result['eps_lb'])} at {result['confidence']:.0%}, one-sided  "
-                          f"({result['method']}); two-sided interval [{_fmt(ci[0])}, {_fmt(ci[1])}]"),
-        ("max certifiable ε", _fmt(result["max_certifiable_eps"])),
-        ("tightness", _fmt(result.get("tightness"))),
-        ("AUC", _fmt(result["auc"])),
-        ("TPR @ FPR 1%", _fmt(result["tpr_at_fpr"].get("0.01"))),
-        ("verdict", result["verdict"]),
+        ("attack / level", f"{result.attack} / {result.level}"),
+        ("trials", str(result.trials)),
+        ("claimed", f"ε = {_fmt(result.claimed_epsilon, 4)}, δ = {result.claimed_delta:.3g}  "
+                    f"({result.accountant})"),
+        *([("queries / trial", f"{result.attack_queries_per_trial} (each a fresh release where inference is "
+                                "randomised)")] if result.attack_queries_per_trial else []),
+        ("ε lower bound", f"{_fmt(result.eps_lb)} at {result.confidence:.0%}, one-sided  "
+                          f"({result.method}); two-sided interval [{_fmt(ci[0])}, {_fmt(ci[1])}]"),
+        ("max certifiable ε", _fmt(result.max_certifiable_eps)),
+        ("tightness", _fmt(result.tightness)),
+        ("AUC", _fmt(result.auc)),
+        ("TPR @ FPR 1%", _fmt(result.tpr_at_fpr.get("0.01"))),
+        ("verdict", result.verdict),
     ]
-    if result.get("assumption"):
-        rows.insert(8, ("assumes", result["assumption"]))
-    if result.get("mu_lb") is not None:
-        rows.insert(7, ("μ lower bound", _fmt(result["mu_lb"])))
+    if result.assumption:
+        rows.insert(8, ("assumes", result.assumption))
+    if result.mu_lb is not None:
+        rows.insert(7, ("μ lower bound", _fmt(result.mu_lb)))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
 
 
-def load_result(run: str | Path) -> dict[str, Any]:
+def load_result(run: str | Path) -> Result:
     """A result by JSON path, or by run id inside ``results/``."""
     path = Path(run)
     if not path.exists():
@@ -76,20 +81,21 @@ def load_result(run: str | Path) -> dict[str, Any]:
             path = candidate
         else:
             raise FileNotFoundError(f"no result {run!r} (give a result JSON path or a run id in results/)")
-    return json.loads(path.read_text())
+    return Result.from_dict(json.loads(path.read_text()))
 
 
-def scores_of(result: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+def scores_of(result: Result, store_path: str | Path | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Both worlds' scores of a result, read from its store (or the one at `store_path`)."""
     from audit.store import Store
 
-    with Store(result["store"]) as store:
-        rows = store.trials(result["key"], limit=result["trials"])
+    with Store(result.store if store_path is None else store_path) as store:
+        rows = store.trials(result.key, limit=result.trials)
     bits = np.array([b for _, b, _ in rows])
     scores = np.array([s for _, _, s in rows])
     return scores[bits == 0], scores[bits == 1]
 
 
-def plot(result: dict[str, Any], path: str | Path) -> Path:
+def plot(result: Result, path: str | Path) -> Path:
     """Both worlds' score histograms, and the ROC curve against the region the claim allows."""
     import matplotlib
 
@@ -105,20 +111,20 @@ def plot(result: dict[str, Any], path: str | Path) -> Path:
     ax1.set_xlabel("attack score")
     ax1.set_ylabel("trials")
     ax1.legend()
-    ax1.set_title(f"{result['target']} / {result['attack']}")
+    ax1.set_title(f"{result.target} / {result.attack}")
 
     fpr, tpr = estimators.roc(out_s, in_s)
     grid = np.logspace(-4, 0, 400)
-    eps, delta = float(result["claimed_epsilon"]), result["claimed_delta"]
+    eps, delta = float(result.claimed_epsilon), result.claimed_delta
     if math.isfinite(eps):
         bound = claim_tpr_limit(grid, eps, delta)
         ax2.plot(grid, bound, "k--", label=f"(ε={eps:.3g}, δ={delta:.1g}) limit")
-    mu = result["claim"].get("gdp_mu")
+    mu = result.claim.get("gdp_mu")
     if mu:
         ax2.plot(grid, norm.cdf(norm.ppf(grid) + mu), "k:", label=f"μ={mu:.3g} GDP curve")
-    ax2.plot(fpr, tpr, "C3", label=f"attack (AUC {result['auc']:.3f})")
+    ax2.plot(fpr, tpr, "C3", label=f"attack (AUC {result.auc:.3f})")
     roc_axes(ax2, grid)
-    ax2.set_title(f"ε_lb = {_fmt(result['eps_lb'])} ({result['method']}), {result['verdict']}")
+    ax2.set_title(f"ε_lb = {_fmt(result.eps_lb)} ({result.method}), {result.verdict}")
     ax2.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     path = Path(path)
@@ -127,20 +133,282 @@ def plot(result: dict[str, Any], path: str | Path) -> Path:
     return path
 
 
-def markdown(result: dict[str, Any], image: str | None = None) -> str:
-    lines = [f"# Audit {result.get('run_id', '')}", "", "```", table(result), "```", ""]
+def markdown(result: Result, image: str | None = None) -> str:
+    lines = [f"# Audit {result.run_id or ''}", "", "```", table(result), "```", ""]
     if image:
         lines += [f"![scores and ROC]({image})", ""]
-    lines += ["Claim internals:", "", "```json", json.dumps(result["claim"], indent=2), "```"]
+    lines += ["Claim internals:", "", "```json", json.dumps(result.claim, indent=2), "```"]
     return "\n".join(lines)
 
 
-def compare(results: list[dict[str, Any]]) -> str:
+def compare(results: list[Result]) -> str:
     head = "| run | target | bug | dataset | attack | trials | claimed ε | ε_lb | CI | method | verdict |"
     lines = [head, "|" + "---|" * 11]
     for r in results:
-        ci = r.get("ci") or [None, None]
-        lines.append(f"| {r.get('run_id', '')} | {r['target']} | {r['config'].get('bug') or '-'} | {r['dataset']} | "
-                     f"{r['attack']} | {r['trials']} | {_fmt(r['claimed_epsilon'])} | {_fmt(r['eps_lb'])} | "
-                     f"[{_fmt(ci[0])}, {_fmt(ci[1])}] | {r['method']} | {r['verdict']} |")
+        ci = r.ci or [None, None]
+        lines.append(f"| {r.run_id or ''} | {r.target} | {r.config.get('bug') or '-'} | {r.dataset} | "
+                     f"{r.attack} | {r.trials} | {_fmt(r.claimed_epsilon)} | {_fmt(r.eps_lb)} | "
+                     f"[{_fmt(ci[0])}, {_fmt(ci[1])}] | {r.method} | {r.verdict} |")
     return "\n".join(lines)
+
+
+def roc_points(result: Result, store_path: Path) -> dict[str, list[float]] | None:
+    """Down-sampled ROC points of a result, read from the store at `store_path` (kept in
+    campaign.json, so a campaign's ROC plots are redrawn without the store)."""
+    if not store_path.exists():
+        return None
+    out_s, in_s = scores_of(result, store_path)
+    if not out_s.size + in_s.size:
+        return None
+    fpr, tpr = estimators.roc(out_s, in_s)
+    if fpr.size > _ROC_POINTS:
+        keep = np.unique(np.linspace(0, fpr.size - 1, _ROC_POINTS).round().astype(int))
+        # keep the low-FPR corner exactly: it is where ε is read
+        low = np.flatnonzero(fpr <= 0.05)
+        keep = np.union1d(keep, low[-_ROC_POINTS:])
+        fpr, tpr = fpr[keep], tpr[keep]
+    return {"fpr": [round(float(x), 6) for x in fpr], "tpr": [round(float(x), 6) for x in tpr]}
+
+
+# ---------------------------------------------------------------------------------------------
+# a campaign's README and plots (from campaign.json alone)
+# ---------------------------------------------------------------------------------------------
+def short(x: Any, digits: int = 2) -> str:
+    if x is None:
+        return "–"
+    if isinstance(x, str):
+        return x
+    if isinstance(x, float) and not math.isfinite(x):
+        return "∞" if x > 0 else "−∞"
+    return f"{x:.{digits}f}" if isinstance(x, float) else str(x)
+
+
+def num(x: Any) -> float:
+    if isinstance(x, str):
+        return float(x.replace("∞", "inf"))
+    return float("nan") if x is None else float(x)
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in text)
+
+
+def plot_epsilons(rows: list[dict[str, Any]], target: str, path: Path) -> Path | None:
+    """ε lower bound (interval as error bars) vs claimed ε, one line per (attack, dataset, canary,
+    parameters), with y = x and the trial budget's max certifiable ε dashed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    mine = [r for r in rows if r["target"] == target and r.get("eps_lb") is not None
+            and math.isfinite(num(r.get("claimed_epsilon")))]
+    if not mine:
+        return None
+    fig, ax = plt.subplots(figsize=(6.8, 4.8))
+
+    def variant(r: dict[str, Any]) -> tuple[str, ...]:
+        params = " ".join(f"{k}={v}" for k, v in sorted((r.get("params") or {}).items()))
+        return r["attack"], r["dataset"], r.get("bug") or "", r.get("canary") or "", params
+
+    groups = sorted({variant(r) for r in mine})
+    # a line's label names the canary and parameters only where they tell two lines apart
+    shared = {g[:3]: sum(h[:3] == g[:3] for h in groups) for g in groups}
+    top = 0.0
+    for k, key in enumerate(groups):
+        attack, dataset, bug, canary, params = key
+        g = sorted((r for r in mine if variant(r) == key), key=lambda r: num(r["claimed_epsilon"]))
+        label = f"{attack} / {dataset}" + (f" [bug {bug}]" if bug else "")
+        if shared[key[:3]] > 1:
+            label += f" / {canary}" + (f" ({params})" if params else "")
+        x = [num(r["claimed_epsilon"]) for r in g]
+        y = [num(r["eps_lb"]) for r in g]
+        lo = [max(0.0, yy - num((r.get("ci") or [yy, yy])[0])) if math.isfinite(yy) else 0.0 for yy, r in zip(y, g)]
+        hi = [max(0.0, num((r.get("ci") or [yy, yy])[1]) - yy) if math.isfinite(yy) else 0.0 for yy, r in zip(y, g)]
+        hi = [h if math.isfinite(h) else 0.0 for h in hi]
+        color = f"C{k % 10}"
+        ax.errorbar(x, y, yerr=[lo, hi], marker="o", color=color, capsize=3, label=label)
+        mc = [num(r["max_certifiable_eps"]) for r in g]
+        ax.plot(x, mc, ls="--", color=color, lw=1, alpha=0.7)
+        top = max(top, *[v for v in y + x if math.isfinite(v)])
+    lim = [0, max(num(r["claimed_epsilon"]) for r in mine) * 1.1]
+    # show the certifiable ceiling where it is near the claims, never let it flatten the bounds
+    ceiling = [num(r["max_certifiable_eps"]) for r in mine if math.isfinite(num(r["max_certifiable_eps"]))]
+    top = max(top, min(max(ceiling, default=0.0), 2 * lim[1]))
+    ax.plot(lim, lim, color="k", lw=1, label="y = x (the claim)")
+    ax.plot([], [], ls="--", color="0.4", lw=1, label="max certifiable ε (trial budget)")
+    ax.set_xlabel("claimed ε")
+    ax.set_ylabel("empirical ε lower bound")
+    ax.set_ylim(0, max(top, lim[1]) * 1.08)
+    ax.set_xlim(0, lim[1])
+    ax.set_title(f"{target}: ε lower bound vs claim")
+    ax.legend(fontsize=6, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def _roc_epsilon(rows: list[dict[str, Any]], wanted: float | None) -> float | None:
+    eps = sorted({num(r["epsilon"]) for r in rows})
+    if not eps:
+        return None
+    if wanted is None:
+        return eps[len(eps) // 2]
+    return min(eps, key=lambda e: (abs(math.log(e / wanted)), e))
+
+
+def plot_roc(rows: list[dict[str, Any]], target: str, wanted: float | None, path: Path) -> Path | None:
+    """ROC curves of a target's attacks at one ε (log FPR), against the region the claim allows."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    mine = [r for r in rows if r["target"] == target and r.get("roc")]
+    eps = _roc_epsilon(mine, wanted)
+    mine = [r for r in mine if num(r["epsilon"]) == eps]
+    if not mine:
+        return None
+    fig, ax = plt.subplots(figsize=(5.6, 4.6))
+    grid = np.logspace(-4, 0, 300)
+    claimed = num(mine[0]["claimed_epsilon"])
+    delta = float(mine[0]["claimed_delta"])
+    if math.isfinite(claimed):
+        bound = claim_tpr_limit(grid, claimed, delta)
+        ax.plot(grid, bound, "k--", lw=1, label=f"claim limit (ε={claimed:.3g}, δ={delta:.1g})")
+    for k, r in enumerate(sorted(mine, key=lambda r: (r["attack"], r["dataset"]))):
+        ax.plot(r["roc"]["fpr"], r["roc"]["tpr"], color=f"C{k % 10}",
+                label=f"{r['attack']} / {r['dataset']}{' [bug ' + r['bug'] + ']' if r.get('bug') else ''} (AUC {r['auc']:.3f}, {r['trials']} trials)")
+    roc_axes(ax, grid)
+    ax.set_title(f"{target} at target ε = {eps:g}")
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def _who(r: dict[str, Any]) -> str:
+    return r["target"] + (f" [bug {r['bug']}]" if r.get("bug") else "")
+
+
+def _verdict_cell(r: dict[str, Any]) -> str:
+    if r.get("verdict") == "ERROR":
+        return "ERROR"
+    if not math.isfinite(num(r.get("claimed_epsilon"))):
+        return "n/a (no claim)"
+    return f"**{r['verdict']}**" if r["verdict"] == "VIOLATION" else r["verdict"]
+
+
+def campaign_markdown(doc: dict[str, Any], images: dict[str, list[str]], discussion: str | None = None,
+             folder: str = "") -> str:
+    """The README. `discussion`: hand-written findings (the folder's ``discussion.md``), placed
+    before the table; `folder`: a prefix for image paths (the copy in ``results/README.md``)."""
+    rows = doc.get("rows", [])
+    git = doc.get("git", {})
+    m = doc.get("machine", {})
+    dirty = {True: " (working tree dirty: uncommitted changes)", False: " (clean)", None: ""}[git.get("dirty")]
+    lines = [f"# Audit campaign `{doc['name']}`" + (" (quick)" if doc.get("quick") else ""), ""]
+    if doc.get("description"):
+        lines += [doc["description"], ""]
+    lines += [
+        f"* command: `{doc.get('command', '')}`",
+        f"* commit: `{git.get('commit') or 'unknown'}`{dirty}",
+        f"* date: {doc.get('date', '')}; wall time {short(doc.get('wall_time_s'), 0)} s with --jobs {doc.get('jobs')}",
+        f"* machine: {m.get('host', '?')}, {m.get('system', '')} {m.get('machine', '')}, {m.get('cpus', '?')} CPUs, "
+        f"python {m.get('python', '?')}, torch {m.get('torch', '?')}",
+        f"* config: `{doc.get('config', '')}`; {len(rows)} of {doc.get('rows_planned', len(rows))} rows finished"
+        + ("; **interrupted** — rerun the command to resume" if doc.get("interrupted") else ""),
+        f"* confidence {doc.get('confidence', 0.95):.0%}; VIOLATION = the ε lower bound exceeds the claimed ε.",
+        "* regenerate this file without rerunning: `python -m audit campaign "
+        f"{doc.get('config', 'CONFIG')}{' --quick' if doc.get('quick') else ''}"
+        f"{' --out ' + doc['out'] if doc.get('out') else ''} --report-only`",
+        *([f"* per-row results, `campaign.json` and plots: [`{folder}`]({folder})"] if folder else []),
+        "",
+        *([discussion.strip(), ""] if discussion else []),
+        "## Results", "",
+        "| target | dataset | level | attack | claimed ε | ε_lb [interval] | method | tightness | verdict | AUC | "
+        "max cert. ε | trials | utility % | s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if r.get("verdict") == "ERROR":
+            lines.append(f"| {r['target']} | {r['dataset']} | – | {r['attack']} | {short(r['epsilon'])} | "
+                         f"ERROR: {str(r.get('error'))[:80]} | | | ERROR | | | {r['trials']} | | "
+                         f"{short(r.get('wall_time_s'), 0)} |")
+            continue
+        ci = r.get("ci") or [None, None]
+        unit = (r.get("unit") or "").split(" ")[0]
+        lines.append(
+            f"| {_who(r)} | {r['dataset']} | {unit}/{r['level']} | {r['attack']} | {short(num(r['claimed_epsilon']))} | "
+            f"{short(num(r['eps_lb']))} [{short(num(ci[0]) if ci[0] is not None else None)}, "
+            f"{short(num(ci[1]) if ci[1] is not None else None)}] | {r['method']} | {short(r.get('tightness'))} | "
+            f"{_verdict_cell(r)} | {short(r.get('auc'), 3)} | {short(num(r['max_certifiable_eps']))} | {r['trials']} | "
+            f"{short(r.get('utility'), 1)} | {short(r.get('wall_time_s'), 0)} |")
+    lines += ["", "Utility: val-selected test accuracy (%) of one private fit with the row's parameters and ε "
+                  "(seed 0), the audited configuration (see the notes where it is a fast one). "
+                  "max cert. ε: the largest ε a perfect attack could certify with this many trials; a "
+                  "CONSISTENT verdict with a claim above it says little.", ""]
+    lines += ["## Violations", ""]
+    viol = [r for r in rows if r.get("verdict") == "VIOLATION" and math.isfinite(num(r.get("claimed_epsilon")))]
+    if not viol:
+        lines += ["None: every finished row is CONSISTENT with its claim.", ""]
+    for r in viol:
+        why = r.get("explain") or "**UNEXPLAINED — investigate**"
+        lines.append(f"* **{_who(r)}** on {r['dataset']}, {r['attack']}, claimed ε = {short(num(r['claimed_epsilon']))}"
+                     f": ε_lb = {short(num(r['eps_lb']))} ({r['method']}, {r['trials']} trials). {why}")
+        if r.get("note"):
+            lines.append(f"  Note: {r['note']}")
+    errors = [r for r in rows if r.get("verdict") == "ERROR"]
+    if errors:
+        lines += ["", "## Rows that failed", ""]
+        lines += [f"* {r['target']} ε={short(r['epsilon'])} {r['attack']} {r['dataset']}: {r.get('error')}" for r in errors]
+    notes: dict[str, list[str]] = {}
+    for r in rows:
+        if r.get("note"):
+            notes.setdefault(r["note"], [])
+            tag = f"{r['target']}/{r['attack']}/{r['dataset']}"
+            if tag not in notes[r["note"]]:
+                notes[r["note"]].append(tag)
+    if notes:
+        lines += ["", "## Notes", ""]
+        lines += [f"* {', '.join(tags)}: {text}" for text, tags in notes.items()]
+    lines += ["", "## Plots", ""]
+    for target, files in images.items():
+        lines.append(f"### {target}")
+        lines.append("")
+        lines += [f"![{target} {Path(f).stem}]({folder}{f})" for f in files]
+        lines.append("")
+    lines += ["Left: ε lower bound (bars: its interval) against the claimed ε, one line per (attack, dataset); "
+              "the solid diagonal is the claim, dashed lines the budget's max certifiable ε. Right: ROC curves at "
+              "one ε against the region the claim allows (dashed).", ""]
+    return "\n".join(lines)
+
+
+def write_campaign_report(out: str | Path) -> Path:
+    """Plots and README.md from ``out/campaign.json`` alone (no store, no rerun)."""
+    out = Path(out)
+    path = out / "campaign.json"
+    if not path.exists():
+        raise FileNotFoundError(f"no campaign.json in {out} (run the campaign first)")
+    doc = json.loads(path.read_text())
+    rows = doc.get("rows", [])
+    images: dict[str, list[str]] = {}
+    for target in dict.fromkeys(r["target"] for r in rows):
+        files = []
+        for kind, fn in (("eps", lambda p: plot_epsilons(rows, target, p)),
+                         ("roc", lambda p: plot_roc(rows, target, doc.get("roc_epsilon"), p))):
+            p = fn(out / f"{kind}-{_slug(target)}.png")
+            if p is not None:
+                files.append(p.name)
+        if files:
+            images[target] = files
+    notes = out / "discussion.md"
+    discussion = notes.read_text() if notes.exists() else None
+    readme = out / "README.md"
+    readme.write_text(campaign_markdown(doc, images, discussion))
+    results = (REPO / "results").resolve()
+    if out.resolve().parent == results and not doc.get("quick"):
+        # the repository's results/README.md is the full campaign's report, paths into its folder
+        (results / "README.md").write_text(campaign_markdown(doc, images, discussion, folder=f"{out.name}/"))
+    return readme

@@ -6,7 +6,7 @@
     def test_my_trainer_is_private(tmp_path):
         assert_private("mypkg.trainer:MyDPGNN", epsilon=2.0, trials=400, out=tmp_path)
 
-``audit_claim`` plays the game and returns the result dict; ``assert_private`` fails the test
+``audit_claim`` plays the game and returns the :class:`audit.result.Result`; ``assert_private`` fails the test
 when the lower bound exceeds the claim at the stated confidence (a VIOLATION). Mark long audits
 ``@pytest.mark.slow``. A correct target fails such a test at most 1 − confidence of the time;
 fix the seed so CI is reproducible.
@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from audit.game import AuditSpec, run_audit
+from audit.result import Result
 
 
 def audit_claim(target: str, *, epsilon: float = 1.0, delta: float | None = None, bug: str | None = None,
                 params: dict[str, Any] | None = None, dataset: str = "csbm", attack: str = "auto",
                 canary: str = "auto", trials: int = 400, seed: int = 0, confidence: float = 0.95,
                 estimator: str = "auto", mode: str = "multi", jobs: int = 1,
-                out: str | Path | None = None) -> dict[str, Any]:
+                out: str | Path | None = None) -> Result:
     """Audit `target` (a registry name or ``package.module:Class``) and return the result."""
     spec = AuditSpec(target=target, epsilon=epsilon, delta=delta, bug=bug,
                      params={k: str(v) for k, v in (params or {}).items()}, dataset=dataset, canary=canary,
@@ -36,21 +37,218 @@ def audit_claim(target: str, *, epsilon: float = 1.0, delta: float | None = None
     return run_audit(spec, out=out, jobs=jobs, progress=False)
 
 
-def assert_private(target: str, **kwargs: Any) -> dict[str, Any]:
+def assert_private(target: str, **kwargs: Any) -> Result:
     """Audit and raise AssertionError on a VIOLATION; returns the result otherwise."""
     result = audit_claim(target, **kwargs)
-    if result["verdict"] == "VIOLATION":
+    if result.verdict == "VIOLATION":
         raise AssertionError(
-            f"{target}: empirical ε lower bound {result['eps_lb']} exceeds the claimed ε "
-            f"{result['claimed_epsilon']:.4g} at {result['confidence']:.0%} confidence "
-            f"({result['method']}, {result['trials']} trials, attack {result['attack']})")
+            f"{target}: empirical ε lower bound {result.eps_lb} exceeds the claimed ε "
+            f"{result.claimed_epsilon:.4g} at {result.confidence:.0%} confidence "
+            f"({result.method}, {result.trials} trials, attack {result.attack})")
     return result
 
 
-def assert_violation(target: str, **kwargs: Any) -> dict[str, Any]:
+def assert_violation(target: str, **kwargs: Any) -> Result:
     """The opposite check, for planted bugs: raise unless the audit reports a VIOLATION."""
     result = audit_claim(target, **kwargs)
-    if result["verdict"] != "VIOLATION":
-        raise AssertionError(f"{target} with bug {kwargs.get('bug')!r} was not caught: ε_lb {result['eps_lb']} "
-                             f"≤ claimed {result['claimed_epsilon']:.4g}")
+    if result.verdict != "VIOLATION":
+        raise AssertionError(f"{target} with bug {kwargs.get('bug')!r} was not caught: ε_lb {result.eps_lb} "
+                             f"≤ claimed {result.claimed_epsilon:.4g}")
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# contract checks (in the spirit of scikit-learn's check_estimator / parametrize_with_checks)
+# ---------------------------------------------------------------------------------------------
+#: a small, fast graph for the contract checks
+CHECK_DATASET = "csbm:n=120,features=8"
+
+
+def _tensors(obj: Any, depth: int = 0) -> list[Any]:
+    """Every tensor/array in a (nested) release view, in a fixed order, as numpy arrays."""
+    import dataclasses
+
+    import numpy as np
+    import torch
+
+    from targets.base import resolve
+
+    obj = resolve(obj)
+    if depth > 6 or obj is None or callable(obj) and not isinstance(obj, torch.Tensor):
+        return []
+    if isinstance(obj, torch.Tensor):
+        return [obj.detach().cpu().double().numpy()]
+    if isinstance(obj, np.ndarray):
+        return [np.asarray(obj, dtype=float)]
+    if isinstance(obj, (int, float)) and not isinstance(obj, bool):
+        return [np.asarray(float(obj))]
+    if isinstance(obj, dict):
+        return [t for k in sorted(obj, key=str) for t in _tensors(obj[k], depth + 1)]
+    if isinstance(obj, (list, tuple)):
+        return [t for v in obj for t in _tensors(v, depth + 1)]
+    if dataclasses.is_dataclass(obj):
+        return [t for f in dataclasses.fields(obj) for t in _tensors(getattr(obj, f.name), depth + 1)]
+    if hasattr(obj, "__dict__"):
+        return [t for k in sorted(vars(obj)) for t in _tensors(vars(obj)[k], depth + 1)]
+    return []
+
+
+def _fingerprint(release: Any, graph: Any) -> dict[str, list[Any]]:
+    """What a release shows at each of its views (the api view: posteriors of the first nodes)."""
+    import torch
+
+    out = {}
+    for level in release.levels:
+        view = release.view(level)
+        if level == "api":
+            nodes = torch.arange(min(10, int(graph.num_nodes)))
+            out[level] = _tensors(view(graph, nodes))
+        else:
+            out[level] = _tensors(view)
+    return out
+
+
+def _same(a: dict[str, list[Any]], b: dict[str, list[Any]]) -> bool:
+    import numpy as np
+
+    return a.keys() == b.keys() and all(
+        len(a[k]) == len(b[k]) and all(x.shape == y.shape and np.allclose(x, y, rtol=1e-6, atol=1e-9, equal_nan=True)
+                                       for x, y in zip(a[k], b[k])) for k in a)
+
+
+def target_checks(target: Any, *, params: dict[str, Any] | None = None, dataset: str = CHECK_DATASET
+                  ) -> list[tuple[str, Any]]:
+    """The contract checks of a target (a class, or a registry name / ``package.module:Class``):
+    ``(name, check)`` pairs, each check a callable of no argument that raises AssertionError."""
+    import math
+
+    import torch
+
+    from audit import data
+    from targets import base
+
+    name = target if isinstance(target, str) else None
+    cls = base.get(target) if isinstance(target, str) else target
+    params = {k: str(v) for k, v in (params or {}).items()}
+
+    def build(**changes: Any) -> Any:
+        config = base.replace_config(cls.Config(), **{**params, **changes})
+        return cls(config)
+
+    def graph() -> Any:
+        return data.load(dataset, seed=0)
+
+    def rng(seed: int) -> torch.Generator:
+        return torch.Generator().manual_seed(seed)
+
+    def determinism() -> None:
+        g, t = graph(), build(epsilon=2.0)
+        t.prepare(g)
+        a, b = _fingerprint(t.fit(g, rng(7)), g), _fingerprint(t.fit(g, rng(7)), g)
+        assert _same(a, b), f"{cls.__name__}: two fits with the same seed release different views"
+
+    def calibration() -> None:
+        g = graph()
+        for eps in (1.0, 4.0):
+            claimed = build(epsilon=eps).claim(g).epsilon
+            if math.isinf(claimed):  # no claim (a non-private baseline)
+                return
+            assert abs(claimed - eps) <= 0.02 * eps, (
+                f"{cls.__name__}: built for ε = {eps}, its accountant claims ε = {claimed}")
+
+    def batch() -> None:
+        t = build(epsilon=2.0)
+        if not t.batched:
+            return
+        g = graph()
+        t.prepare(g)
+        batched = t.fit_batch(g, [rng(3), rng(4)])
+        assert len(batched) == 2, f"{cls.__name__}.fit_batch returned {len(batched)} releases for 2 generators"
+        for release, seed in zip(batched, (3, 4)):
+            assert _same(_fingerprint(release, g), _fingerprint(t.fit(g, rng(seed)), g)), (
+                f"{cls.__name__}: fit_batch(graph, rngs)[j] differs from fit(graph, rngs[j])")
+
+    def levels() -> None:
+        g, t = graph(), build(epsilon=2.0)
+        t.prepare(g)
+        release = t.fit(g, rng(1))
+        extra = set(release.levels) - set(t.levels)
+        assert not extra, f"{cls.__name__}: the release offers undeclared views {sorted(extra)}"
+        # a trace exists only where a gradient canary joins the run (DP-SGD configurations)
+        missing = set(t.levels) - set(release.levels) - {"trace"}
+        assert not missing, f"{cls.__name__}: declares views {sorted(missing)} its release does not offer"
+        for level in release.levels:
+            release.view(level)
+
+    def bugs() -> None:
+        g = graph()
+        for bug in cls.bugs:
+            t = build(epsilon=2.0, bug=bug)
+            assert t.bug(bug)
+            t.claim(g)
+            t.prepare(g)
+            t.fit(g, rng(1))
+
+    def registry() -> None:
+        if name is not None and ":" not in name:
+            assert name in base.available() and base.get(name) is cls
+        assert issubclass(cls, base.Target) and issubclass(cls.Config, base.TargetConfig)
+
+    return [("determinism", determinism), ("calibration", calibration), ("fit_batch", batch),
+            ("levels", levels), ("bugs", bugs), ("registry", registry)]
+
+
+def check_target(target: Any, **kwargs: Any) -> list[str]:
+    """Run every :func:`target_checks` check; returns their names (AssertionError on a failure)."""
+    done = []
+    for name, check in target_checks(target, **kwargs):
+        check()
+        done.append(name)
+    return done
+
+
+#: for each registered attack, a small audit where it applies: (target, params, canary, dataset)
+ATTACK_FIXTURES: dict[str, tuple[str, dict[str, str], str, str]] = {
+    "mechanism-lrt": ("gaussian", {}, "auto", CHECK_DATASET),
+    "linkteller": ("gaussian", {}, "random-edge", CHECK_DATASET),
+    "gmia": ("dpsgd-gcn", {}, "remove-node", CHECK_DATASET),
+    "lira": ("dpsgd-gcn", {}, "remove-node", CHECK_DATASET),
+    "lira-online": ("dpsgd-gcn", {}, "remove-node", CHECK_DATASET),
+    "rmia": ("dpsgd-gcn", {}, "remove-node", CHECK_DATASET),
+    "gradient-projection": ("dpsgd-gcn", {}, "dirac-gradient", CHECK_DATASET),
+    "gradient-lrt": ("dpsgd-gcn", {}, "dirac-gradient", CHECK_DATASET),
+    "gradient-l1": ("heterpoisson", {"hidden": "32", "steps": "1", "sampling_rate": "1"}, "split-gradient",
+                    CHECK_DATASET),
+    "edge-correlation": ("caribou", {"encoder_epochs": "10"}, "low-degree-edge", CHECK_DATASET),
+    "fresh-query": ("gaussian", {}, "random-edge", CHECK_DATASET),
+    "adam-lrt": ("gcon", {"encoder_hidden": "1", "adam_lr": "0.5", "bug": "approximate-minimizer"}, "edge:0-5",
+                 CHECK_DATASET),
+}
+
+
+def check_attack(name: str, *, target: str | None = None, params: dict[str, Any] | None = None,
+                 canary: str | None = None, dataset: str | None = None, trials: int = 8) -> Result:
+    """The contract of an attack: the registry gives back the class under its name, it declares
+    views, and a short game on a target offering its view scores every trial finitely (the game
+    raises on a non-finite score). ``target``/``params``/``canary``/``dataset`` default to
+    :data:`ATTACK_FIXTURES` (needed for an attack not in it). Returns the game's result."""
+    from attacks import base as attacks
+
+    cls = attacks.get(name)
+    assert issubclass(cls, attacks.Attack), f"{name}: not an attacks.base.Attack"
+    attack = attacks.make(name)
+    assert ":" in name or attack.name == name, f"registry name {name!r}, attack.name {attack.name!r}"
+    assert attack.levels, f"{name}: declares no view (levels)"
+    fixture = ATTACK_FIXTURES.get(name, (None, {}, "auto", CHECK_DATASET))
+    target = target or fixture[0]
+    if target is None:
+        raise ValueError(f"no fixture for attack {name!r}: pass target= (and params=, canary=)")
+    params = dict(fixture[1] if params is None else params)
+    bug = params.pop("bug", None)
+    spec = AuditSpec(target=target, epsilon=2.0, bug=bug, params={k: str(v) for k, v in params.items()},
+                     dataset=dataset or fixture[3], canary=canary or fixture[2], attack=name, trials=trials,
+                     estimator="cp")
+    with tempfile.TemporaryDirectory(prefix="dpgnn-check-") as tmp:
+        result = run_audit(spec, out=tmp, progress=False)
+    assert result.attack == name and result.level in attack.levels and result.trials == trials
     return result

@@ -55,7 +55,8 @@ def _scores(result: dict) -> list[tuple[int, int, float]]:
 
 def _play(spec: AuditSpec, *, jobs: int = 1, backend: str = "loky", scheduler: str | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix="throughput-") as out:
-        result = run_audit(spec, out=out, jobs=jobs, backend=backend, scheduler=scheduler, progress=False)
+        result = run_audit(spec, out=out, jobs=jobs, backend=backend, scheduler=scheduler,
+                           progress=False).to_dict()
         result["rows"] = _scores(result)
     return result
 

@@ -136,12 +136,12 @@ def game(reps: int, seed: int, samples: int, eps: float = 2.0, trials: int = 200
             for m, estimator in pairs.items():
                 r = run_audit(AuditSpec(target="gaussian", epsilon=eps, trials=trials, seed=seed + rep,
                                         estimator=estimator), out=d, progress=False)
-                lb = float(r["eps_lb"])
-                rows[("game", m)][0].append(lb / r["claimed_epsilon"])
+                lb = float(r.eps_lb)
+                rows[("game", m)][0].append(lb / r.claimed_epsilon)
                 rows[("game", m)][1].append(lb)
-                claimed.add(round(r["claimed_epsilon"], 9))
-                attack.add(f'{r["attack"]}@{r["level"]}')
-            aucs.append(r["auc"])
+                claimed.add(round(r.claimed_epsilon, 9))
+                attack.add(f'{r.attack}@{r.level}')
+            aucs.append(r.auc)
     print(_row(["source", "method", "mean ε_lb/ε", "min", "max", "ε_lb > ε"]))
     print(_row(["---"] * 6))
     for m in pairs:

@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> None:
                     r = run_audit(AuditSpec(target="gaussian", epsilon=args.epsilon, trials=args.trials, seed=s,
                                             bug=b, estimator=m, confidence=args.confidence),
                                   out=d, progress=False)
-                rows.append((r["verdict"], float(r["eps_lb"]), float(r["claimed_epsilon"])))
+                rows.append((r.verdict, float(r.eps_lb), float(r.claimed_epsilon)))
             res[(b, m)] = rows
 
     n = args.seeds

@@ -18,30 +18,14 @@ is in"). Strategies:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 from torch_geometric.data import Data
 
+from canaries.base import Canary, CanaryPair  # noqa: F401  (CanaryPair: re-exported)
 from graphs.ops import add_directed_edge, add_edge, degrees, has_edge, remove_edge
-
-
-@dataclass
-class CanaryPair:
-    """Two neighbouring worlds and what tells them apart."""
-
-    g0: Data
-    g1: Data
-    info: dict[str, Any] = field(default_factory=dict)
-
-    def __iter__(self):
-        yield self.g0
-        yield self.g1
-
-    def world(self, bit: int) -> Data:
-        return self.g1 if bit else self.g0
 
 
 def _random_non_edges(graph: Data, count: int, rng: np.random.Generator) -> list[tuple[int, int]]:
@@ -81,7 +65,7 @@ def disjoint_non_edges(graph: Data, m: int, rng: np.random.Generator) -> list[tu
     return out
 
 
-class RandomEdge:
+class RandomEdge(Canary):
     name = "random-edge"
     unit = "edge"
 
@@ -97,7 +81,7 @@ class RandomEdge:
                           {"canary": self.name, "edge": [u, v], "chosen_by": "uniform random non-edge"})
 
 
-class ExplicitEdge:
+class ExplicitEdge(Canary):
     """The undirected edge {u, v} the user names (``--canary edge:U-V``): g1 has it, g0 not.
 
     For a canary chosen in advance, e.g. from an earlier exploration on other trials, or a paper's
@@ -131,7 +115,7 @@ class ExplicitEdge:
             "chosen_by": "named by the user (--canary edge:U-V), before any run"})
 
 
-class WorstCaseEdge:
+class WorstCaseEdge(Canary):
     name = "worst-edge"
     unit = "edge"
 
@@ -217,7 +201,7 @@ def noiseless_change(target: Any, g0: Data, g1: Data, base: torch.Tensor | None 
     return float((b.double() - a.double()).norm())
 
 
-class LowDegreeEdge:
+class LowDegreeEdge(Canary):
     """A non-edge between two lowest-degree nodes (leaves first; ties at random).
 
     A canary edge moves a degree-normalised aggregation most where the endpoints have few
@@ -272,7 +256,7 @@ class LowDegreeEdge:
             for u, v in out]
 
 
-class FeatureExtremeEdge:
+class FeatureExtremeEdge(Canary):
     """A non-edge whose endpoints' feature rows are far apart: largest ‖x_u − x_v‖ among large-norm rows.
 
     ‖x_u − x_v‖² = ‖x_u‖² + ‖x_v‖² − 2⟨x_u, x_v⟩ rewards both large norms and dissimilar directions.
@@ -349,7 +333,7 @@ def opposite_rows(graph: Data, rng: np.random.Generator, sample: int = 1000) -> 
     return list(dict.fromkeys(out))
 
 
-class SensitivitySearchEdge:
+class SensitivitySearchEdge(Canary):
     """The candidate edge (and, where allowed, public feature rows) that moves the target's noiseless
     mechanism map the most.
 
@@ -453,6 +437,3 @@ class SensitivitySearchEdge:
         return [CanaryPair(graph, add_edge(graph, u, v), {"canary": self.name, "edge": [int(u), int(v)],
                                                            "chosen_by": how}) for u, v in chosen]
 
-
-CANARIES = {"random-edge": RandomEdge, "worst-edge": WorstCaseEdge, "low-degree-edge": LowDegreeEdge,
-            "feature-extreme-edge": FeatureExtremeEdge, "search-edge": SensitivitySearchEdge}

@@ -42,7 +42,7 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
-from canaries.edge import CanaryPair
+from canaries.base import Canary, CanaryPair
 
 
 def _replace_bug(target: Any, bug: str | None) -> Any:
@@ -51,7 +51,7 @@ def _replace_bug(target: Any, bug: str | None) -> Any:
     return type(target)(replace_config(target.config, bug=bug))
 
 
-class DiracGradient:
+class DiracGradient(Canary):
     name = "dirac-gradient"
     unit = "node"
 

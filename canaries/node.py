@@ -27,7 +27,7 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.utils import coalesce
 
-from canaries.edge import CanaryPair
+from canaries.base import Canary, CanaryPair
 
 _MASKS = ("train_mask", "val_mask", "test_mask")
 
@@ -50,7 +50,7 @@ def isolate(graph: Data, node: int) -> Data:
     return out
 
 
-class RemoveNode:
+class RemoveNode(Canary):
     name = "remove-node"
     unit = "node"
 
@@ -76,7 +76,7 @@ class RemoveNode:
         return CanaryPair(g0, g1, info)
 
 
-class InsertNode:
+class InsertNode(Canary):
     name = "insert-node"
     unit = "node"
 

@@ -5,6 +5,8 @@ import torch
 
 from attacks.adam_lrt import AdamLRT, ColumnLaw, column_map
 from audit import game
+from audit.estimators import select_threshold
+from canaries import base as canaries
 from audit.data import csbm
 from canaries.edge import CanaryPair, ExplicitEdge
 from targets.gcon import GCON, Problem, sample_noise
@@ -80,12 +82,12 @@ def test_the_attack_needs_adam_and_one_feature(small):
 
 def test_explicit_edge_canary(small):
     u, v = (int(x) for x in small.edge_index[:, 0])
-    have = game.make_canary(f"edge:{u}-{v}").worlds(small, np.random.default_rng(0))
+    have = canaries.make(f"edge:{u}-{v}").worlds(small, np.random.default_rng(0))
     assert have.info["in_graph"] and have.g1 is small and have.g0.edge_index.size(1) == small.edge_index.size(1) - 2
     with pytest.raises(ValueError, match="edge:U-V"):
-        game.make_canary("edge:3")
+        canaries.make("edge:3")
     with pytest.raises(ValueError, match="nodes"):
-        game.make_canary("edge:0-100000").worlds(small, np.random.default_rng(0))
+        canaries.make("edge:0-100000").worlds(small, np.random.default_rng(0))
     assert isinstance(have, CanaryPair)
 
 
@@ -96,12 +98,12 @@ def test_threshold_is_fixed_from_the_two_laws_alone(small):
     attack = AdamLRT(grid=2001)
     out, inn = attack.simulate(probe, pair, n=2000)
     assert out.shape == inn.shape == (2000,) and inn.mean() > out.mean()  # an LLR: higher in the IN world
-    t = attack.threshold_for(probe, pair, method="cp", delta=1e-3, confidence=0.95)
+    assert attack.reads_probe
+    t = select_threshold("cp", *attack.model_scores(probe, pair), delta=1e-3, confidence=0.95)
     assert np.isfinite(t) or t == -np.inf
-    assert attack.threshold_for(probe, pair, method="gdp", delta=1e-3, confidence=0.95) is None
-    # the probe is only read for the public problem: another probe gives the same threshold
+    # the probe is only read for the public problem: another probe gives the same model scores
     other = target.fit(pair.g0, torch.Generator().manual_seed(7))
-    assert attack.threshold_for(other, pair, method="cp", delta=1e-3, confidence=0.95) == t
+    assert select_threshold("cp", *attack.model_scores(other, pair), delta=1e-3, confidence=0.95) == t
 
 
 def test_game_counts_every_trial_at_the_attacks_a_priori_threshold(tmp_path):
@@ -112,7 +114,7 @@ def test_game_counts_every_trial_at_the_attacks_a_priori_threshold(tmp_path):
     counts = res["estimate"]["counts"]
     assert counts["n_out"] + counts["n_in"] == 40  # nothing held out
     graph, target, claim = game.setup_run(spec)
-    pair = game.make_canary(spec.canary).worlds(graph, np.random.default_rng(0), target)
+    pair = canaries.make(spec.canary).worlds(graph, np.random.default_rng(0), target)
     probe = target.fit(pair.g0, torch.Generator().manual_seed(0))
-    assert res["estimate"]["threshold"] == AdamLRT().threshold_for(probe, pair, method="cp", delta=claim.delta,
-                                                                   confidence=0.95)
+    assert res["estimate"]["threshold"] == select_threshold("cp", *AdamLRT().model_scores(probe, pair),
+                                                            delta=claim.delta, confidence=0.95)

@@ -7,6 +7,7 @@ import torch
 
 from audit import data
 from audit import game
+from canaries import base as canaries
 from audit.game import AuditSpec, run_audit
 from audit.store import Store
 from targets import base as targets
@@ -51,7 +52,7 @@ def test_pipelined_chunk_equals_sequential_chunk():
     graph = data.load("csbm", seed=0)
     spec = AuditSpec(target="caribou", params=CARIBOU_FAST, trials=24, seed=1)
     _, target, _ = game.setup_run(spec)
-    pair = game.make_canary("random-edge").worlds(graph, np.random.default_rng(0), target)
+    pair = canaries.make("random-edge").worlds(graph, np.random.default_rng(0), target)
     setup = game._Setup("caribou", target.config, pair, graph, "mechanism-lrt", 1, batch=5)
     indices = list(range(3, 27))
     sequential = game.play_chunk(_with(setup, pipeline=False), indices)
@@ -115,7 +116,7 @@ def test_mechanism_score_batch_equals_score():
 
     graph = data.load("csbm", seed=0)
     t = targets.build("caribou", **CARIBOU_FAST)
-    pair = game.make_canary("random-edge").worlds(graph, np.random.default_rng(2), t)
+    pair = canaries.make("random-edge").worlds(graph, np.random.default_rng(2), t)
     releases = t.fit_batch(pair.g1, [torch.Generator().manual_seed(s) for s in range(5)])
     batched = MechanismLRT().score_batch(releases, pair, graph)
     assert batched == [MechanismLRT().score(r, pair, graph) for r in releases]

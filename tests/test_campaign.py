@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from audit import campaign
+from audit import campaign, report
+from audit.cli import main as cli_main
 from audit.store import Store
 
 TINY = """
@@ -54,7 +55,7 @@ def _trial_counts(out: Path) -> dict[str, int]:
 def test_tiny_campaign_end_to_end_resume_and_report_only(tmp_path, monkeypatch):
     config = _write(tmp_path, TINY)
     out = tmp_path / "out"
-    assert campaign.main([str(config), "--out", str(out), "--no-progress"]) == 0
+    assert cli_main(["campaign", str(config), "--out", str(out), "--no-progress"]) == 0
 
     doc = json.loads((out / "campaign.json").read_text())
     rows = doc["rows"]
@@ -86,7 +87,7 @@ def test_tiny_campaign_end_to_end_resume_and_report_only(tmp_path, monkeypatch):
 
     monkeypatch.setattr(audit.game, "run_audit", no_audit)
     cached = (out / "utility.json").read_text()
-    assert campaign.main([str(config), "--out", str(out), "--no-progress"]) == 0
+    assert cli_main(["campaign", str(config), "--out", str(out), "--no-progress"]) == 0
     assert _trial_counts(out) == counts
     assert (out / "utility.json").read_text() == cached  # utility came from the folder's cache
     again = json.loads((out / "campaign.json").read_text())["rows"]
@@ -98,7 +99,7 @@ def test_tiny_campaign_end_to_end_resume_and_report_only(tmp_path, monkeypatch):
     for p in out.glob("*.png"):
         p.unlink()
     (out / "README.md").unlink()
-    assert campaign.main([str(config), "--out", str(out), "--report-only"]) == 0
+    assert cli_main(["campaign", str(config), "--out", str(out), "--report-only"]) == 0
     assert (out / "README.md").exists() and (out / "roc-gaussian.png").exists()
 
 
@@ -109,11 +110,11 @@ def test_unexplained_violation_is_marked(tmp_path):
              "auc": 0.99, "max_certifiable_eps": 9.0, "utility": None, "note": "", "explain": "",
              "roc": {"fpr": [1.0, 0.0], "tpr": [1.0, 0.0]}}]
     (tmp_path / "campaign.json").write_text(json.dumps({"name": "x", "rows": rows, "git": {}, "machine": {}}))
-    text = campaign.write_report(tmp_path).read_text()
+    text = report.write_campaign_report(tmp_path).read_text()
     assert "UNEXPLAINED — investigate" in text
     # hand-written findings beside campaign.json go into the regenerated README, before the table
     (tmp_path / "discussion.md").write_text("## Findings\n\nThe reference is exact.\n")
-    text = campaign.write_report(tmp_path).read_text()
+    text = report.write_campaign_report(tmp_path).read_text()
     assert text.index("The reference is exact.") < text.index("## Results")
 
 
@@ -147,7 +148,7 @@ def test_bad_campaign_files_raise_clear_errors(tmp_path, text, message, capsys):
     with pytest.raises(campaign.CampaignError, match=None) as err:
         campaign.load(path)
     assert message in str(err.value)
-    assert campaign.main([str(path), "--out", str(tmp_path / "o")]) == 2
+    assert cli_main(["campaign", str(path), "--out", str(tmp_path / "o")]) == 2
     assert message in capsys.readouterr().err
 
 

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from audit.data import csbm, degrees, has_edge, load
-from canaries.edge import (CANARIES, FeatureExtremeEdge, LowDegreeEdge, RandomEdge, SensitivitySearchEdge,
+from canaries import base as canaries
+from canaries.edge import (FeatureExtremeEdge, LowDegreeEdge, RandomEdge, SensitivitySearchEdge,
                            WorstCaseEdge, noiseless_change)
 from targets.base import Unit, build
 from targets.gaussian import GaussianMechanism
@@ -43,9 +44,9 @@ def _check_pair(pair, graph, same_features=True):
 
 
 def test_registry_names():
-    assert CANARIES["low-degree-edge"] is LowDegreeEdge
-    assert CANARIES["feature-extreme-edge"] is FeatureExtremeEdge
-    assert CANARIES["search-edge"] is SensitivitySearchEdge
+    assert canaries.get("low-degree-edge") is LowDegreeEdge
+    assert canaries.get("feature-extreme-edge") is FeatureExtremeEdge
+    assert canaries.get("search-edge") is SensitivitySearchEdge
     assert {c.name for c in (LowDegreeEdge, FeatureExtremeEdge, SensitivitySearchEdge)} == {
         "low-degree-edge", "feature-extreme-edge", "search-edge"}
 

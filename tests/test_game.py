@@ -3,8 +3,10 @@ import json
 import numpy as np
 import pytest
 
+from attacks import base as attacks
 from audit import game
 from audit.game import AuditSpec, run_audit
+from audit.result import Result
 from audit.store import Store
 
 
@@ -77,10 +79,10 @@ def test_result_record_has_the_design_fields(tmp_path):
     for key in ("target", "config", "dataset", "canary", "attack", "level", "trials", "seed", "claimed_epsilon",
                 "claimed_delta", "accountant", "eps_lb", "ci", "method", "auc", "tpr_at_fpr",
                 "max_certifiable_eps", "tightness", "verdict", "wall_time_s", "versions"):
-        assert key in r, key
-    on_disk = json.loads((tmp_path / f"{r['run_id']}.json").read_text())
-    assert on_disk["eps_lb"] == r["eps_lb"]
-    assert r["method"] == "gdp"  # a GDP claim gets the GDP estimator by default
+        assert key in r.to_dict(), key
+    on_disk = json.loads((tmp_path / f"{r.run_id}.json").read_text())
+    assert on_disk == r.to_dict() and Result.from_dict(on_disk) == r  # the JSON round trip is exact
+    assert r.method == "gdp"  # a GDP claim gets the GDP estimator by default
 
 
 def test_no_noise_is_a_violation_and_correct_config_is_not(tmp_path):
@@ -153,4 +155,4 @@ def test_auto_attack_picks_a_trace_attack_only_where_a_gradient_canary_fits(targ
     from audit.data import load
     from targets.base import build
 
-    assert game.auto_attack(build(target, **params), load("csbm")) == expected
+    assert attacks.auto_attack(build(target, **params), load("csbm")) == expected

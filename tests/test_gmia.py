@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
+from attacks.base import make as make_attack
 from attacks.gmia import GMIA, attack_features, induced_subgraph, isolate_nodes, run_gmia
 from audit.data import csbm, load
 from audit.estimators import auc
-from audit.game import make_attack
 from canaries.node import RemoveNode
 from targets.gcn import NonPrivateGCN
 

@@ -11,6 +11,7 @@ from scipy.stats import binom, norm
 
 from attacks.gradient import FullVectorGradientCanary
 from audit import game
+from canaries import base as canaries
 from audit.data import load
 from canaries.gradient import DiracNode, exposed_training_node
 from targets.heterpoisson import HeterPoisson
@@ -227,7 +228,7 @@ def test_gdp_is_conservative_for_the_plain_release(seed):
 # registry and a short game
 # ---------------------------------------------------------------------------------------------
 def test_registered_and_a_short_game(tmp_path):
-    assert isinstance(game.make_canary("dirac-node"), DiracNode)
+    assert isinstance(canaries.make("dirac-node"), DiracNode)
     spec = game.AuditSpec(target="heterpoisson", epsilon=2.0, bug="order-overlap", canary="dirac-node",
                           attack="gradient-lrt", estimator="gdp", trials=40,
                           params={"hidden": "8", "steps": "1", "sampling_rate": "1", "noise": "gaussian"})

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import torch
 
+from attacks.base import make as make_attack
 from attacks.linkteller import (LinkTeller, feature_similarity_baseline, influence_matrix,
                                 posterior_similarity_baseline, run_linkteller, symmetrise)
 from audit.data import load
-from audit.game import make_attack
 from canaries.edge import CanaryPair, RandomEdge
 from targets.base import Release
 from targets.gcn import NonPrivateGCN

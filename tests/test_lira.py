@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
+from attacks.base import make as make_attack
 from attacks.lira import RMIA, LiRA, OnlineLiRA, logit_confidence
 from audit.data import csbm
 from audit.estimators import auc
-from audit.game import make_attack
 from canaries.node import InsertNode, RemoveNode
 from targets.gcn import NonPrivateGCN
 

@@ -1,0 +1,187 @@
+"""The attack contract (every hook the game calls, with its default) and the registry of attacks.
+
+An attack is the adversary of the game: it reads the views of a release it needs (``levels``) and
+outputs a score, higher meaning "the secret bit was 1". Everything beyond :meth:`Attack.score` is
+optional; the defaults below say what the game does when an attack keeps them.
+
+Adding an attack: one module with a class deriving from :class:`Attack` (``name``, ``levels``,
+``score``) and one ``register(name, "package.module:Class")`` line below (or ``register(name, cls)``
+from the user's code), or ``--attack package.module:Class`` without registering.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any, ClassVar
+
+import numpy as np
+
+from targets import base as targets
+from targets.base import Release, Target
+
+
+class Attack:
+    """The adversary of the audit game.
+
+    Class attributes:
+        name: the registry name.
+        levels: the release views it reads, strongest first; the game's default level is the first.
+        natural_threshold: a decision threshold fixed before any trial (e.g. 0 for an exact
+            log-likelihood ratio), used by the ``gdp`` estimator; None: the estimator holds
+            trials out to choose one.
+        queries_per_score: API queries one score makes (None: not an API attack).
+        reads_probe: set automatically where a subclass overrides :meth:`natural_threshold_for` or
+            :meth:`model_scores`: the game then draws one probe release (apart from every trial).
+    """
+
+    name: ClassVar[str] = ""
+    levels: ClassVar[tuple[str, ...]] = ()
+    natural_threshold: ClassVar[float | None] = None
+    queries_per_score: int | None = None
+    reads_probe: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.reads_probe = (cls.natural_threshold_for is not Attack.natural_threshold_for
+                           or cls.model_scores is not Attack.model_scores)
+
+    def score(self, release: Release, pair: Any, graph: Any = None) -> float:
+        """The score of one release against the canary pair (higher = b = 1)."""
+        raise NotImplementedError
+
+    def score_batch(self, releases: list[Release], pair: Any, graph: Any = None) -> list[float]:
+        """Scores of many releases of one run; override where work can be shared between them."""
+        return [self.score(r, pair, graph) for r in releases]
+
+    def bind_target(self, target: Target) -> None:
+        """The game gives the attack the target under audit before any trial (shadow-model attacks
+        train copies of it, never on trials). Default: ignored."""
+
+    def natural_threshold_for(self, release: Release | None) -> float | None:
+        """The threshold fixed a priori for this target's releases (``gdp`` estimator), read off one
+        probe release. Default: :attr:`natural_threshold`."""
+        return self.natural_threshold
+
+    def model_scores(self, release: Release | None, pair: Any) -> tuple[np.ndarray, np.ndarray] | None:
+        """Scores of releases drawn from the attack's own model of each world (OUT, IN), apart from
+        every trial. Where the attack gives them, the game fixes the ``cp`` threshold before any
+        trial by the cp selection rule on these draws, so every trial counts. Default: None."""
+        return None
+
+    def queries_for(self, pair: Any) -> int | None:
+        """API queries one score makes on `pair` (recorded in the result). Default:
+        :attr:`queries_per_score`."""
+        return self.queries_per_score
+
+
+# ---------------------------------------------------------------------------------------------
+# registry
+# ---------------------------------------------------------------------------------------------
+_BUILTIN: dict[str, str] = {}
+_ATTACKS: dict[str, type[Attack]] = {}
+
+
+def register(name: str, cls: type[Attack] | str, *, force: bool = False) -> None:
+    """Register an attack class, or a ``package.module:Class`` imported on first use."""
+    if (name in _ATTACKS or name in _BUILTIN) and not force:
+        raise ValueError(f"attack {name!r} is already registered")
+    _ATTACKS.pop(name, None)
+    _BUILTIN.pop(name, None)
+    if isinstance(cls, str):
+        _BUILTIN[name] = cls
+    else:
+        _ATTACKS[name] = cls
+
+
+register("mechanism-lrt", "attacks.mechanism:MechanismLRT")
+register("linkteller", "attacks.linkteller:LinkTeller")
+register("gmia", "attacks.gmia:GMIA")
+register("lira", "attacks.lira:LiRA")
+register("lira-online", "attacks.lira:OnlineLiRA")
+register("rmia", "attacks.lira:RMIA")
+register("gradient-projection", "attacks.gradient:ProjectedGradientCanary")
+register("gradient-lrt", "attacks.gradient:FullVectorGradientCanary")
+register("edge-correlation", "attacks.correlation:EdgeCorrelation")
+register("gradient-l1", "attacks.gradient:ProductLaplaceGradientCanary")
+register("fresh-query", "attacks.fresh_query:FreshQuery")
+register("adam-lrt", "attacks.adam_lrt:AdamLRT")
+
+
+def _import_spec(spec: str) -> type[Attack]:
+    module_name, _, attr = spec.partition(":")
+    module = importlib.import_module(module_name)
+    try:
+        cls = getattr(module, attr)
+    except AttributeError:
+        raise ValueError(f"module {module_name!r} has no attribute {attr!r}") from None
+    if not (isinstance(cls, type) and issubclass(cls, Attack)):
+        raise ValueError(f"{spec!r} is not an Attack subclass")
+    return cls
+
+
+def available() -> list[str]:
+    """Names of the registered attacks whose modules import (in registration order)."""
+    names = []
+    for name in dict.fromkeys([*_BUILTIN, *_ATTACKS]):
+        try:
+            get(name)
+        except (ImportError, ValueError):
+            continue
+        names.append(name)
+    return names
+
+
+def get(name: str) -> type[Attack]:
+    """An attack class by registry name, or by ``package.module:Class`` for a user's own attack."""
+    if name in _ATTACKS:
+        return _ATTACKS[name]
+    if name in _BUILTIN:
+        try:
+            cls = _import_spec(_BUILTIN[name])
+        except ModuleNotFoundError as err:
+            if err.name == _BUILTIN[name].partition(":")[0]:
+                raise ValueError(f"attack {name!r} is not available in this version") from None
+            raise
+        _ATTACKS[name] = cls
+        return cls
+    if ":" in name:
+        try:
+            return _import_spec(name)
+        except ModuleNotFoundError as err:
+            raise ValueError(f"cannot import {name!r}: {err}") from None
+    raise ValueError(f"unknown attack {name!r}; known: {', '.join(sorted(available()))}")
+
+
+def make(name: str) -> Attack:
+    return get(name)()
+
+
+# ---------------------------------------------------------------------------------------------
+# the automatic choice
+# ---------------------------------------------------------------------------------------------
+def auto_attack(target: targets.Target, graph: Any = None) -> str:
+    """The strongest available attack for the target's views: white-box first. Trace attacks need
+    a gradient canary, so they are chosen only where the configuration takes one."""
+    have = set(available())
+    node = target.unit is targets.Unit.NODE
+    preference = [("trace", "gradient-lrt"), ("trace", "gradient-projection"), ("mechanism", "mechanism-lrt"),
+                  ("api", "lira-online" if node else "linkteller"), ("api", "gmia" if node else "linkteller")]
+    for level, attack in preference:
+        # DP-SGD traces carry node-level claims; the mechanism view carries edge-level ones
+        if level == "trace" and not node or level == "mechanism" and node:
+            continue
+        if level == "trace" and not target.takes_gradient_canary(graph):
+            continue
+        if level in target.levels and attack in have:
+            return attack
+    raise ValueError(f"no attack in this version fits the views of target {target.name!r} "
+                     f"({', '.join(target.levels)}, {target.unit.value} level); pass --attack explicitly")
+
+
+def auto_attacks(target: targets.Target, graph: Any = None) -> list[str]:
+    """What ``--attack auto`` runs: every trace attack for a DP-SGD (trace) claim, so the paper's
+    projected audit is reported beside the full-vector one; otherwise the strongest single attack."""
+    best = auto_attack(target, graph)
+    if best in ("gradient-lrt", "gradient-projection"):
+        have = set(available())
+        return [a for a in ("gradient-lrt", "gradient-projection") if a in have]
+    return [best]

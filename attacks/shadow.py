@@ -1,0 +1,159 @@
+"""What the shadow-model attacks share (LiRA/RMIA in :mod:`attacks.lira`, G-MIA in :mod:`attacks.gmia`).
+
+* the shadow target: the target under audit, found by :func:`find_shadow_target`;
+* the canary node, the query protocol (:func:`query_posteriors`) and the record of API queries
+  (:func:`count_query`);
+* posterior signals (:func:`logit_confidence`, :func:`true_label_probability`);
+* the pair's content fingerprint (:func:`pair_fingerprint`: a cache key, and the base of every
+  shadow seed) and one process-wide cache of trained shadows (:data:`SHADOWS`), so the game's
+  per-chunk attack instances train them once.
+"""
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from graphs.ops import fingerprint
+from targets.base import Release, Target
+
+LOG_CLIP = 1e-45
+
+
+def canary_node(pair: Any) -> int:
+    """The canary node's index (the same in both worlds)."""
+    info = getattr(pair, "info", None) or {}
+    if "node" not in info:
+        raise ValueError("this attack needs a node canary (pair.info['node']); use remove-node or insert-node")
+    return int(info["node"])
+
+
+def logit_confidence(probs: torch.Tensor | np.ndarray, labels: Any) -> np.ndarray:
+    """φ = log p_y − log Σ_{y'≠y} p_{y'} per row, stable for near-certain posteriors."""
+    p = torch.as_tensor(probs).double().cpu()
+    y = torch.as_tensor(labels, dtype=torch.long).view(-1)
+    rows = torch.arange(p.size(0))
+    py = p[rows, y]
+    others = p.clone()
+    others[rows, y] = 0.0
+    rest = others.sum(1)
+    return (torch.log(py.clamp_min(LOG_CLIP)) - torch.log(rest.clamp_min(LOG_CLIP))).numpy()
+
+
+def true_label_probability(probs: torch.Tensor | np.ndarray, labels: Any) -> np.ndarray:
+    p = torch.as_tensor(probs).double().cpu()
+    y = torch.as_tensor(labels, dtype=torch.long).view(-1)
+    return p[torch.arange(p.size(0)), y].numpy()
+
+
+def _seed_hash(*graphs: Any, extra: Any = ()) -> str:
+    """The content hash shadow seeds have always been drawn from (node count, then each of x,
+    edge_index, y and the masks by name and raw bytes, then ``repr(extra)``). Kept as it is so the
+    same run seed trains the same shadows, and so scores do not move; cache keys use
+    :func:`graphs.ops.fingerprint`."""
+    h = hashlib.sha256()
+    for g in graphs:
+        h.update(str(int(g.num_nodes)).encode())
+        for key in ("x", "edge_index", "y", "train_mask", "val_mask", "test_mask"):
+            t = getattr(g, key, None)
+            if t is not None:
+                h.update(key.encode())
+                h.update(t.detach().cpu().contiguous().numpy().tobytes())
+    h.update(repr(extra).encode())
+    return h.hexdigest()
+
+
+def pair_fingerprint(pair: Any) -> tuple[str, int]:
+    """(cache key, seed base) of a node-canary pair: the content fingerprint of both worlds and the
+    canary node (:func:`graphs.ops.fingerprint`), and the integer every shadow seed derives from."""
+    z = canary_node(pair)
+    return fingerprint(pair.g0, pair.g1, extra=z), int(_seed_hash(pair.g0, pair.g1, extra=z)[:15], 16)
+
+
+def find_shadow_target(explicit: Target | None, bound: Target | None, release: Release | None) -> Target:
+    """The target to train shadow models with: the attack's ``shadow_target``, else the target the
+    game bound (``bind_target``), else ``release.info["target"]``, else
+    ``release.info["target_class"]`` + ``["target_config"]``."""
+    if explicit is not None:
+        return explicit
+    if bound is not None:
+        return bound
+    info = getattr(release, "info", None) or {}
+    t = info.get("target")
+    if isinstance(t, Target):
+        return t
+    cls, cfg = info.get("target_class"), info.get("target_config")
+    if cls is not None and cfg is not None:
+        if isinstance(cls, str):
+            from targets.base import get
+
+            cls = get(cls)
+        return cls(cfg)
+    raise ValueError(
+        "shadow models need the target under audit: pass shadow_target=... to the attack, call "
+        "attack.bind_target(target), or have the release carry info['target'] (a Target) or "
+        "info['target_class'] + info['target_config']")
+
+
+def target_key(target: Target) -> tuple:
+    return (type(target).__module__, type(target).__qualname__, repr(target.config))
+
+
+def query_posteriors(api: Any, query: str, g1: Any, g0: Any, nodes: Any) -> torch.Tensor:
+    """Posteriors of `nodes` under the query protocol (``auto``: the released predictions on the
+    training graph, else ``g1``; or ``g1``/``g0``)."""
+    nodes = torch.as_tensor(nodes, dtype=torch.long).view(-1)
+    if query == "auto":
+        try:
+            out = api(None, nodes)
+        except (TypeError, AttributeError):  # the API needs a query graph
+            out = api(g1, nodes)
+    elif query == "g1":
+        out = api(g1, nodes)
+    elif query == "g0":
+        out = api(g0, nodes)
+    else:
+        raise ValueError(f"query must be 'auto', 'g1' or 'g0', got {query!r}")
+    return torch.as_tensor(out).detach().double().cpu()
+
+
+def count_query(release: Release, k: int = 1) -> None:
+    """Add `k` api calls to the release's record (``attack_queries``; ``fresh_releases_queried``
+    where each call is a fresh noisy release)."""
+    release.info["attack_queries"] = release.info.get("attack_queries", 0) + k
+    if release.info.get("fresh_noise_per_query"):
+        release.info["fresh_releases_queried"] = release.info.get("fresh_releases_queried", 0) + k
+
+
+class ShadowCache:
+    """A small LRU of trained shadows, keyed by (attack kind, pair fingerprint, attack parameters,
+    target); process-wide, so every attack instance of a run (one per chunk) shares them."""
+
+    def __init__(self, size: int = 16) -> None:
+        self.size = size
+        self._items: OrderedDict[tuple, Any] = OrderedDict()
+
+    def get(self, key: tuple, train: Callable[[], Any]) -> Any:
+        if key not in self._items:
+            self._items[key] = train()
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        self._items.move_to_end(key)
+        return self._items[key]
+
+    def __contains__(self, key: tuple) -> bool:
+        return key in self._items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def clear(self) -> None:
+        self._items.clear()
+
+
+#: the one shadow cache of LiRA, RMIA and G-MIA (before: one of 8 per module)
+SHADOWS = ShadowCache(16)
