@@ -343,6 +343,12 @@ def _sml_tests(R: np.ndarray, std: float, world: int, rng: np.random.Generator) 
     ks = stats.ks_2samp(q, ref)
     out = [Test("sml-scale", world, float(ks.pvalue),
                 detail=f"KS D = {ks.statistic:.3g}; mean ‖r‖²/(d s²) = {q.mean() / d:.3g} (1 expected)")]
+    # the scale's sufficient statistic: Σ q/d ≈ Gamma(k, θ) matching mean N, variance N(1 + 4/d)
+    theta = 1.0 + 4.0 / d
+    k = q.size / theta
+    total = float(q.sum() / d)
+    p = float(min(1.0, 2 * min(stats.gamma.cdf(total, k, scale=theta), stats.gamma.sf(total, k, scale=theta))))
+    out.append(Test("sml-scale", world, p, detail=f"Σ‖r‖²/(d s²) = {total:.4g} over {q.size} steps ({q.size} expected)"))
     norms = np.sqrt((R * R).sum(2, keepdims=True)).clip(1e-300)
     U = R / norms * math.sqrt(d)
     battery, _ = _gaussian_battery(U, None, world, rng)
