@@ -280,8 +280,10 @@ def _gaussian_battery(R: np.ndarray, std: float | None, world: int, rng: np.rand
             stat = (C * C).sum() / std**2
             out.append(Test("scale", world, _two_sided_chi2(stat, dof_w),
                             detail=f"measured std {math.sqrt(vhat):.4g} vs declared {std:.4g}"))
-    stat = n * (Rbar * Rbar).sum() / vhat
-    out.append(Test("entry-mean", world, _two_sided_chi2(stat, E),
+    stat = n * (Rbar * Rbar).sum() / vhat  # /E: F(E, (n−1)E) (R̄ and C independent under the null)
+    f = stat / E
+    p = float(min(1.0, 2 * min(stats.f.cdf(f, E, dof_w), stats.f.sf(f, E, dof_w))))
+    out.append(Test("entry-mean", world, p,
                     detail=f"n·Σ mean²/v̂ = {stat:.4g} (dof {E}); rms entry bias {math.sqrt((Rbar**2).mean()):.3g}"))
     for label, u in directions:
         norm = float(np.sqrt((u * u).sum()))
@@ -291,16 +293,17 @@ def _gaussian_battery(R: np.ndarray, std: float | None, world: int, rng: np.rand
                             detail=f"residual mean along {label}: z = {zu:.3g}"))
     z = R.sum() / math.sqrt(n * E * vhat)
     out.append(Test("global-mean", world, float(2 * stats.norm.sf(abs(z))), detail=f"z = {z:.3g}"))
-    if r > 1 and n > 1:
-        S = C.sum(1)
-        stat = (S * S).sum() / (r * vhat)
-        out.append(Test("rows-shared", world, _two_sided_chi2(stat, (n - 1) * c),
-                        detail=f"variance ratio of column sums {stat / ((n - 1) * c):.3g} (1 expected)"))
-    if c > 1 and n > 1:
-        S = C.sum(2)
-        stat = (S * S).sum() / (c * vhat)
-        out.append(Test("cols-shared", world, _two_sided_chi2(stat, (n - 1) * r),
-                        detail=f"variance ratio of row sums {stat / ((n - 1) * r):.3g} (1 expected)"))
+    # the column sums (rows summed) of C span a (n−1)·cols-dimensional subspace of C's (n−1)·E: under
+    # the null their share of ΣC² is Beta((n−1)c/2, (n−1)(E−c)/2); row sums likewise
+    total = float((C * C).sum())
+    for name, axis, size, k in (("rows-shared", 1, r, c), ("cols-shared", 2, c, r)):
+        if size > 1 and n > 1:
+            S = C.sum(axis)
+            share = float((S * S).sum()) / size / total
+            a, b = (n - 1) * k / 2, (n - 1) * (E - k) / 2
+            p = float(min(1.0, 2 * min(stats.beta.cdf(share, a, b), stats.beta.sf(share, a, b))))
+            what = "column sums" if axis == 1 else "row sums"
+            out.append(Test(name, world, p, detail=f"variance ratio of {what} {share * dof_w / ((n - 1) * k):.3g} (1 expected)"))
     Z = (C / math.sqrt(vhat * (n - 1) / n)).ravel()
     sub = Z if Z.size <= _KS_SUBSAMPLE else Z[rng.choice(Z.size, _KS_SUBSAMPLE, replace=False)]
     ks = stats.kstest(sub, "norm")
