@@ -92,9 +92,10 @@ def test_leaky_view_is_reported(csbm, pair):
     ({}, None),
     ({"law": "sml"}, None),
     ({"applied_scale": 0.8}, "noise std differs"),
-    ({"law": "sml", "applied_law": "sml-per-coordinate"}, "SML (W~Exp(1)) law"),
+    ({"law": "sml", "applied_law": "sml-per-coordinate"}, "SML"),
+    ({"law": "gaussian", "applied_law": "sml"}, "noise is not Gaussian"),
     ({"law": "sml", "applied_scale": 0.7, "steps": 24}, "SML (W~Exp(1)) law"),
-], ids=["gaussian", "sml", "gaussian-small", "sml-per-coordinate", "sml-small"])
+], ids=["gaussian", "sml", "gaussian-small", "sml-per-coordinate", "sml-declared-gaussian", "sml-small"])
 def test_trace_declared_law(csbm, pair, kw, fragment):
     check = declared.check_declared(build("tests.deviants:TraceTarget", **kw), pair, seed=0, n=8)
     assert check.steps[0].view == "trace"
