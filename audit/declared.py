@@ -84,6 +84,7 @@ _KS_SUBSAMPLE = 20_000
 _REASONS: list[tuple[str, str]] = [
     ("structure", "releases disagree in structure"),
     ("identical", "noise reused: releases from different generators carry the same noise"),
+    ("declared-world", "declared noise_std depends on the world (the exact LLR assumes one std)"),
     ("norm", "row-projected output has rows of norm > 1"),
     ("rows-shared", "noise shared across rows (one draw broadcast over rows)"),
     ("cols-shared", "noise shared across columns (one draw broadcast over columns)"),
@@ -99,7 +100,7 @@ _REASONS: list[tuple[str, str]] = [
 ]
 # a reason names the failing test of the lowest tier (then the smallest p): exact findings, then
 # dependence, then the law's shape (the scale tests' χ²/F nulls assume it), scale, and the mean
-_TIERS = {"structure": 0, "identical": 0, "norm": 0, "rows-shared": 1, "cols-shared": 1,
+_TIERS = {"structure": 0, "identical": 0, "norm": 0, "declared-world": 0, "rows-shared": 1, "cols-shared": 1,
           "shape-ks": 2, "kurtosis": 2, "sml-scale": 3, "sml-direction": 3, "world-scale": 4, "scale": 5,
           "entry-mean": 6, "global-mean": 6, "mean-direction": 6}
 _PRIORITY = {name: _TIERS[name] for name, _ in _REASONS}
@@ -406,6 +407,15 @@ def check_declared(target: Target, pair: Any, *, seed: int, n: int = DEFAULT_N, 
     if n < 4:
         raise ValueError(f"check_declared needs n >= 4 releases per world, got {n}")
     t0 = time.time()
+    levels = attack_levels(attack)
+    if not {"mechanism", "trace"} & set(getattr(target, "levels", LEVELS)):
+        # nothing declared to test: no fit is spent (the unread views come from the target's levels)
+        unread = [lvl for lvl in target.levels if levels is not None and lvl not in levels]
+        reason = "no mechanism or trace view: no declared noise model to test"
+        if unread:
+            reason += f" | unread views: {', '.join(unread)}"
+        return DeclaredCheck(ok=True, reason=reason, steps=[], alpha=alpha, n=0, tests=0, unread_views=unread,
+                             attack_levels=levels, wall_s=time.time() - t0)
     if prepare:
         target.prepare(graph if graph is not None else pair.g0)
     worlds = (pair.g0, pair.g1)
@@ -430,10 +440,9 @@ def check_declared(target: Target, pair: Any, *, seed: int, n: int = DEFAULT_N, 
     # trace steps
     traces = {b: [resolve(r.trace) for r in releases[b]] for b in (0, 1)}
     if any(t is not None for b in (0, 1) for t in traces[b]):
-        steps.append(_check_trace(traces, getattr(pair, "info", None) or {}, rng))
+        steps += _check_trace(traces, getattr(pair, "info", None) or {}, rng)
 
     # views
-    levels = attack_levels(attack)
     unread = unread_views(releases[0][0], levels) if levels is not None else []
     leaks: list[str] = []
     for b in (0, 1):
@@ -482,15 +491,25 @@ def _check_step(k: int, by_world: dict[int, list[MechanismStep]], worlds: tuple[
                 rng: np.random.Generator, noiseless_means: dict[int, dict[int, torch.Tensor]]) -> StepCheck:
     first = by_world[0][0]
     check = StepCheck("mechanism", k, first.name or f"step {k}")
-    stds = {s.noise_std for b in (0, 1) for s in by_world[b]}
+    world_stds = {b: {s.noise_std for s in by_world[b]} for b in (0, 1)}
     projected = {bool(s.row_projected) for b in (0, 1) for s in by_world[b]}
     dens = {s.log_density is not None for b in (0, 1) for s in by_world[b]}
-    if len(stds) > 1 or len(projected) > 1 or len(dens) > 1:
+    if any(len(v) > 1 for v in world_stds.values()) or len(projected) > 1 or len(dens) > 1:
         check.tests.append(Test("structure", None, None, False,
-                                f"releases declare different laws (noise_std {sorted(map(str, stds))})"))
+                                f"releases of one world declare different laws (noise_std {world_stds})"))
         return check
-    std = stds.pop()
+    std_w = {b: world_stds[b].pop() for b in (0, 1)}
+    std = std_w[0]
     check.declared_std = std
+    if std_w[0] != std_w[1]:
+        # the attack's exact LLR (and its threshold 0) assume one std for both worlds
+        if std_w[0] is None or std_w[1] is None:
+            check.tests.append(Test("structure", None, None, False, f"one world declares no law ({std_w})"))
+            return check
+        rel = abs(std_w[1] - std_w[0]) / max(abs(std_w[0]), 1e-300)
+        check.tests.append(Test("declared-world", None, None, False,
+                                f"declared std {std_w[0]:.6g} in world 0, {std_w[1]:.6g} in world 1 "
+                                f"(relative difference {rel:.2g})"))
     outputs = {b: [_as3d(s.output) for s in by_world[b]] for b in (0, 1)}
     if any(len({o.shape for o in outputs[b]}) != 1 for b in (0, 1)):
         check.tests.append(Test("structure", None, None, False, "output shapes vary within a world"))
@@ -527,7 +546,7 @@ def _check_step(k: int, by_world: dict[int, list[MechanismStep]], worlds: tuple[
             res.append(o - m)
         residuals[b] = res
     if all(not np.any(r) for b in (0, 1) for r in residuals[b]):
-        ok = std == 0.0
+        ok = std_w[0] == 0.0 and std_w[1] == 0.0
         check.tests.append(Test("scale", None, None, ok, "" if ok else f"no noise at all (declared std {std:.4g})"))
         check.measured_std = [0.0, 0.0]
         return check
@@ -542,10 +561,11 @@ def _check_step(k: int, by_world: dict[int, list[MechanismStep]], worlds: tuple[
     vh = {}
     for b in (0, 1):
         dirs = _directions(worlds[b], noiseless_means[b].get(k), residuals[b][0].shape)
-        tests, vh[b] = _gaussian_battery(np.stack(residuals[b]), float(std), b, rng, dirs)
+        tests, vh[b] = _gaussian_battery(np.stack(residuals[b]), float(std_w[b]), b, rng, dirs)
         check.tests += tests
         check.measured_std.append(math.sqrt(vh[b]))
-    check.tests.append(_world_scale(vh, n=len(residuals[0]), entries=residuals[0][0].size))
+    check.tests.append(_world_scale(vh, n=len(residuals[0]), entries=residuals[0][0].size,
+                                    expected=(std_w[1] / std_w[0]) ** 2 if std_w[0] else 1.0))
     return check
 
 
@@ -569,68 +589,83 @@ def _directions(graph: Any, mean: torch.Tensor | None, shape: tuple[int, ...]) -
     return out
 
 
-def _world_scale(vh: dict[int, float], n: int, entries: int) -> Test:
+def _world_scale(vh: dict[int, float], n: int, entries: int, expected: float = 1.0) -> Test:
+    """F test of v̂₁/v̂₀ against `expected` (the ratio of the declared variances)."""
     if vh[0] <= 0 or vh[1] <= 0:
         return Test("world-scale", None, None, vh[0] == vh[1], "zero residual variance")
     dof = (n - 1) * entries
-    f = vh[1] / vh[0]
+    f = vh[1] / vh[0] / expected
     p = float(min(1.0, 2 * min(stats.f.cdf(f, dof, dof), stats.f.sf(f, dof, dof))))
     return Test("world-scale", None, p, detail=f"std ratio world1/world0 {math.sqrt(f):.4g}")
 
 
-def _check_trace(traces: dict[int, list[Any]], info: dict[str, Any], rng: np.random.Generator) -> StepCheck:
+def _check_trace(traces: dict[int, list[Any]], info: dict[str, Any], rng: np.random.Generator) -> list[StepCheck]:
+    """One :class:`StepCheck` per group of trace steps of one dimension (a trace may interleave
+    modules of different sizes), each on the first T steps of that dimension every release has."""
     first = next(t for b in (0, 1) for t in traces[b] if t is not None)
     noise = info.get("noise", getattr(first, "noise", None))
     std = info.get("noise_std", getattr(first, "noise_std", None))
-    check = StepCheck("trace", 0, f"trace ({noise} noise)", declared_std=None if std is None else float(std))
+    note = None
     if "noise_std" in info and float(info["noise_std"]) != float(getattr(first, "noise_std", info["noise_std"])):
-        check.notes.append(f"pair.info noise_std {info['noise_std']} differs from the trace's {first.noise_std}; "
-                           "the attack reads pair.info's, which is tested")
-    residuals: dict[int, list[np.ndarray]] = {}
-    outputs: dict[int, list[np.ndarray]] = {}
+        note = (f"pair.info noise_std {info['noise_std']} differs from the trace's {first.noise_std}; "
+                "the attack reads pair.info's, which is tested")
+    # per world, per release: dim -> (noisy rows, residual rows or None)
+    groups: dict[int, list[dict[int, tuple[list, list]]]] = {0: [], 1: []}
     for b in (0, 1):
-        res, outs = [], []
         for tr in traces[b]:
             if tr is None:
                 continue
-            rows = [s for s in tr if getattr(s, "clean", None) is not None]
-            if not rows:
-                continue
-            noisy = np.stack([s.noisy.detach().double().cpu().numpy().ravel() for s in rows])
-            clean = np.stack([s.clean.detach().double().cpu().numpy().ravel() for s in rows])
-            outs.append(noisy)
-            res.append(noisy - clean)
-        residuals[b], outputs[b] = res, outs
-    if not residuals[0] or not residuals[1]:
-        check.status = "undeclared"
-        check.notes.append("the trace carries no clean sums: freshness only")
-        check.tests += _identity_tests(outputs, None)
-        return check
-    T = min(r.shape[0] for b in (0, 1) for r in residuals[b])
-    if any(r.shape[0] != T for b in (0, 1) for r in residuals[b]):
-        check.notes.append(f"traces of different lengths: the first {T} steps are tested")
-    for b in (0, 1):
-        residuals[b] = [r[:T] for r in residuals[b]]
-        outputs[b] = [o[:T] for o in outputs[b]]
-    check.tests += _identity_tests(outputs, residuals)
-    if std is None or noise not in ("gaussian", "sml"):
-        check.status = "unverified"
-        check.notes.append(f"trace noise law {noise!r} is not one this check knows: freshness only")
-        return check
-    std = float(std)
-    if noise == "gaussian":
-        vh = {}
-        for b in (0, 1):
-            tests, vh[b] = _gaussian_battery(np.stack(residuals[b]), std, b, rng)
-            check.tests += tests
-            check.measured_std.append(math.sqrt(vh[b]))
-        check.tests.append(_world_scale(vh, n=len(residuals[0]), entries=residuals[0][0].size))
-    else:
-        for b in (0, 1):
-            R = np.stack(residuals[b])
-            check.tests += _sml_tests(R, std, b, rng)
-            check.measured_std.append(float(math.sqrt((R * R).mean())))
-    return check
+            by_dim: dict[int, tuple[list, list]] = {}
+            for st in tr:
+                noisy = st.noisy.detach().double().cpu().numpy().ravel()
+                clean = getattr(st, "clean", None)
+                res = None if clean is None else noisy - clean.detach().double().cpu().numpy().ravel()
+                rows = by_dim.setdefault(noisy.size, ([], []))
+                rows[0].append(noisy)
+                rows[1].append(res)
+            groups[b].append(by_dim)
+    dims = sorted({d for b in (0, 1) for g in groups[b] for d in g})
+    checks = []
+    for gi, d in enumerate(dims):
+        check = StepCheck("trace", gi, f"trace steps of dim {d} ({noise} noise)",
+                          declared_std=None if std is None else float(std))
+        if note:
+            check.notes.append(note)
+        checks.append(check)
+        present = all(d in g for b in (0, 1) for g in groups[b]) and all(groups[b] for b in (0, 1))
+        if not present:
+            check.tests.append(Test("structure", None, None, False, f"not every release has trace steps of dim {d}"))
+            continue
+        T = min(len(g[d][0]) for b in (0, 1) for g in groups[b])
+        if any(len(g[d][0]) != T for b in (0, 1) for g in groups[b]):
+            check.notes.append(f"traces of different lengths: the first {T} steps of dim {d} are tested")
+        outputs = {b: [np.stack(g[d][0][:T]) for g in groups[b]] for b in (0, 1)}
+        has_clean = all(r is not None for b in (0, 1) for g in groups[b] for r in g[d][1][:T])
+        if not has_clean:
+            check.status = "undeclared"
+            check.notes.append("the trace carries no clean sums: freshness only")
+            check.tests += _identity_tests(outputs, None)
+            continue
+        residuals = {b: [np.stack(g[d][1][:T]) for g in groups[b]] for b in (0, 1)}
+        check.tests += _identity_tests(outputs, residuals)
+        if std is None or noise not in ("gaussian", "sml"):
+            check.status = "unverified"
+            check.notes.append(f"trace noise law {noise!r} is not one this check knows: freshness only")
+            continue
+        s = float(std)
+        if noise == "gaussian":
+            vh = {}
+            for b in (0, 1):
+                tests, vh[b] = _gaussian_battery(np.stack(residuals[b]), s, b, rng)
+                check.tests += tests
+                check.measured_std.append(math.sqrt(vh[b]))
+            check.tests.append(_world_scale(vh, n=len(residuals[0]), entries=residuals[0][0].size))
+        else:
+            for b in (0, 1):
+                R = np.stack(residuals[b])
+                check.tests += _sml_tests(R, s, b, rng)
+                check.measured_std.append(float(math.sqrt((R * R).mean())))
+    return checks
 
 
 __all__ = ["DeclaredCheck", "StepCheck", "Test", "apply_policy", "attack_levels", "check_declared",

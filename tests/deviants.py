@@ -227,3 +227,14 @@ class TraceTarget(Target):
             noisy = clean + (c.applied_scale * std * z).float()
             trace.steps.append(TraceStep(noisy=noisy, central=torch.zeros(1, dtype=torch.long), clean=clean))
         return Release(trace=trace)
+
+
+class PrivateCalibration(Honest):
+    """Calibrates (and declares) its std on the max degree of the graph it trains on: honest about
+    the std it adds, but the std then differs between neighbouring worlds (the exact LLR with one
+    std, and its threshold 0, no longer apply; the std itself leaks the degree)."""
+
+    name = "deviant-private-calibration"
+
+    def declared_std(self, graph):
+        return super().declared_std(graph) * int(degrees(graph).max()) / 20.0

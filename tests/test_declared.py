@@ -45,6 +45,7 @@ DEVIANTS = [
     ("RowBroadcastNoise", "rows-shared", "noise shared across rows"),
     ("ColumnBroadcastNoise", "cols-shared", "noise shared across columns"),
     ("WorldDependentStd", "world-scale", "noise std depends on the world"),
+    ("PrivateCalibration", "declared-world", "declared noise_std depends on the world"),
 ]
 
 
@@ -163,6 +164,28 @@ def test_heterpoisson_per_coordinate_bug_is_caught(csbm):
         assert check.ok is ok, check.reason
         if not ok:
             assert "SML" in check.reason
+
+
+def test_gap_node_level_trace_groups(csbm):
+    """GAP at node level: the aggregation step declares no law (bounded degree), the DP-SGD trace's
+    steps (two module sizes) are tested group by group."""
+    target = pinned("gap", csbm, hops=1, unit="node")
+    pair = make_canary("remove-node").worlds(csbm, np.random.default_rng(0), target)
+    check = declared.check_declared(target, pair, seed=0, n=4, attack="mechanism-lrt", graph=csbm)
+    assert check.ok, check.reason
+    views = [(s.view, s.status) for s in check.steps]
+    assert views[0] == ("mechanism", "undeclared") and all(v == ("trace", "pass") for v in views[1:]) and len(views) > 1
+    assert "trace" in check.unread_views
+
+
+def test_api_only_target_spends_no_fit(csbm):
+    target = pinned("gcn", csbm)
+    pair = make_canary("random-edge").worlds(csbm, np.random.default_rng(0), target)
+    check = declared.check_declared(target, pair, seed=0, attack="linkteller")
+    assert check.ok and not check.steps and check.n == 0 and check.wall_s < 1.0
+    assert check.unread_views == ["weights"] and not check.allows_declared_model
+    assert declared.apply_policy(check, "gdp", None)[0] == "cp"
+    assert declared.apply_policy(check, "gdp", None, strict=False)[0] == "gdp"  # lenient: nothing contradicted
 
 
 def test_generators_are_apart_from_trials():
