@@ -15,15 +15,21 @@ variance of ``C`` (free of any bias of the declared mean):
 
 * ``identical`` (exact): two releases from different generators with the same output, or the same
   residual in both worlds: the noise ignores the generator (reused noise).
+* ``declared-world`` (exact): the declared ``noise_std`` differs between the worlds (the exact LLR
+  of ``attacks/mechanism.py`` and its threshold 0 assume one std; the std itself then leaks).
 * ``scale``: ``Σ C²/s²`` against χ²((n−1)·E), two-sided (E = rows·cols entries): the noise std is
   the declared one.
-* ``world-scale``: ``v̂₁/v̂₀`` against F, two-sided: the noise std does not depend on the world.
-* ``entry-mean``: ``n·Σ_e R̄_e²/v̂`` against χ²(E), two-sided: every entry's residual has mean 0
-  (a declared mean missing a term, a different normalisation, or noise correlated across
-  generators all fail it); ``global-mean``: the z-test of the residual's grand mean.
-* ``rows-shared`` / ``cols-shared``: per release, the column sums (rows summed) of C against
-  ``rows·v̂·χ²((n−1)·cols)`` and the row sums likewise: one draw broadcast over rows (or columns)
-  inflates them by the number of rows.
+* ``world-scale``: ``v̂₁/v̂₀`` (over the declared ratio) against F, two-sided: the noise std does
+  not depend on the world.
+* ``entry-mean``: ``n·Σ_e R̄_e²/(E·v̂)`` against F(E, (n−1)E), two-sided: every entry's residual has
+  mean 0 (a declared mean missing a term, a different normalisation, noise correlated across
+  generators); ``mean-direction``: z-tests of R̄'s component along terms a declared mean typically
+  misses or mis-scales (the declared mean itself, it over or times the degree, the features raw and
+  unit-row): far more power than ``entry-mean`` on a small structured term such as a self-loop;
+  ``global-mean``: the z-test of the residual's grand mean.
+* ``rows-shared`` / ``cols-shared``: per release, the column sums (rows summed) of C: their share of
+  ``Σ C²`` against Beta((n−1)·cols/2, (n−1)·(E−cols)/2) (the row sums likewise): one draw
+  broadcast over rows (or columns) inflates it by the number of rows.
 * ``shape-ks`` / ``kurtosis``: C standardised by v̂ is N(0, 1) (KS on a fixed subsample of at most
   20 000 entries; the excess kurtosis on all entries): Laplace or uniform noise declared Gaussian.
 
@@ -33,8 +39,11 @@ not recoverable from the output, so the step is *unverified*. Steps with a ``log
 *undeclared* (freshness only: nothing declared to test). Trace steps with ``clean`` sums: the
 residual ``noisy − clean`` (n × steps × d) takes the Gaussian battery when the law the attack reads
 (``pair.info`` first, then the trace) is ``gaussian``; for ``sml`` (√W·s·N(0, I), one W ~ Exp(1)
-per step) the per-step ``‖r‖²/s²`` is tested against W·χ²_d (two-sample KS against a fixed
-Monte-Carlo sample), the directions ``r·√d/‖r‖`` take the shape test, and the identity test runs.
+per step) the per-step ``q = ‖r‖²/s²`` is tested against W·χ²_d (two-sample KS against a fixed
+Monte-Carlo sample, and ``Σ q/d`` against its Gamma approximation: the scale's sufficient
+statistic), the directions ``r·√d/‖r‖`` take the shape and mean tests, and the identity test runs.
+A trace whose steps have several sizes (modules) is tested per size. A target with neither a
+``mechanism`` nor a ``trace`` view declares no noise model: no fit is spent, nothing is verified.
 
 The one-line reason names the failing test of the most specific kind: exact findings (identical
 noise, norms), shared draws, a non-Gaussian shape (the scale tests' nulls assume the shape), the
@@ -48,13 +57,18 @@ tensor in an unread ``weights`` view or in ``info`` equal to a step's noiseless 
 a *leak*. Neither changes ``ok`` (they are findings about the release, not about the model the
 score uses), both are in the record.
 
-Integration API (for ``audit/game.py``)::
+Integration API (for ``audit/game.py``'s ``run_audit``, once per run after the pair is made; its
+2·n fits are held out, so it may run before or after the trials)::
 
     from audit import declared
     check = declared.check_declared(target, pair, seed=spec.seed, attack=attack, graph=graph)
+    ...  # method and prior as today (natural_threshold_for / threshold_for on the probe)
     method, prior, note = declared.apply_policy(check, method, prior)
-    ...  # estimate with `method` and threshold=`prior`
+    est = estimators.estimate(..., method=method, threshold=prior)
     result["declared_check"] = check.to_dict(); result["declared_policy"] = note
+
+``n`` (default 16 per world) may be lowered for targets whose ``fit`` is expensive (≥ 4; the
+residuals have many entries, so 8 already catches the deviants of ``tests/deviants.py``).
 
 :attr:`DeclaredCheck.allows_declared_model` is True only when no test failed and every released
 step's declared law was verified (``strict``; with ``apply_policy(..., strict=False)`` steps that
