@@ -241,3 +241,15 @@ def test_false_alarm_gaussian_200_seeds(csbm):
           f"({time.time() - t0:.1f}s)")
     assert len(fails) <= 1
     assert len(loose) <= 20
+
+
+def test_attack_object_and_record(csbm, pair):
+    """An attack object is read for its levels; a failing check's record is JSON."""
+    from audit.game import make_attack
+
+    check = declared.check_declared(pinned("tests.deviants:LaplaceNoise", csbm), pair, seed=0, n=6,
+                                    attack=make_attack("mechanism-lrt"))
+    record = json.loads(json.dumps(check.to_dict()))
+    assert record["ok"] is False and record["allows_declared_model"] is False
+    assert record["unread_views"] == ["api"] and record["attack_levels"] == ["mechanism"]
+    assert record["steps"][0]["status"] == "fail" and any(not t["passed"] for t in record["steps"][0]["tests"])
