@@ -29,7 +29,8 @@ from graphs.ops import degrees  # noqa: E402
 from targets.base import build, replace_config  # noqa: E402
 
 DEVIANTS = ["SmallNoise", "LaplaceNoise", "UniformNoise", "ReusedNoise", "SelfLoopMean", "SymNormMean",
-            "RowBroadcastNoise", "ColumnBroadcastNoise", "WorldDependentStd", "LeakyView"]
+            "RowBroadcastNoise", "ColumnBroadcastNoise", "WorldDependentStd", "PrivateCalibration",
+            "PartlyReusedNoise", "LeakyView"]
 
 
 def pinned(name, graph, **params):

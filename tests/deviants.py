@@ -238,3 +238,15 @@ class PrivateCalibration(Honest):
 
     def declared_std(self, graph):
         return super().declared_std(graph) * int(degrees(graph).max()) / 20.0
+
+
+class PartlyReusedNoise(Honest):
+    """Half the noise variance comes from a module-level generator seeded once (the same draw in
+    every run), half from the given generator: outputs differ, noise is correlated across runs."""
+
+    name = "deviant-partly-reused"
+
+    def noise(self, shape, std, graph, rng):
+        fixed = torch.randn(shape, generator=torch.Generator().manual_seed(99))
+        fresh = torch.randn(shape, generator=rng)
+        return std * math.sqrt(0.5) * (fixed + fresh)

@@ -41,11 +41,12 @@ DEVIANTS = [
     ("UniformNoise", "kurtosis", "noise is not Gaussian"),
     ("ReusedNoise", "identical", "noise reused"),
     ("SelfLoopMean", "mean-direction", "declared mean misses a term"),
-    ("SymNormMean", "mean-direction", "declared mean misses a term"),
+    ("SymNormMean", "entry-mean", "declared mean wrong"),
     ("RowBroadcastNoise", "rows-shared", "noise shared across rows"),
     ("ColumnBroadcastNoise", "cols-shared", "noise shared across columns"),
     ("WorldDependentStd", "world-scale", "noise std depends on the world"),
     ("PrivateCalibration", "declared-world", "declared noise_std depends on the world"),
+    ("PartlyReusedNoise", "entry-mean", "noise partly reused across generators"),
 ]
 
 
