@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: keys written only by multi-run audits (a one-run audit writes ``mode`` instead)
-_MULTI_ONLY = ("batch", "cached_per_worker", "trials_played", "trials_wall_s")
+_MULTI_ONLY = ("batch", "cached_per_worker", "trials_played", "trials_wall_s", "reused_trials")
 
 
 def verdict(eps_lb: float, claimed: float) -> str:
@@ -64,6 +64,14 @@ class Result:
     cached_per_worker: str | None = None
     trials_played: int | None = None
     trials_wall_s: float | None = None
+    #: the code that played the trials (:func:`audit.provenance.code_identity`)
+    code: dict[str, Any] | None = None
+    #: how much the verdict knows (:func:`audit.power.power`)
+    power: dict[str, Any] | None = None
+    #: the check of the target's declared noise model against its real releases (:mod:`audit.declared`)
+    declared: dict[str, Any] | None = None
+    #: trials found in the store (same options and code) and reused rather than played
+    reused_trials: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
