@@ -85,6 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="results")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--fresh", action="store_true",
+                   help="ignore trials stored by an earlier run of the same options and code (replay them)")
     p.add_argument("--fail-on-violation", action="store_true", help="exit status 1 on VIOLATION")
 
     p = sub.add_parser("accounting", help="the claim and the calibrated noise, no training")
@@ -102,7 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--confidence", type=_confidence, default=0.95)
     p.add_argument("--json", action="store_true")
 
-    sub.add_parser("list", help="targets, bugs, attacks, canaries, datasets").add_argument("--json", action="store_true")
+    p = sub.add_parser("list", help="targets, bugs, attacks, canaries, datasets; --target T: T's config keys")
+    p.add_argument("--target", default=None, help="list this target's config keys (--set KEY=VALUE)")
+    p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("report", help="markdown and plots for a result")
     p.add_argument("run", help="result JSON path or run id")
@@ -156,7 +160,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         graph, target, _ = setup_run(spec)
         attacks = auto_attacks(target, graph)
     results = [run_audit(replace(spec, attack=a), out=args.out, jobs=args.jobs, backend=args.backend,
-                         scheduler=args.scheduler, progress=not args.no_progress) for a in attacks]
+                         scheduler=args.scheduler, progress=not args.no_progress, fresh=args.fresh)
+               for a in attacks]
     text = "\n\n".join(report.table(r) + f"\n\nresult: {Path(args.out) / (r.run_id + '.json')}" for r in results)
     records = [r.to_dict() for r in results]
     _emit(records[0] if len(records) == 1 else records, args.json, text)
@@ -252,6 +257,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     from canaries import base as canaries
     from targets import base
 
+    if args.target:
+        return _list_target(args.target, args.json)
+
     info: dict[str, Any] = {"targets": {}, "attacks": attacks.available(), "canaries": canaries.available(),
                             "datasets": data.names(), "estimators": list(estimators.METHODS)}
     for name in base.available():
@@ -266,6 +274,21 @@ def cmd_list(args: argparse.Namespace) -> int:
               f"canaries:   {', '.join(info['canaries'])}, edge:U-V (one named edge)",
               f"estimators: {', '.join(info['estimators'])}", f"datasets:   {', '.join(info['datasets'])}"]
     _emit(info, args.json, "\n".join(lines))
+    return 0
+
+
+def _list_target(name: str, as_json: bool) -> int:
+    from targets import base
+
+    cls = base.get(name)
+    rows = base.config_help(cls.Config)
+    width = max(len(r["key"]) for r in rows)
+    lines = [f"{name}: views {', '.join(cls.levels)}; --set KEY=VALUE for any key below", ""]
+    lines += [f"  {r['key']:<{width}}  {r['default']:<12} {r['type']:<18} {r['meaning']}" for r in rows]
+    if cls.bugs:
+        lines += ["", "planted bugs (--bug NAME):"] + [f"  {b:<26} {what}" for b, what in cls.bugs.items()]
+    _emit({"target": name, "levels": list(cls.levels), "config": rows, "bugs": dict(cls.bugs)}, as_json,
+          "\n".join(lines))
     return 0
 
 

@@ -237,9 +237,9 @@ def attack_levels(attack: Any) -> tuple[str, ...] | None:
     if attack is None:
         return None
     if isinstance(attack, str):
-        from audit.game import make_attack  # lazy: the game imports this module
+        from attacks.base import make
 
-        attack = make_attack(attack)
+        attack = make(attack)
     if isinstance(attack, (tuple, list)):
         return tuple(attack)
     return tuple(getattr(attack, "levels", ()))

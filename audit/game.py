@@ -28,7 +28,8 @@ import torch
 
 from attacks import base as attacks
 from audit import data as datasets
-from audit import estimators
+from audit import declared, estimators, provenance
+from audit.power import power
 from audit.result import Result, verdict  # noqa: F401 (verdict: re-exported)
 from audit.store import Store
 from canaries import base as canaries
@@ -192,8 +193,8 @@ def play_chunk(setup: _Setup, indices: list[int]) -> list[tuple[int, int, float]
         world = setup.pair.world(bit)
         rngs = [torch.Generator().manual_seed(trial_seed(setup.seed, i)) for i in batch]
         if setup.batch == 1:
-            return [target.fit(world, rng) for rng in rngs]
-        releases = target.fit_batch(world, rngs)
+            return [targets.check_release(target.fit(world, rng), target) for rng in rngs]
+        releases = [targets.check_release(r, target) for r in target.fit_batch(world, rngs)]
         if len(releases) != len(rngs):
             raise RuntimeError(f"{type(target).__name__}.fit_batch returned {len(releases)} releases for "
                                f"{len(rngs)} generators")
@@ -279,10 +280,13 @@ def setup_run(spec: AuditSpec) -> tuple[Any, targets.Target, targets.Claim]:
 
 def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, backend: str = "loky",
               scheduler: str | None = None, progress: bool = True,
-              on_chunk: Callable[[int], None] | None = None, pipeline: bool | None = None) -> Result:
+              on_chunk: Callable[[int], None] | None = None, pipeline: bool | None = None,
+              fresh: bool = False) -> Result:
     """Play (or resume) the games of `spec`, estimate, and write the result. Returns the result.
 
-    `pipeline`: overlap training and scoring (see :func:`play_chunk`); None = on iff CUDA.
+    Stored trials are reused only for the same options and the same code (:func:`run_key`);
+    `fresh` forgets them first. `pipeline`: overlap training and scoring (see :func:`play_chunk`);
+    None = on iff CUDA.
     """
     if spec.mode == "one-run":
         return run_one_run(spec, out=out, progress=progress)
@@ -297,13 +301,15 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
     if level not in attack.levels:
         raise ValueError(f"attack {attack_name!r} works on {', '.join(attack.levels)}, not {level!r}")
     canary_rng = np.random.default_rng([spec.seed, 0xCA4A])
-    pair = canaries.make(canary_name).worlds(graph, canary_rng, target)
+    canary = canaries.make(canary_name)
+    pair = canary.worlds(graph, canary_rng, target)
 
     out = Path(out)
     store = Store(out / "audit.sqlite")
-    key = spec.key()
-    store.begin(key, asdict(spec))
-    todo = [i for i in range(spec.trials) if i not in store.done(key)]
+    code = provenance.code_identity(type(target), type(attack), type(canary))
+    key = run_key(spec, code)
+    todo = _resume(store, key, spec, code, fresh=fresh)
+    reused = spec.trials - len(todo)
     batch = batch_size(spec.batch, target, level)
     setup = _Setup(spec.target, target.config, pair, graph, attack_name, spec.seed, batch=batch, pipeline=pipeline)
     bar = None
@@ -339,6 +345,11 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
         drawn = attack.model_scores(probe(), pair)
         if drawn is not None:
             prior = estimators.select_threshold("cp", *drawn, delta=claim.delta, confidence=spec.confidence)
+    # the exact LLR, its threshold 0 and gdp rest on the target's declared noise model: test it on
+    # held-out releases first, and fall back to what assumes nothing where it fails
+    check = declared.check_declared(target, pair, seed=spec.seed, attack=attack, graph=graph,
+                                    n=DECLARED_CHECK_N) if level in ("mechanism", "trace") else None
+    method, prior, policy = declared.apply_policy(check, method, prior, strict=False)
     est = estimators.estimate(scores[bits == 0], scores[bits == 1], delta=claim.delta, method=method,
                               confidence=spec.confidence, threshold=prior)
     run_id = f"{spec.target.replace(':', '.').replace('/', '.')}-{key}-{spec.trials}-{method}"
@@ -346,9 +357,42 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
                          wall=time.time() - t0, store_path=store.path,
                          attack_queries=attack.queries_for(pair), run_id=run_id, batch=batch,
                          cached_per_worker=cached_work(target), trials_played=len(todo),
-                         trials_wall_s=trials_wall)
+                         trials_wall_s=trials_wall, code=code, reused_trials=reused,
+                         declared=_declared_record(check, policy))
     _save(store, out, result)
     return result
+
+
+#: held-out releases per world for the declared-model check (8 catches every deviant of
+#: tests/deviants.py; the check's false-alarm level is 1e-3 overall)
+DECLARED_CHECK_N = 8
+
+
+def run_key(spec: AuditSpec, code: dict[str, Any]) -> str:
+    """The store key of a run's trials: its options (:meth:`AuditSpec.key`) and its code
+    (:func:`audit.provenance.code_identity`), so trials from other code are never mixed in."""
+    return hashlib.sha256(f"{spec.key()}:{code['key']}".encode()).hexdigest()[:16]
+
+
+def _resume(store: Store, key: str, spec: AuditSpec, code: dict[str, Any], *, fresh: bool) -> list[int]:
+    """The trial indices still to play; says what it reuses (``fresh``: forget stored trials)."""
+    if fresh:
+        store.forget(key)
+    store.begin(key, {**asdict(spec), "code": code})
+    done = store.done(key)
+    reused = sum(1 for i in done if i < spec.trials)
+    if reused:
+        created = store.created(key)
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(created)) if created else "?"
+        print(f"reusing {reused:,} of {spec.trials:,} trials stored on {when} by {provenance.describe(code)} "
+              f"(--fresh to replay them)", file=sys.stderr)
+    return [i for i in range(spec.trials) if i not in done]
+
+
+def _declared_record(check: declared.DeclaredCheck | None, policy: str) -> dict[str, Any]:
+    if check is None:
+        return {"checked": False, "policy": "the score uses no declared noise model (api/weights view)"}
+    return {"checked": True, "policy": policy, **check.to_dict()}
 
 
 def _save(store: Store, out: Path, result: Result) -> None:
@@ -360,7 +404,8 @@ def _save(store: Store, out: Path, result: Result) -> None:
 
 def _probe(spec: AuditSpec, target: targets.Target, pair: Any) -> targets.Release:
     """One release of world 0 drawn apart from every trial's randomness (for a-priori choices)."""
-    return target.fit(pair.g0, torch.Generator().manual_seed(trial_seed(spec.seed, 2**40)))
+    return targets.check_release(target.fit(pair.g0, torch.Generator().manual_seed(trial_seed(spec.seed, 2**40))),
+                                 target)
 
 
 def run_one_run(spec: AuditSpec, *, out: str | Path = "results", progress: bool = True) -> Result:
@@ -398,14 +443,16 @@ def run_one_run(spec: AuditSpec, *, out: str | Path = "results", progress: bool 
                               confidence=spec.confidence)
     out = Path(out)
     store = Store(out / "audit.sqlite")
-    key = spec.key()
-    store.begin(key, asdict(spec))
+    code = provenance.code_identity(type(target), type(attack), type(canary))
+    key = run_key(spec, code)
+    store.forget(key)  # one training run: nothing to resume, the guesses are recomputed
+    store.begin(key, {**asdict(spec), "code": code})
     store.add_trials(key, [(i, int(b), float(sc)) for i, (b, sc) in enumerate(zip(bits, scores))])
     info = {"canary": canary.name, "count": len(pairs), "chosen_by": pairs[0].info["chosen_by"],
             "inserted": int(bits.sum())}
     run_id = f"{spec.target.replace(':', '.').replace('/', '.')}-{key}-{spec.trials}-one-run"
     result = make_result(spec, key, target, claim, info, attack_name, attack.levels[0], est, scores, bits,
-                         wall=time.time() - t0, store_path=store.path, run_id=run_id, mode="one-run")
+                         wall=time.time() - t0, store_path=store.path, run_id=run_id, mode="one-run", code=code)
     _save(store, out, result)
     return result
 
@@ -422,6 +469,9 @@ def make_result(spec: AuditSpec, key: str, target: targets.Target, claim: target
 
     config = {k: v for k, v in asdict(target.config).items()}
     estimate = est.to_dict()
+    found = verdict(est.eps_lb, claim.epsilon)
+    reading = power(verdict=found, claimed_epsilon=claim.epsilon, max_certifiable_eps=est.max_certifiable_eps,
+                    scores_out=out_s, scores_in=in_s, confidence=est.confidence)
     return Result(
         target=spec.target, config=config, dataset=spec.dataset, canary=canary,
         attack=attack, level=level, trials=int(bits.size), seed=spec.seed, key=key,
@@ -436,7 +486,7 @@ def make_result(spec: AuditSpec, key: str, target: targets.Target, claim: target
         tightness=(est.eps_lb / claim.epsilon)
         if 0 < claim.epsilon < math.inf and math.isfinite(est.eps_lb) else None,
         attack_queries_per_trial=attack_queries,
-        verdict=verdict(est.eps_lb, claim.epsilon),
+        verdict=found, power=reading.to_dict(),
         wall_time_s=wall, store=str(store_path),
         versions={"python": platform.python_version(), "torch": torch.__version__,
                   "torch_geometric": torch_geometric.__version__, "numpy": np.__version__},

@@ -53,6 +53,18 @@ class Store:
                              [(key, int(i), int(b), float(s)) for i, b, s in rows])
         self._db.commit()
 
+    def forget(self, key: str) -> None:
+        """Drop every stored trial and result of `key` (a fresh run)."""
+        self._db.execute("DELETE FROM trials WHERE key = ?", (key,))
+        self._db.execute("DELETE FROM runs WHERE key = ?", (key,))
+        self._db.execute("DELETE FROM results WHERE key = ?", (key,))
+        self._db.commit()
+
+    def created(self, key: str) -> float | None:
+        """When the run `key` first stored anything (seconds since the epoch)."""
+        row = self._db.execute("SELECT created FROM runs WHERE key = ?", (key,)).fetchone()
+        return float(row[0]) if row else None
+
     def done(self, key: str) -> set[int]:
         return {i for (i,) in self._db.execute("SELECT idx FROM trials WHERE key = ?", (key,))}
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib
+import inspect
 import math
 import threading
 import types
@@ -388,8 +389,8 @@ def register(name: str, cls: type[Target], *, force: bool = False) -> None:
 
 
 def _import_spec(spec: str) -> type[Target]:
-    module_name, _, attr = spec.partition(":")
-    module = importlib.import_module(module_name)
+    module_name, _, attr = spec.rpartition(":")
+    module = _load_file(module_name) if module_name.endswith(".py") else importlib.import_module(module_name)
     try:
         cls = getattr(module, attr)
     except AttributeError:
@@ -397,6 +398,62 @@ def _import_spec(spec: str) -> type[Target]:
     if not (isinstance(cls, type) and issubclass(cls, Target)):
         raise ValueError(f"{spec!r} is not a Target subclass")
     return cls
+
+
+def _load_file(path: str) -> Any:
+    """A module from a source file (``--target path/to/file.py:Class``), registered under a name
+    derived from its resolved path so that every worker loading the same file shares it."""
+    import hashlib
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    file = Path(path).expanduser().resolve()
+    if not file.is_file():
+        raise ValueError(f"no such file: {path}")
+    name = f"_user_target_{file.stem}_{hashlib.sha256(str(file).encode()).hexdigest()[:8]}"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, file)
+        if spec is None or spec.loader is None:
+            raise ValueError(f"cannot import {path}: not a Python source file")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except Exception:
+            del sys.modules[name]
+            raise
+    return sys.modules[name]
+
+
+def config_help(config_cls: type) -> list[dict[str, str]]:
+    """Every config key of a target with its default, type and one-line meaning (from the
+    ``Args:`` sections of the config class's docstrings, base classes included)."""
+    import re
+
+    meaning: dict[str, tuple[str, str]] = {}
+    for klass in reversed(config_cls.__mro__):
+        doc = inspect.getdoc(klass) or ""
+        for m in re.finditer(r"^\s*(\w+)\s*\(([^)]*)\):\s*(.+?)(?=^\s*\w+\s*\([^)]*\):|\Z)", doc,
+                             re.MULTILINE | re.DOTALL):
+            text = re.sub(r"\s*\(default:[^)]*\)\.?\s*$", "", " ".join(m.group(3).split()))
+            meaning[m.group(1)] = (m.group(2).strip(), text)
+    rows = []
+    for f in dataclasses.fields(config_cls):
+        default = f.default if f.default is not dataclasses.MISSING else (
+            f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+        kind, text = meaning.get(f.name, ("", ""))
+        hint = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+        rows.append({"key": f.name, "default": repr(default), "type": kind or hint, "meaning": text})
+    return rows
+
+
+def check_release(release: Any, target: Target) -> Release:
+    """`release` if it is a :class:`Release`, else a clear error naming the target."""
+    if not isinstance(release, Release):
+        raise ValueError(f"target {type(target).__module__}.{type(target).__name__}: fit() returned "
+                         f"{type(release).__name__}, not a targets.base.Release (wrap its views in Release(...))")
+    return release
 
 
 def available() -> list[str]:
