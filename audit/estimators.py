@@ -441,8 +441,9 @@ def max_certifiable_eps(method: str, n_out: int, n_in: int, *, delta: float, con
         m = n_out + n_in
         grid = _one_run_grid(m)
         if method == "one-run-fdp":
-            from audit.trade_off import one_run_fdp_epsilon
-            return max(one_run_fdp_epsilon(m, r, r, delta, beta / len(grid)) for r in grid)
+            from audit.trade_off import _one_run_fdp_grid, one_run_fdp_epsilon
+            g = _one_run_fdp_grid(m)
+            return max(one_run_fdp_epsilon(m, k, k, delta, beta / len(g)) for k in g)
         return max(one_run_epsilon(m, r, r, delta, beta / len(grid)) for r in grid)
     raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
 
@@ -494,6 +495,18 @@ def one_run_epsilon(m: int, r: int, v: int, delta: float, beta: float) -> float:
     return lo
 
 
+def _tie_free_order(scores: np.ndarray, seed: int = 0) -> np.ndarray:
+    """Ascending order of `scores` with ties broken by a fixed random permutation.
+
+    The caller concatenates OUT canaries before IN canaries, so a stable sort would break ties by
+    membership: with discrete scores (randomized response) the bottom guesses would be the OUT
+    canaries among the tied ones and the top ones the IN canaries — information the guesser must
+    not have. A label-independent random order among ties keeps the guesses a function of the
+    scores alone."""
+    perm = np.random.default_rng(seed).permutation(scores.size)
+    return perm[np.argsort(scores[perm], kind="stable")]
+
+
 def _one_run_grid(m: int) -> list[int]:
     return sorted({max(2, int(round(f * m))) // 2 * 2 for f in _ONE_RUN_GRID if f * m >= 2})
 
@@ -512,7 +525,7 @@ def one_run(scores_out: np.ndarray, scores_in: np.ndarray, *, delta: float, conf
     grid = _one_run_grid(m)
     if not grid:
         raise ValueError("one-run needs at least 2 canaries")
-    order = np.argsort(scores, kind="stable")
+    order = _tie_free_order(scores)
     best = (0.0, grid[0], 0)
     for r in grid:
         k = r // 2

@@ -26,12 +26,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import ndtr, ndtri
 from scipy.stats import norm
 
 from audit import estimators as _e
 from targets.accounting import check_delta, gdp_epsilon
 
 _BAND_RATIO = 2.0
+_ONE_RUN_FDP_GRID = (0.02, 0.05, 0.1, 0.2)  # one-sided guesses as a fraction of m (measured best of three)
 _MU_MAX = 50.0
 
 
@@ -127,7 +129,7 @@ def _one_run_rejects(mu: float, m: int, k: int, v: int, beta: float) -> bool:
     r = beta * v / m
     h = beta * (k - v) / m
     for i in range(v - 1, -1, -1):
-        floor = float(norm.cdf(norm.ppf(min(r, 1.0)) - mu)) if r < 1.0 else 1.0
+        floor = float(ndtr(ndtri(r) - mu)) if r < 1.0 else 1.0
         if floor <= h:
             break  # neither r nor h can change any more
         r = min(r + (i / (k - i)) * (floor - h), 1.0)
@@ -158,11 +160,15 @@ def one_run_fdp_epsilon(m: int, k: int, v: int, delta: float, beta: float) -> fl
     return gdp_epsilon(one_run_fdp_mu(m, k, v, beta), delta)
 
 
+def _one_run_fdp_grid(m: int) -> list[int]:
+    return sorted({max(1, int(round(f * m))) for f in _ONE_RUN_FDP_GRID})
+
+
 def _one_sided_guesses(scores_out: np.ndarray, scores_in: np.ndarray, k: int) -> int:
     """Correct guesses when the k highest scores are guessed IN (the rest abstain)."""
     scores = np.concatenate([scores_out, scores_in])
     truth = np.concatenate([np.zeros(scores_out.size, bool), np.ones(scores_in.size, bool)])
-    order = np.argsort(-scores, kind="stable")
+    order = _e._tie_free_order(-scores)  # ties broken independently of membership
     return int(truth[order[:k]].sum())
 
 
@@ -170,8 +176,9 @@ def one_run_fdp(scores_out: Sequence[float], scores_in: Sequence[float], *, delt
                 confidence: float = 0.95) -> "_e.Estimate":
     """One-run audit with the f-DP (Gaussian curve) analysis, next to Steinke et al.'s.
 
-    Guesses are one-sided: the k highest-scoring canaries are guessed IN, the rest abstain; k runs
-    over the same fixed grid of fractions of m as ``one-run`` with a Bonferroni correction. The
+    Guesses are one-sided (as the paper's and jax_privacy's analysis): the k highest-scoring
+    canaries are guessed IN, the rest abstain; k runs over a fixed grid of fractions of m
+    (``_ONE_RUN_FDP_GRID``) with a Bonferroni correction. The
     Estimate's ``eps_lb`` is the f-DP bound (``mu_lb`` its μ); ``counts`` also holds
     ``steinke_eps`` — Steinke et al.'s pure-ε bound on the *same* guesses and correction — so both
     are reported, named.
@@ -181,7 +188,7 @@ def one_run_fdp(scores_out: Sequence[float], scores_in: Sequence[float], *, delt
     check_delta(delta)
     beta = 1.0 - _e._check_confidence(confidence)
     m = out.size + inn.size
-    grid = _e._one_run_grid(m)
+    grid = _one_run_fdp_grid(m)
     if not grid:
         raise ValueError("one-run needs at least 2 canaries")
     b = beta / len(grid)

@@ -206,3 +206,15 @@ def test_auto_false_alarms_within_confidence(mechanism, eps):
         e, method, why = auto_estimate(out, inn, delta=DELTA, claim_is_gdp=True, seed=r)
         exceed += e.eps_lb > truth
     assert exceed <= _allowed(reps)
+
+
+def test_one_run_ties_do_not_leak_membership():
+    """Discrete scores (randomized response) tie; ties must not be broken by OUT-before-IN order."""
+    rng = np.random.default_rng(10)
+    reps, exceed = 40, 0
+    for _ in range(reps):
+        out, inn, truth = _rr(rng, 1000, 1.3)
+        bit = rng.random(1000) < 0.5
+        y = np.where(bit, inn, out)
+        exceed += est.estimate(y[~bit], y[bit], delta=DELTA, method="one-run").eps_lb > truth
+    assert exceed <= _allowed(reps)
