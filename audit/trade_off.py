@@ -13,8 +13,8 @@
   rejects μ-GDP claims; its ε is the ε at δ of the rejected Gaussian curve, i.e. a bound for
   mechanisms whose trade-off is Gaussian (the claim under test), not for arbitrary (ε, δ) claims.
 
-The band (per world, β_w = β/2): for each count k of a fixed geometric grid K (0, 1, 2, 4, …, below
-n), CP_upper(k, n, β_w/|K|) bounds the rate at every threshold whose empirical error count is ≤ k,
+The band (per world, β_w = β/2): for each count k of a fixed grid K, geometric from both ends
+(0, 1, 2, 4, … and n − 1, n − 2, n − 3, n − 5, …), CP_upper(k, n, β_w/|K|) bounds the rate at every threshold whose empirical error count is ≤ k,
 simultaneously for all such thresholds (the event "some t with count ≤ k has rate > u" is the
 binomial event at the largest such t); the union over K costs β_w. This holds for any score law,
 ties and discrete scores included.
@@ -33,6 +33,7 @@ from audit import estimators as _e
 from targets.accounting import check_delta, gdp_epsilon
 
 _BAND_RATIO = 2.0
+_BAND_INTERIOR = 16
 _ONE_RUN_FDP_GRID = (0.02, 0.05, 0.1, 0.2)  # one-sided guesses as a fraction of m (measured best of three)
 _MU_MAX = 50.0
 
@@ -73,9 +74,19 @@ def gaussian_tradeoff(mu: float) -> Callable[[np.ndarray], np.ndarray]:
     return lambda a: norm.cdf(norm.isf(np.clip(a, 0.0, 1.0)) - mu)
 
 
+def _band_grid(n: int, ratio: float = _BAND_RATIO, interior: int = _BAND_INTERIOR) -> np.ndarray:
+    """Counts of the band: geometric from both ends (0, 1, 2, 4, … and n − 1, n − 2, n − 3, n − 5, …)
+    and `interior` counts evenly spaced on the variance-stabilising arcsine scale (n·sin²θ), where
+    the geometric grid is coarse compared with the binomial's spread."""
+    ks = _e._count_grid(n, ratio, limit=0.5)
+    theta = np.linspace(0, np.pi / 2, interior + 2)[1:-1]
+    ks = np.concatenate([ks, n - 1 - ks, np.floor(n * np.sin(theta) ** 2).astype(int)])
+    return np.unique(ks[(ks >= 0) & (ks < n)])
+
+
 def _band_upper(counts: np.ndarray, n: int, beta: float, ratio: float = _BAND_RATIO) -> np.ndarray:
     """Simultaneous (over all thresholds) upper bounds on a rate, given its empirical counts."""
-    ks = _e._count_grid(n, ratio, limit=1.0)
+    ks = _band_grid(n, ratio)
     band = np.append(_e._cp_upper_vec(ks, n, beta / ks.size), 1.0)
     return band[np.searchsorted(ks, np.asarray(counts), side="left")]
 

@@ -67,7 +67,9 @@ def test_cp_known_quantile_grid():
 def test_fdp_perfect_separation_exact_and_mu():
     out, inn = np.arange(100.0), np.arange(100.0, 200.0)
     e = est.fdp(out, inn, delta=DELTA)
-    u = 1 - (0.025 / 8) ** (1 / 100)  # each world β/2 over 8 grid counts
+    # each world β/2 over 14 grid counts: {0, 1, 2, 4, 8, 16, 32} and {99 − those}
+    assert est._count_grid(100).size == 7
+    u = 1 - (0.025 / 14) ** (1 / 100)
     assert e.eps_lb == pytest.approx(math.log((1 - DELTA - u) / u), abs=1e-9)
     from scipy.stats import norm
     assert e.mu_lb == pytest.approx(2 * norm.isf(u), abs=1e-9)
