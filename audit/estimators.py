@@ -2,8 +2,19 @@
 
 One entry point, :func:`estimate`, over two score samples (higher score = "the canary was in"):
 
-* ``cp`` — Clopper–Pearson on FPR and FNR at one threshold (Jagielski et al. 2020), each rate
-  bounded at β/2, ε from both inequalities of §0. Rigorous, no assumption on the mechanism.
+* ``cp`` — Clopper–Pearson on FPR and FNR (Jagielski et al. 2020) on *every* trial: a fixed grid
+  of OUT-rank thresholds (FP counts 0, 1, 2, 4, … below n/2), the OUT side a simultaneous CP band
+  (0.6β over the grid), the IN side CP at each grid threshold (0.4β over the grid); ε from §0's
+  "high score says IN" inequality, maximised over the grid (:func:`_cp_grid`). Rigorous, no
+  assumption on the mechanism. With ``select_fraction`` (or a ``threshold``) the former
+  one-threshold version (each rate at β/2, both §0 inequalities).
+* ``fdp`` — a simultaneous confidence band for the attack's ROC (both worlds), and the largest ε at δ
+  and μ that every curve inside it contradicts (:mod:`audit.trade_off`). Assumption-free.
+* ``one-run-fdp`` — one-run audit with the f-DP (Gaussian curve) analysis of Mahloujifar et al.,
+  Steinke et al.'s bound on the same guesses beside it (:func:`audit.trade_off.one_run_fdp`).
+* Sequential audits with early stopping: :class:`audit.sequential.SequentialAudit`. gdp's
+  assumption checked on held-out trials: :func:`audit.shape_check.gaussian_shape_check`,
+  :func:`audit.shape_check.choose_method`, :func:`audit.shape_check.auto_estimate`.
 * ``gdp`` — Gaussian-DP (Nasr et al. 2023): a lower bound on μ from a confidence bound on the
   test's error, converted to ε at δ. **Assumes the mechanism's trade-off curve is Gaussian**
   (exact for Gaussian mechanisms and their compositions); not a bound for other curves.
@@ -12,9 +23,10 @@ One entry point, :func:`estimate`, over two score samples (higher score = "the c
 * ``one-run`` — Steinke, Nasr & Jagielski 2023: m canaries in one run, top/bottom guesses with
   abstention, the exact p-value for the number of correct guesses.
 
-Validity: the threshold (or guess count) is never chosen on the trials that are reported. For
-``cp``/``gdp``/``bayes`` a fixed, score-independent split holds out ``select_fraction`` of each
-world's trials to choose the threshold; the bound is computed on the rest. For ``one-run`` the
+Validity: the threshold (or guess count) is never chosen on the trials that are reported without
+paying for the choice. ``cp`` and ``fdp`` pay with Bonferroni-corrected grids fixed in advance. For
+``gdp``/``bayes`` a fixed, score-independent split holds out ``select_fraction`` of each world's
+trials to choose the threshold; the bound is computed on the rest. For ``one-run`` the
 number of guesses is chosen from a fixed grid with a Bonferroni correction.
 """
 from __future__ import annotations

@@ -81,6 +81,7 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=200)
     p.add_argument("--n", type=int, default=1000, help="trials per world")
     p.add_argument("--one-run-reps", type=int, default=200)
+    p.add_argument("--seq-reps", type=int, default=200)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--methods", default="cp,fdp,gdp,auto,bayes")
     a = p.parse_args()
@@ -98,6 +99,29 @@ def main() -> None:
             print(f"| {method} | {mech} | {truth:.3f} | {fixed[0]:.3f} | {fixed[1]:.3f} | {rand[0]:.3f} | {rand[1]:.3f} |"
                   + (f" ({reps} reps)" if reps != a.reps else ""), flush=True)
             del t0
+    if a.seq_reps:
+        print(f"\n## SequentialAudit (cp, looks at 250·2^j up to 4,000 per world), {a.seq_reps} reps\n")
+        print("| mechanism | claim | true ε | share 'violation' | share stopped before 4,000 | mean trials/world used |")
+        print("|---|---|---|---|---|---|")
+        for mech in MECH:
+            f, eps0 = MECH[mech]
+            for label in ("truth", "truth/3"):
+                viol = early = used = 0
+                for _ in range(a.seq_reps):
+                    out, inn, truth = f(rng, 4000, eps0)
+                    claim = truth if label == "truth" else truth / 3
+                    sa = est.SequentialAudit(DELTA, claim, max_trials=4000)
+                    for n in sa.looks:
+                        d = sa.look(out[:n], inn[:n])
+                        if d.stop:
+                            break
+                    viol += d.verdict == "violation"
+                    early += d.n < 4000
+                    used += d.n
+                r = a.seq_reps
+                print(f"| {mech} | {label} | {truth:.3f} | {viol / r:.3f} | {early / r:.3f} | {used / r:.0f} |", flush=True)
+    if not a.one_run_reps:
+        return
     print(f"\n## one run, m = 1,000 canaries, {a.one_run_reps} reps\n")
     print("| estimator | mechanism | true ε | share ε_lb > ε | median ε_lb |")
     print("|---|---|---|---|---|")
