@@ -8,9 +8,10 @@ A violation is declared at the first look whose bound exceeds the claim, so by t
 probability of ever declaring a false violation is ≤ Σ β_j = β, however the looks' results are
 used to stop. Looks that are skipped (the caller passed more trials than the next look) simply
 forfeit their β_j. Stopping for futility (verdict ``consistent``) never raises the false-violation
-rate, so its rule is free: we stop once even the estimator's point at the last look's level —
-the observed error rates projected to ``max_trials`` trials — cannot exceed the claim, or when no
-attack could certify the claim within ``max_trials`` at all.
+rate, so its rule is free: from the first look with ≥ max_trials/4 trials on, we stop once the
+observed error rates, projected to ``max_trials`` trials and bounded at 50% confidence, cannot
+exceed the claim, or when no attack could certify the
+claim within ``max_trials`` at all.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import numpy as np
 from audit import estimators as _e
 
 _SEQ_METHODS = ("cp", "fdp", "gdp", "bayes")
+_FUTILITY_BETA = 0.5
 
 
 def look_schedule(max_trials: int, first: int = 250) -> list[int]:
@@ -109,22 +111,23 @@ class SequentialAudit:
         if j == len(self.looks) - 1:
             return self._finish(Decision(True, "consistent", est, nj, j, self.spent, "last look: no violation"))
         proj = self._projection(est)
-        if proj <= self.claimed_eps:
+        if 4 * nj >= self.max_trials and proj <= self.claimed_eps:
             return self._finish(Decision(True, "consistent", est, nj, j, self.spent,
                                          f"futility: the observed rates at {self.max_trials} trials would "
                                          f"certify only {proj:.3f} ≤ {self.claimed_eps}"))
         return self._record(Decision(False, "continue", est, nj, j, self.spent, f"projected {proj:.3f}"))
 
     def _projection(self, est: "_e.Estimate") -> float:
-        """The bound the attack's observed (FP, FN) rates would give with max_trials trials at the
-        last look's level (single threshold, no correction: optimistic on purpose)."""
+        """The bound the attack's observed (FP, FN) rates would give with max_trials trials, at a
+        single threshold with no correction and at 50% confidence (optimistic on purpose: stopping
+        for futility must not waste power)."""
         c = est.counts
         if not c or "fp" not in c:
             return float("inf")
         n = self.max_trials
         fp = int(round(c["fp"] / c["n_out"] * n))
         fn = int(round(c["fn"] / c["n_in"] * n))
-        return float(_e._cp_bound(fp, fn, n, n, self.delta, self.betas[-1]))
+        return float(_e._cp_bound(fp, fn, n, n, self.delta, _FUTILITY_BETA))
 
     def _record(self, d: Decision) -> Decision:
         self.history.append(d)

@@ -162,9 +162,11 @@ def test_sequential_stops_early_on_a_clear_violation():
 
 def test_sequential_futility_and_ceiling():
     rng = np.random.default_rng(2)
-    sa = est.SequentialAudit(DELTA, 3.0, max_trials=8000)
+    sa = est.SequentialAudit(DELTA, 3.0, max_trials=2000)
     d = sa.look(rng.standard_normal(250), rng.standard_normal(250))
-    assert d.stop and d.verdict == "consistent"
+    assert not d.stop  # no futility stop before max_trials/4
+    d = sa.look(rng.standard_normal(500), rng.standard_normal(500))
+    assert d.stop and d.verdict == "consistent" and "futility" in d.reason and d.n == 500
     d = est.SequentialAudit(DELTA, 20.0, max_trials=1000).look([0.0] * 10, [1.0] * 10)
     assert d.stop and d.verdict == "consistent" and "no attack can certify" in d.reason
 
