@@ -365,8 +365,10 @@ def estimate(scores_out: Sequence[float], scores_in: Sequence[float], *, delta: 
     if method == "one-run":
         return one_run(out, inn, delta=delta, confidence=confidence)
     if method == "one-run-fdp":
+        from audit.trade_off import one_run_fdp
         return one_run_fdp(out, inn, delta=delta, confidence=confidence)
     if method == "fdp":
+        from audit.trade_off import fdp
         return fdp(out, inn, delta=delta, confidence=confidence)
     beta = 1.0 - confidence
     if method == "cp" and threshold is None and select_fraction is None:
@@ -582,8 +584,19 @@ ESTIMATORS: dict[str, Callable[..., Estimate]] = {
 }
 
 
-# the trade-off (f-DP) estimators live in audit.trade_off; re-exported here
-from audit.trade_off import (  # noqa: E402
-    RocBand, fdp, fdp_band, one_run_fdp, one_run_fdp_epsilon, one_run_fdp_mu)
-from audit.sequential import Decision, SequentialAudit, look_schedule  # noqa: E402
-from audit.shape_check import ShapeCheck, choose_method, gaussian_shape_check  # noqa: E402
+# the trade-off (f-DP) estimators, sequential audits and the shape check live in their own modules
+# (which import this one); they are re-exported here lazily, so either side can be imported first
+_LAZY = {
+    **{n: "audit.trade_off" for n in ("RocBand", "fdp", "fdp_band", "one_run_fdp", "one_run_fdp_epsilon",
+                                      "one_run_fdp_mu", "gaussian_tradeoff")},
+    **{n: "audit.sequential" for n in ("Decision", "SequentialAudit", "look_schedule")},
+    **{n: "audit.shape_check" for n in ("ShapeCheck", "choose_method", "gaussian_shape_check", "auto_estimate")},
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -67,9 +67,12 @@ def test_cp_known_quantile_grid():
 def test_fdp_perfect_separation_exact_and_mu():
     out, inn = np.arange(100.0), np.arange(100.0, 200.0)
     e = est.fdp(out, inn, delta=DELTA)
-    # each world β/2 over 14 grid counts: {0, 1, 2, 4, 8, 16, 32} and {99 − those}
-    assert est._count_grid(100).size == 7
-    u = 1 - (0.025 / 14) ** (1 / 100)
+    # each world β/2 over the band's 28 grid counts: {0, 1, 2, 4, 8, 16, 32}, {99 − those} and
+    # 16 arcsine-spaced interior counts (two of which coincide with the geometric ones)
+    from audit.trade_off import _band_grid
+    assert _band_grid(100).tolist() == [0, 1, 2, 3, 4, 7, 8, 13, 16, 19, 27, 32, 36, 45, 54, 63, 67, 72, 80, 83,
+                                        86, 91, 92, 95, 96, 97, 98, 99]
+    u = 1 - (0.025 / 28) ** (1 / 100)
     assert e.eps_lb == pytest.approx(math.log((1 - DELTA - u) / u), abs=1e-9)
     from scipy.stats import norm
     assert e.mu_lb == pytest.approx(2 * norm.isf(u), abs=1e-9)
@@ -222,3 +225,11 @@ def test_one_run_ties_do_not_leak_membership():
         y = np.where(bit, inn, out)
         exceed += est.estimate(y[~bit], y[bit], delta=DELTA, method="one-run").eps_lb > truth
     assert exceed <= _allowed(reps)
+
+
+@pytest.mark.parametrize("module", ["audit.trade_off", "audit.sequential", "audit.shape_check"])
+def test_modules_import_in_any_order(module):
+    import subprocess
+    import sys
+    code = f"import {module}; from audit.estimators import fdp, SequentialAudit, choose_method; print('ok')"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "ok"
