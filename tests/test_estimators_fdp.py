@@ -233,3 +233,21 @@ def test_modules_import_in_any_order(module):
     import sys
     code = f"import {module}; from audit.estimators import fdp, SequentialAudit, choose_method; print('ok')"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "ok"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mechanism", sorted(MECHANISMS))
+@pytest.mark.parametrize("method", ["cp", "fdp", "auto"])
+def test_validity_200_reps(mechanism, method):
+    """≥ 200 repetitions at 1,000 trials per world, ε drawn per rep: exceedance ≤ 8% (benchmarks/
+    estimator_validity.py prints the same table)."""
+    rng = np.random.default_rng(abs(hash((mechanism, method, "slow"))) % 2**32)
+    reps, exceed = 200, 0
+    for r in range(reps):
+        out, inn, truth = MECHANISMS[mechanism](rng, 1000, float(rng.uniform(0.5, 4.5)))
+        if method == "auto":
+            e = auto_estimate(out, inn, delta=DELTA, claim_is_gdp=True, seed=r)[0]
+        else:
+            e = est.estimate(out, inn, delta=DELTA, method=method)
+        exceed += e.eps_lb > truth
+    assert exceed / reps <= 0.08
