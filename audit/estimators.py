@@ -2,8 +2,19 @@
 
 One entry point, :func:`estimate`, over two score samples (higher score = "the canary was in"):
 
-* ``cp`` — Clopper–Pearson on FPR and FNR at one threshold (Jagielski et al. 2020), each rate
-  bounded at β/2, ε from both inequalities of §0. Rigorous, no assumption on the mechanism.
+* ``cp`` — Clopper–Pearson on FPR and FNR (Jagielski et al. 2020) on *every* trial: a fixed grid
+  of OUT-rank thresholds (FP counts 0, 1, 2, 4, … below n/2), the OUT side a simultaneous CP band
+  (0.6β over the grid), the IN side CP at each grid threshold (0.4β over the grid); ε from §0's
+  "high score says IN" inequality, maximised over the grid (:func:`_cp_grid`). Rigorous, no
+  assumption on the mechanism. With ``select_fraction`` (or a ``threshold``) the former
+  one-threshold version (each rate at β/2, both §0 inequalities).
+* ``fdp`` — a simultaneous confidence band for the attack's ROC (both worlds), and the largest ε at δ
+  and μ that every curve inside it contradicts (:mod:`audit.trade_off`). Assumption-free.
+* ``one-run-fdp`` — one-run audit with the f-DP (Gaussian curve) analysis of Mahloujifar et al.,
+  Steinke et al.'s bound on the same guesses beside it (:func:`audit.trade_off.one_run_fdp`).
+* Sequential audits with early stopping: :class:`audit.sequential.SequentialAudit`. gdp's
+  assumption checked on held-out trials: :func:`audit.shape_check.gaussian_shape_check`,
+  :func:`audit.shape_check.choose_method`, :func:`audit.shape_check.auto_estimate`.
 * ``gdp`` — Gaussian-DP (Nasr et al. 2023): a lower bound on μ from a confidence bound on the
   test's error, converted to ε at δ. **Assumes the mechanism's trade-off curve is Gaussian**
   (exact for Gaussian mechanisms and their compositions); not a bound for other curves.
@@ -12,9 +23,10 @@ One entry point, :func:`estimate`, over two score samples (higher score = "the c
 * ``one-run`` — Steinke, Nasr & Jagielski 2023: m canaries in one run, top/bottom guesses with
   abstention, the exact p-value for the number of correct guesses.
 
-Validity: the threshold (or guess count) is never chosen on the trials that are reported. For
-``cp``/``gdp``/``bayes`` a fixed, score-independent split holds out ``select_fraction`` of each
-world's trials to choose the threshold; the bound is computed on the rest. For ``one-run`` the
+Validity: the threshold (or guess count) is never chosen on the trials that are reported without
+paying for the choice. ``cp`` and ``fdp`` pay with Bonferroni-corrected grids fixed in advance. For
+``gdp``/``bayes`` a fixed, score-independent split holds out ``select_fraction`` of each world's
+trials to choose the threshold; the bound is computed on the rest. For ``one-run`` the
 number of guesses is chosen from a fixed grid with a Bonferroni correction.
 """
 from __future__ import annotations
@@ -33,8 +45,11 @@ from attacks.metrics import candidate_thresholds as _candidate_thresholds
 from attacks.metrics import rates_at as _rates_at
 from targets.accounting import check_delta, gdp_epsilon
 
-METHODS = ("cp", "gdp", "bayes", "one-run")
-_SELECT_FRACTION = {"cp": 0.5, "gdp": 0.2, "bayes": 0.5}
+METHODS = ("cp", "gdp", "bayes", "one-run", "fdp", "one-run-fdp")
+_SELECT_FRACTION = {"cp": 0.5, "gdp": 0.2, "bayes": 0.5}  # cp: only when a split is asked for
+_CP_GRID_RATIO = 2.0    # consecutive false-positive counts of cp's threshold grid differ by this factor
+_CP_OUT_SHARE = 0.6     # share of cp's β spent on the OUT world's FPR band (the rest on FNR)
+_CP_TWO_SIDED = False   # cp spends its whole β on the "s ≥ t says IN" direction (see _cp_grid)
 _ONE_RUN_GRID = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)  # guesses as a fraction of m
 
 
@@ -169,6 +184,71 @@ def _cp_point_upper(fp, fn, n_out, n_in, delta, beta):
     return eps_from_rates(_cp_lower_vec(fp, n_out, beta / 2), _cp_lower_vec(fn, n_in, beta / 2), delta)
 
 
+def _count_grid(n: int, ratio: float = _CP_GRID_RATIO, limit: float = 0.5) -> np.ndarray:
+    """0, 1, 2, … then counts growing geometrically by `ratio`; all below max(1, limit·n).
+
+    The default limit n/2: the "s ≥ t says IN" inequality of §0 is best at FPR below the
+    trade-off curve's symmetric point, which is ≤ 1/2."""
+    if n <= 0:
+        return np.zeros(0, dtype=int)
+    ks, x = {0}, 1.0
+    while x < max(1.0, limit * n):
+        ks.add(int(x))
+        x = max(x * ratio, x + 1.0)
+    return np.array(sorted(ks), dtype=int)
+
+
+def _cp_grid(out: np.ndarray, inn: np.ndarray, delta: float, beta: float, ratio: float = _CP_GRID_RATIO,
+             two_sided: bool = _CP_TWO_SIDED, out_share: float | None = None) -> tuple[float, float, int, int]:
+    """cp on every trial: (ε lower bound, threshold, FP, FN) at the best threshold of a grid.
+
+    The grid is anchored on the OUT world's order statistics: for each count k of a fixed grid K
+    (:func:`_count_grid`, chosen before any score is seen), t_k is the lowest threshold with at
+    most k OUT scores ≥ t_k. Validity, β/2 for each world:
+
+    * OUT: for a fixed k, P(∃t: N_out(t) ≤ k and FPR(t) > CP_upper(k, n_out, β')) ≤ β' (the event
+      is N_out(t*) ≤ k at the largest t* with FPR(t*) > CP_upper, a binomial with success
+      probability above the CP bound), for any score law, ties included. With β' = β/(2|K|) and a
+      union over K, FPR(t) ≤ CP_upper(k', n_out, β') for every t at once, k' the smallest grid count
+      ≥ N_out(t); so the data-chosen t_k cost nothing more.
+    * IN: the thresholds are functions of the OUT scores alone, which are independent of the IN
+      scores; given them, FN(t_k) ~ Binomial(n_in, FNR(t_k)) and a CP bound at β/(2|T|) for each
+      threshold (at most |K| of them) holds jointly (Bonferroni over |K|).
+
+    ε is the §0 bound from the two upper bounds, maximised over the grid. One-sided by default
+    (ln((1 − δ − FNR)/FPR), the direction "high score says IN" can certify); `two_sided` mirrors
+    the grid (counts n_out − 1 − k) and adds the other §0 inequality.
+    """
+    n0, n1 = out.size, inn.size
+    ks = _count_grid(n0, ratio, limit=1.0 if two_sided else 0.5)
+    if two_sided:
+        ks = np.unique(np.concatenate([ks, n0 - 1 - ks]))
+        ks = ks[ks >= 0]
+    so = np.sort(out)
+    thresholds = np.unique(np.nextafter(so[n0 - 1 - ks], np.inf))
+    fp, fn = _rates_at(out, inn, thresholds)
+    b_out = beta * (_CP_OUT_SHARE if out_share is None else out_share)
+    band = _cp_upper_vec(ks, n0, b_out / ks.size)
+    fpr_ub = band[np.searchsorted(ks, fp, side="left")]
+    fnr_ub = _cp_upper_vec(fn, n1, (beta - b_out) / ks.size)  # |T| ≤ |K|: Bonferroni over K
+    if two_sided:
+        eps = eps_from_rates(fpr_ub, fnr_ub, delta)
+    else:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            eps = np.log(np.clip(1.0 - delta - fnr_ub, 0, None)) - np.log(fpr_ub)
+        eps = np.fmax(np.where(np.isnan(eps), -np.inf, eps), 0.0)
+    i = int(np.argmax(eps - 1e-12 * (fp / n0 + fn / n1)))
+    return float(eps[i]), float(thresholds[i]), int(fp[i]), int(fn[i])
+
+
+def _cp_grid_max(n_out: int, n_in: int, delta: float, beta: float) -> float:
+    """`_cp_grid`'s bound for a perfect attack (no errors) with these trial counts."""
+    ks = _count_grid(n_out)
+    fpr_ub = float(_cp_upper_vec(np.array([0]), n_out, beta * _CP_OUT_SHARE / ks.size)[0])
+    fnr_ub = float(_cp_upper_vec(np.array([0]), n_in, beta * (1 - _CP_OUT_SHARE) / ks.size)[0])
+    return max(0.0, math.log(max(1.0 - delta - fnr_ub, 1e-300)) - math.log(fpr_ub))
+
+
 def _gdp_mu_bound(fp, fn, n_out, n_in, beta):
     """Lower confidence bound on μ under a Gaussian trade-off curve.
 
@@ -255,7 +335,9 @@ def estimate(scores_out: Sequence[float], scores_in: Sequence[float], *, delta: 
         method: ``cp``, ``gdp``, ``bayes`` or ``one-run``.
         confidence: 1 − β.
         select_fraction: share of each world's trials held out to choose the threshold
-            (default: 0.5 for cp and bayes, 0.2 for gdp); ignored when `threshold` is given.
+            (default: 0.5 for bayes, 0.2 for gdp; cp by default holds nothing out and pays for its
+            threshold grid with a Bonferroni correction, :func:`_cp_grid` — give a fraction to get
+            the held-out split instead); ignored when `threshold` is given.
         threshold: an explicit threshold chosen before seeing these scores (then all trials count).
         seed: seed of the score-independent split.
         samples: Monte-Carlo draws of the ``bayes`` posterior (fixed seed).
@@ -268,7 +350,22 @@ def estimate(scores_out: Sequence[float], scores_in: Sequence[float], *, delta: 
         raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
     if method == "one-run":
         return one_run(out, inn, delta=delta, confidence=confidence)
+    if method == "one-run-fdp":
+        from audit.trade_off import one_run_fdp
+        return one_run_fdp(out, inn, delta=delta, confidence=confidence)
+    if method == "fdp":
+        from audit.trade_off import fdp
+        return fdp(out, inn, delta=delta, confidence=confidence)
     beta = 1.0 - confidence
+    if method == "cp" and threshold is None and select_fraction is None:
+        # every trial counts: a fixed grid of OUT-rank thresholds, Bonferroni-corrected (_cp_grid)
+        lb, t, fp, fn = _cp_grid(out, inn, delta, beta)
+        lo = _cp_grid(out, inn, delta, beta / 2)[0]
+        n_out, n_in = out.size, inn.size
+        hi = float(_cp_point_upper(fp, fn, n_out, n_in, delta, beta / 2))
+        counts = {"fp": fp, "tn": n_out - fp, "fn": fn, "tp": n_in - fn, "n_out": n_out, "n_in": n_in}
+        maxc = max_certifiable_eps("cp", n_out, n_in, delta=delta, confidence=confidence)
+        return Estimate(lb, (min(lo, lb), max(hi, lb)), "cp", t, maxc, confidence, delta, counts=counts)
     if threshold is None:
         frac = _SELECT_FRACTION[method] if select_fraction is None else float(select_fraction)
         if not (0.0 < frac < 1.0):
@@ -331,15 +428,22 @@ def max_certifiable_eps(method: str, n_out: int, n_in: int, *, delta: float, con
     For ``one-run``, n_out + n_in is the number of canaries m.
     """
     beta = 1.0 - confidence
+    if method in ("cp", "fdp") and select_fraction is None:
+        # both spend β on the same kind of grid; fdp's band is the wider of the two
+        return _cp_grid_max(n_out, n_in, delta, beta)
     if method == "cp" or method == "bayes":
         if method == "bayes":
             return _bayes_bounds(0, 0, n_out, n_in, delta, beta, samples=200_000)[0]
         return float(_cp_bound(0, 0, n_out, n_in, delta, beta))
     if method == "gdp":
         return gdp_epsilon(float(_gdp_mu_bound(0, 0, n_out, n_in, beta)), delta)
-    if method == "one-run":
+    if method in ("one-run", "one-run-fdp"):
         m = n_out + n_in
         grid = _one_run_grid(m)
+        if method == "one-run-fdp":
+            from audit.trade_off import _one_run_fdp_grid, one_run_fdp_epsilon
+            g = _one_run_fdp_grid(m)
+            return max(one_run_fdp_epsilon(m, k, k, delta, beta / len(g)) for k in g)
         return max(one_run_epsilon(m, r, r, delta, beta / len(grid)) for r in grid)
     raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
 
@@ -347,7 +451,7 @@ def max_certifiable_eps(method: str, n_out: int, n_in: int, *, delta: float, con
 def trial_budget(method: str, epsilon: float, *, delta: float, confidence: float = 0.95) -> int:
     """Smallest balanced number of trials (both worlds, before the selection hold-out) whose
     ``max_certifiable_eps`` reaches `epsilon` — the budget below which no attack could certify it."""
-    frac = _SELECT_FRACTION.get(method, 0.0)
+    frac = _SELECT_FRACTION.get(method, 0.0) if method not in ("cp", "fdp") else 0.0
     n = 8
     while n < 10**8:
         per_world = int((n // 2) * (1 - frac))
@@ -391,6 +495,18 @@ def one_run_epsilon(m: int, r: int, v: int, delta: float, beta: float) -> float:
     return lo
 
 
+def _tie_free_order(scores: np.ndarray, seed: int = 0) -> np.ndarray:
+    """Ascending order of `scores` with ties broken by a fixed random permutation.
+
+    The caller concatenates OUT canaries before IN canaries, so a stable sort would break ties by
+    membership: with discrete scores (randomized response) the bottom guesses would be the OUT
+    canaries among the tied ones and the top ones the IN canaries — information the guesser must
+    not have. A label-independent random order among ties keeps the guesses a function of the
+    scores alone."""
+    perm = np.random.default_rng(seed).permutation(scores.size)
+    return perm[np.argsort(scores[perm], kind="stable")]
+
+
 def _one_run_grid(m: int) -> list[int]:
     return sorted({max(2, int(round(f * m))) // 2 * 2 for f in _ONE_RUN_GRID if f * m >= 2})
 
@@ -409,7 +525,7 @@ def one_run(scores_out: np.ndarray, scores_in: np.ndarray, *, delta: float, conf
     grid = _one_run_grid(m)
     if not grid:
         raise ValueError("one-run needs at least 2 canaries")
-    order = np.argsort(scores, kind="stable")
+    order = _tie_free_order(scores)
     best = (0.0, grid[0], 0)
     for r in grid:
         k = r // 2
@@ -429,3 +545,21 @@ def one_run(scores_out: np.ndarray, scores_in: np.ndarray, *, delta: float, conf
 ESTIMATORS: dict[str, Callable[..., Estimate]] = {
     m: (lambda m_: (lambda o, i, **kw: estimate(o, i, method=m_, **kw)))(m) for m in METHODS
 }
+
+
+# the trade-off (f-DP) estimators, sequential audits and the shape check live in their own modules
+# (which import this one); they are re-exported here lazily, so either side can be imported first
+_LAZY = {
+    **{n: "audit.trade_off" for n in ("RocBand", "fdp", "fdp_band", "one_run_fdp", "one_run_fdp_epsilon",
+                                      "one_run_fdp_mu", "gaussian_tradeoff")},
+    **{n: "audit.sequential" for n in ("Decision", "SequentialAudit", "look_schedule")},
+    **{n: "audit.shape_check" for n in ("ShapeCheck", "choose_method", "gaussian_shape_check", "auto_estimate")},
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,253 @@
+"""cp on every trial, the fdp ROC band, one-run f-DP, the sequential audit and the gdp shape check:
+known answers, and fast coverage checks on mechanisms with known ε (the ε drawn in the test)."""
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import binom
+
+from audit import estimators as est
+from audit.shape_check import auto_estimate
+from targets.accounting import gdp_epsilon, gdp_mu
+
+DELTA = 1e-5
+
+
+def _allowed(reps: int, beta: float = 0.05) -> int:
+    return int(binom.ppf(0.999, reps, beta))
+
+
+def _gaussian(rng, n, eps):
+    mu = gdp_mu(eps, DELTA)
+    return rng.standard_normal(n), rng.standard_normal(n) + mu, eps
+
+
+def _laplace(rng, n, eps):
+    return rng.laplace(0, 1 / eps, n), rng.laplace(1, 1 / eps, n), eps + 2 * math.log1p(-DELTA)
+
+
+def _rr(rng, n, eps):
+    p = math.exp(eps) / (1 + math.exp(eps))
+    return (rng.random(n) > p).astype(float), (rng.random(n) < p).astype(float), math.log((p - DELTA) / (1 - p))
+
+
+MECHANISMS = {"gaussian": _gaussian, "laplace": _laplace, "rr": _rr}
+
+
+# --- known answers --------------------------------------------------------------------------
+def test_count_grid():
+    assert est._count_grid(100).tolist() == [0, 1, 2, 4, 8, 16, 32]
+    assert est._count_grid(100, limit=1.0).tolist() == [0, 1, 2, 4, 8, 16, 32, 64]
+    assert est._count_grid(1).tolist() == [0]
+
+
+def test_cp_perfect_separation_exact():
+    """OUT 0..99, IN 100..199: the t_0 threshold has FP = FN = 0, and CP_upper(0, n, b) = 1 − b^(1/n)."""
+    out, inn = np.arange(100.0), np.arange(100.0, 200.0)
+    e = est.estimate(out, inn, delta=DELTA, method="cp")
+    k = 7  # |{0, 1, 2, 4, 8, 16, 32}|
+    u_out, u_in = 1 - (0.05 * 0.6 / k) ** (1 / 100), 1 - (0.05 * 0.4 / k) ** (1 / 100)
+    assert e.eps_lb == pytest.approx(math.log((1 - DELTA - u_in) / u_out), abs=1e-9)
+    assert e.eps_lb == pytest.approx(e.max_certifiable_eps, abs=1e-9)
+    assert e.counts["fp"] == 0 and e.counts["fn"] == 0 and 99 < e.threshold < 100
+
+
+def test_cp_known_quantile_grid():
+    """OUT 0..999, IN 500..1499 (half overlap). At the grid count k the threshold is just above
+    OUT's (k+1)-th largest, 999 − k, so FP = k and FN = 500 − k (for k ≤ 500); the bound is the
+    §0 direction at CP bounds with β·0.6/|K| and β·0.4/|K|, maximised over K — recomputed here."""
+    out, inn = np.arange(1000.0), np.arange(500.0, 1500.0)
+    ks = est._count_grid(1000)
+    u_out = est._cp_upper_vec(ks, 1000, 0.03 / ks.size)
+    u_in = est._cp_upper_vec(500 - ks, 1000, 0.02 / ks.size)
+    want = max(0.0, float(np.max(np.log(1 - DELTA - u_in) - np.log(u_out))))
+    assert est.estimate(out, inn, delta=DELTA, method="cp").eps_lb == pytest.approx(want, abs=1e-9)
+
+
+def test_fdp_perfect_separation_exact_and_mu():
+    out, inn = np.arange(100.0), np.arange(100.0, 200.0)
+    e = est.fdp(out, inn, delta=DELTA)
+    # each world β/2 over the band's 28 grid counts: {0, 1, 2, 4, 8, 16, 32}, {99 − those} and
+    # 16 arcsine-spaced interior counts (two of which coincide with the geometric ones)
+    from audit.trade_off import _band_grid
+    assert _band_grid(100).tolist() == [0, 1, 2, 3, 4, 7, 8, 13, 16, 19, 27, 32, 36, 45, 54, 63, 67, 72, 80, 83,
+                                        86, 91, 92, 95, 96, 97, 98, 99]
+    u = 1 - (0.025 / 28) ** (1 / 100)
+    assert e.eps_lb == pytest.approx(math.log((1 - DELTA - u) / u), abs=1e-9)
+    from scipy.stats import norm
+    assert e.mu_lb == pytest.approx(2 * norm.isf(u), abs=1e-9)
+
+
+def test_fdp_band_contradicts_gaussian_claims():
+    from audit.trade_off import gaussian_tradeoff
+    rng = np.random.default_rng(0)
+    out, inn, _ = _gaussian(rng, 5000, 4.4)  # μ = 1
+    band = est.fdp_band(out, inn)
+    assert band.contradicts(gaussian_tradeoff(0.5))
+    assert not band.contradicts(gaussian_tradeoff(1.0))
+    assert 0.5 < band.mu() < 1.0
+
+
+@pytest.mark.parametrize("m, k, v, eps", [
+    # the Gaussian-curve one-run bound; cross-checked against jax_privacy 2.0.0's epsilon_one_run_fdp
+    (1000, 100, 100, 5.549028), (1000, 100, 90, 2.456405), (1000, 500, 400, 2.076807), (10000, 1000, 1000, 8.987740)])
+def test_one_run_fdp_vectors(m, k, v, eps):
+    assert est.one_run_fdp_epsilon(m, k, v, DELTA, 0.05) == pytest.approx(eps, abs=1e-4)
+
+
+def test_one_run_fdp_beats_steinke_on_the_same_counts():
+    for m, r, v in [(1000, 100, 100), (1000, 100, 90), (5000, 200, 190)]:
+        assert est.one_run_fdp_epsilon(m, r, v, DELTA, 0.05) > est.one_run_epsilon(m, r, v, DELTA, 0.05)
+
+
+# --- coverage (fast) --------------------------------------------------------------------------
+@pytest.mark.parametrize("mechanism", sorted(MECHANISMS))
+@pytest.mark.parametrize("method", ["cp", "fdp"])
+def test_assumption_free_bounds_cover(mechanism, method):
+    rng = np.random.default_rng(hash((mechanism, method)) % 2**32)
+    reps, exceed = 150, 0
+    for _ in range(reps):
+        out, inn, truth = MECHANISMS[mechanism](rng, 400, float(rng.uniform(0.5, 4.0)))
+        exceed += est.estimate(out, inn, delta=DELTA, method=method).eps_lb > truth
+    assert exceed <= _allowed(reps)
+
+
+def test_cp_uses_every_trial_and_beats_the_split():
+    rng = np.random.default_rng(4)
+    new, old = [], []
+    for r in range(20):
+        out, inn, _ = _gaussian(rng, 2000, 4.4)
+        new.append(est.estimate(out, inn, delta=DELTA, method="cp").eps_lb)
+        old.append(est.estimate(out, inn, delta=DELTA, method="cp", select_fraction=0.5, seed=r).eps_lb)
+    assert np.median(new) > np.median(old)
+
+
+def test_cp_no_false_alarm_on_identical_worlds():
+    rng = np.random.default_rng(9)
+    pos = [est.estimate(rng.standard_normal(300), rng.standard_normal(300), delta=DELTA).eps_lb > 0
+           for _ in range(100)]
+    assert np.mean(pos) <= 0.1
+
+
+def test_one_run_fdp_covers_on_gaussian_canaries():
+    rng = np.random.default_rng(5)
+    reps, exceed = 25, 0
+    for _ in range(reps):
+        eps = float(rng.uniform(1.0, 6.0))
+        s = rng.random(1000) < 0.5
+        y = rng.standard_normal(1000) + gdp_mu(eps, DELTA) * s
+        e = est.one_run_fdp(y[~s], y[s], delta=DELTA)
+        exceed += e.eps_lb > eps
+        assert e.method == "one-run-fdp" and "steinke_eps" in e.counts
+    assert exceed <= _allowed(reps)
+
+
+# --- sequential --------------------------------------------------------------------------------
+def test_sequential_schedule_and_spending():
+    sa = est.SequentialAudit(DELTA, 2.0, 0.95, "cp", max_trials=4000)
+    assert sa.looks == [250, 500, 1000, 2000, 4000]
+    assert sum(sa.betas) == pytest.approx(0.05) and sa.betas == sorted(sa.betas)
+    d = sa.look(np.zeros(100), np.ones(100))
+    assert not d.stop and d.verdict == "continue" and d.estimate is None
+
+
+def test_sequential_stops_early_on_a_clear_violation():
+    rng = np.random.default_rng(1)
+    out, inn, _ = _gaussian(rng, 8000, 10.0)
+    sa = est.SequentialAudit(DELTA, 1.0, max_trials=8000)
+    d = None
+    for n in (250, 500, 1000):
+        d = sa.look(out[:n], inn[:n])
+        if d.stop:
+            break
+    assert d.stop and d.verdict == "violation" and d.n == 250
+
+
+def test_sequential_futility_and_ceiling():
+    rng = np.random.default_rng(2)
+    sa = est.SequentialAudit(DELTA, 3.0, max_trials=2000)
+    d = sa.look(rng.standard_normal(250), rng.standard_normal(250))
+    assert not d.stop  # no futility stop before max_trials/4
+    d = sa.look(rng.standard_normal(500), rng.standard_normal(500))
+    assert d.stop and d.verdict == "consistent" and "futility" in d.reason and d.n == 500
+    d = est.SequentialAudit(DELTA, 20.0, max_trials=1000).look([0.0] * 10, [1.0] * 10)
+    assert d.stop and d.verdict == "consistent" and "no attack can certify" in d.reason
+
+
+def test_sequential_false_violations_within_beta():
+    rng = np.random.default_rng(3)
+    reps, viol = 60, 0
+    for _ in range(reps):
+        out, inn, truth = _gaussian(rng, 2000, 2.0)
+        sa = est.SequentialAudit(DELTA, truth, max_trials=2000)
+        for n in sa.looks:
+            d = sa.look(out[:n], inn[:n])
+            if d.stop:
+                break
+        viol += d.verdict == "violation"
+    assert viol <= _allowed(reps)
+
+
+# --- gdp's assumption, checked ------------------------------------------------------------------
+def test_shape_check_passes_gaussian_and_rejects_rr_and_laplace():
+    rng = np.random.default_rng(6)
+    g = [est.gaussian_shape_check(*_gaussian(rng, 300, 2.0)[:2]).passed for _ in range(40)]
+    lap = [est.gaussian_shape_check(*_laplace(rng, 300, 1.37)[:2]).passed for _ in range(40)]
+    rr = [est.gaussian_shape_check(*_rr(rng, 300, 1.3)[:2]).passed for _ in range(5)]
+    assert np.mean(g) >= 0.85 and np.mean(lap) <= 0.1 and not any(rr)
+
+
+def test_choose_method_reasons():
+    assert est.choose_method(False, False)[0] == "cp"
+    assert est.choose_method(True, True)[0] == "gdp"
+    m, why = est.choose_method(True, False, [0.0, 1.0] * 20, [1.0, 0.0] * 20)
+    assert m == "cp" and "discrete" in why
+
+
+@pytest.mark.parametrize("mechanism, eps", [("laplace", 1.37), ("rr", 1.3)])
+def test_auto_false_alarms_within_confidence(mechanism, eps):
+    rng = np.random.default_rng(8)
+    reps, exceed = 60, 0
+    for r in range(reps):
+        out, inn, truth = MECHANISMS[mechanism](rng, 1000, eps)
+        e, method, why = auto_estimate(out, inn, delta=DELTA, claim_is_gdp=True, seed=r)
+        exceed += e.eps_lb > truth
+    assert exceed <= _allowed(reps)
+
+
+def test_one_run_ties_do_not_leak_membership():
+    """Discrete scores (randomized response) tie; ties must not be broken by OUT-before-IN order."""
+    rng = np.random.default_rng(10)
+    reps, exceed = 40, 0
+    for _ in range(reps):
+        out, inn, truth = _rr(rng, 1000, 1.3)
+        bit = rng.random(1000) < 0.5
+        y = np.where(bit, inn, out)
+        exceed += est.estimate(y[~bit], y[bit], delta=DELTA, method="one-run").eps_lb > truth
+    assert exceed <= _allowed(reps)
+
+
+@pytest.mark.parametrize("module", ["audit.trade_off", "audit.sequential", "audit.shape_check"])
+def test_modules_import_in_any_order(module):
+    import subprocess
+    import sys
+    code = f"import {module}; from audit.estimators import fdp, SequentialAudit, choose_method; print('ok')"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "ok"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mechanism", sorted(MECHANISMS))
+@pytest.mark.parametrize("method", ["cp", "fdp", "auto"])
+def test_validity_200_reps(mechanism, method):
+    """≥ 200 repetitions at 1,000 trials per world, ε drawn per rep: exceedance ≤ 8% (benchmarks/
+    estimator_validity.py prints the same table)."""
+    rng = np.random.default_rng(abs(hash((mechanism, method, "slow"))) % 2**32)
+    reps, exceed = 200, 0
+    for r in range(reps):
+        out, inn, truth = MECHANISMS[mechanism](rng, 1000, float(rng.uniform(0.5, 4.5)))
+        if method == "auto":
+            e = auto_estimate(out, inn, delta=DELTA, claim_is_gdp=True, seed=r)[0]
+        else:
+            e = est.estimate(out, inn, delta=DELTA, method=method)
+        exceed += e.eps_lb > truth
+    assert exceed / reps <= 0.08
