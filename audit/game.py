@@ -333,32 +333,20 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
     rows = store.trials(key, limit=spec.trials)
     bits = np.array([b for _, b, _ in rows])
     scores = np.array([s for _, _, s in rows])
-    method = spec.estimator if spec.estimator != "auto" else ("gdp" if claim.gdp_mu is not None else "cp")
-    # gdp tests the symmetric point of the trade-off curve; where the attack fixes that point's
-    # threshold a priori (an exact LLR's 0), no trial needs to be held out to choose it. Whether it
-    # does is read off one probe release, drawn apart from every trial's randomness.
-    # An attack may also model each world's scores from public information alone (model_scores):
-    # for cp the threshold is then the cp rule's choice on those draws, fixed before any trial.
-    probe = functools.cache(lambda: _probe(spec, target, pair) if attack.reads_probe else None)
-    prior = attack.natural_threshold_for(probe()) if method == "gdp" else None
-    if prior is None and method == "cp":
-        drawn = attack.model_scores(probe(), pair)
-        if drawn is not None:
-            prior = estimators.select_threshold("cp", *drawn, delta=claim.delta, confidence=spec.confidence)
     # the exact LLR, its threshold 0 and gdp rest on the target's declared noise model: test it on
     # held-out releases first, and fall back to what assumes nothing where it fails
     check = declared.check_declared(target, pair, seed=spec.seed, attack=attack, graph=graph,
                                     n=DECLARED_CHECK_N) if level in ("mechanism", "trace") else None
-    method, prior, policy = declared.apply_policy(check, method, prior, strict=False)
-    est = estimators.estimate(scores[bits == 0], scores[bits == 1], delta=claim.delta, method=method,
-                              confidence=spec.confidence, threshold=prior)
+    probe = functools.cache(lambda: _probe(spec, target, pair) if attack.reads_probe else None)
+    est, why, policy = _estimate(spec, claim, attack, probe, pair, check, scores[bits == 0], scores[bits == 1])
+    method = est.method
     run_id = f"{spec.target.replace(':', '.').replace('/', '.')}-{key}-{spec.trials}-{method}"
     result = make_result(spec, key, target, claim, pair.info, attack_name, level, est, scores, bits,
                          wall=time.time() - t0, store_path=store.path,
                          attack_queries=attack.queries_for(pair), run_id=run_id, batch=batch,
                          cached_per_worker=cached_work(target), trials_played=len(todo),
                          trials_wall_s=trials_wall, code=code, reused_trials=reused,
-                         declared=_declared_record(check, policy))
+                         declared=_declared_record(check, policy), estimator_choice=why)
     _save(store, out, result)
     return result
 
@@ -387,6 +375,51 @@ def _resume(store: Store, key: str, spec: AuditSpec, code: dict[str, Any], *, fr
         print(f"reusing {reused:,} of {spec.trials:,} trials stored on {when} by {provenance.describe(code)} "
               f"(--fresh to replay them)", file=sys.stderr)
     return [i for i in range(spec.trials) if i not in done]
+
+
+def _estimate(spec: AuditSpec, claim: targets.Claim, attack: Any, probe: Callable[[], Any], pair: Any,
+              check: declared.DeclaredCheck | None, out_s: np.ndarray, in_s: np.ndarray
+              ) -> tuple[estimators.Estimate, str, str]:
+    """The run's estimate, why that estimator, and the declared-model policy note.
+
+    ``auto``: cp for a claim that is not μ-GDP; for a μ-GDP claim, gdp at the a-priori threshold 0
+    only where the score is an exact Gaussian LLR (the attack says so on a probe release) and the
+    declared noise model passed its check, so the trade-off is proven Gaussian; otherwise the
+    Gaussian shape is tested on held-out trials and gdp runs on the rest, or cp on all trials when
+    the test rejects (:func:`audit.shape_check.auto_estimate`). An explicit ``--estimator`` is
+    used as asked, except that gdp and a-priori thresholds fall back to cp where the declared
+    model failed its check.
+    """
+    from audit.shape_check import auto_estimate
+
+    kw = dict(delta=claim.delta, confidence=spec.confidence)
+    trusted = check is not None and check.allows(False)
+    if spec.estimator == "auto" and claim.gdp_mu is None:
+        method, why = "cp", "auto: the claim is not μ-GDP, so the assumption-free cp"
+    elif spec.estimator == "auto":
+        prior = attack.natural_threshold_for(probe()) if trusted else None
+        if prior is not None:
+            est = estimators.estimate(out_s, in_s, method="gdp", threshold=prior, **kw)
+            return est, ("auto: μ-GDP claim read by an exact Gaussian LLR whose declared noise model passed "
+                         "its check (trade-off proven Gaussian): gdp at the a-priori threshold"), \
+                _policy_note(check)
+        est, method, why = auto_estimate(out_s, in_s, claim_is_gdp=True, seed=spec.seed, **kw)
+        return est, f"auto: {why}", _policy_note(check)
+    else:
+        method, why = spec.estimator, f"--estimator {spec.estimator}"
+    # an attack may fix the threshold before any trial: an exact LLR's 0 (gdp), or the cp rule's
+    # choice on draws from its own model of each world (model_scores), read off one probe release
+    prior = attack.natural_threshold_for(probe()) if method == "gdp" else None
+    if prior is None and method == "cp":
+        drawn = attack.model_scores(probe(), pair)
+        if drawn is not None:
+            prior = estimators.select_threshold("cp", *drawn, **kw)
+    method, prior, policy = declared.apply_policy(check, method, prior, strict=False)
+    return estimators.estimate(out_s, in_s, method=method, threshold=prior, **kw), why, policy
+
+
+def _policy_note(check: declared.DeclaredCheck | None) -> str:
+    return declared.apply_policy(check, "cp", None, strict=False)[2]
 
 
 def _declared_record(check: declared.DeclaredCheck | None, policy: str) -> dict[str, Any]:

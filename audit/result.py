@@ -72,6 +72,8 @@ class Result:
     declared: dict[str, Any] | None = None
     #: trials found in the store (same options and code) and reused rather than played
     reused_trials: int | None = None
+    #: why this estimator (auto: the claim, the declared-model check, the held-out shape test)
+    estimator_choice: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
