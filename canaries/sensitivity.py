@@ -132,6 +132,7 @@ class Measurement:
     x: torch.Tensor | None
     x_kind: str
     found_by: str
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ratio(self) -> float:
@@ -328,6 +329,60 @@ class ProbeReport:
                 "steps": [s.to_dict() for s in self.steps], "unprobed": self.unprobed, "gcon": self.gcon}
 
 
+def probe_heterpoisson(target: Any, graph: Data, *, candidates: int = 32, batches: int = 4,
+                       use_families: bool = True, seed: int = 0) -> StepResult:
+    """HeterPoisson: one DP-SGD step's clipped gradient sum, node canaries, coupled batches
+    (world 0 = world 1's batch without the node), over nodes × batch seeds × model seeds, on the
+    given graph and on hub/star/clique families (every node a training node)."""
+    from canaries.sensitivity_maps import heterpoisson_step_change
+    from canaries.worstcase_graphs import make_graph
+
+    cfg = target.config
+    step = StepMap(name="one DP-SGD step (Σ clipped sub-graph gradients)", norm="l2", kinds=("node",),
+                   apply=lambda g, x: x, claimed=lambda g0, g1: None, radius=None, width=0,
+                   covers=["every DP-SGD step"],
+                   note="claimed per pair: c if the node is central, else 2c per star it is a peripheral in")
+    res = StepResult(step)
+    rng = np.random.default_rng(seed)
+    t0 = time.perf_counter()
+    sources: list[tuple[str, Data, list[int]]] = []
+    train = graph.train_mask.nonzero().view(-1)
+    deg = torch.bincount(graph.edge_index[0], minlength=graph.num_nodes)
+    top = train[torch.argsort(-deg[train])][: max(1, candidates // 2)].tolist()
+    rand = rng.choice(train.numel(), size=min(train.numel(), max(1, candidates // 2)), replace=False)
+    sources.append((f"given graph ({graph.num_nodes} nodes)", graph, list(dict.fromkeys(top + train[rand].tolist()))))
+    if use_families:
+        k = max(4, 2 * cfg.neighbors + 2)
+        hub = make_graph(k + 1, [(0, i) for i in range(1, k + 1)], features=graph.x.size(1), classes=2)
+        clique = make_graph(6, [(i, j) for i in range(6) for j in range(i + 1, 6)], features=graph.x.size(1))
+        sources += [(f"hub + {k} leaves", hub, [0, 1]), ("clique K6", clique, [0])]
+    for label, g, nodes in sources:
+        search = "given graph" if label.startswith("given") else "structured families"
+        for z in nodes:
+            for b in range(batches):
+                for model_seed in (0, 1):
+                    measured, claimed, info = heterpoisson_step_change(
+                        target, g, int(z), torch.Generator().manual_seed(1000 * b + 7), model_seed)
+                    if claimed == 0 and measured == 0:
+                        continue  # the node is in no sub-graph of this batch
+                    m = Measurement(measured, claimed, "node", int(z), isolate_for(g, int(z)), g, None, "sampled",
+                                    f"{label}: node {z}, batch seed {1000 * b + 7}, model seed {model_seed} "
+                                    f"(central={info['central']}, peripheral stars={info['peripheral_stars']})")
+                    m.extra = {"batch_seed": 1000 * b + 7, "model_seed": model_seed, **info}
+                    res.pairs += 1
+                    _keep(res.by_search, search, m)
+                    if res.best is None or m.ratio > res.best.ratio:
+                        res.best = m
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+def isolate_for(graph: Data, node: int) -> Data:
+    from canaries.node import isolate
+
+    return isolate(graph, node)
+
+
 def probe(target: Any, graph: Data, *, candidates: int = 32, max_nodes: int = 5, use_families: bool = True,
           seed: int = 0, out: str | Path | None = None, dataset: str = "") -> ProbeReport:
     """Probe every step of `target`; with `out`, write each step's witness there and recompute it."""
@@ -339,6 +394,9 @@ def probe(target: Any, graph: Data, *, candidates: int = 32, max_nodes: int = 5,
     steps = steps_for(target, graph)
     results = [probe_step(s, graph, candidates=candidates, max_nodes=max_nodes, use_families=use_families,
                           seed=seed) for s in steps]
+    if target.name == "heterpoisson":
+        results = [probe_heterpoisson(target, graph, candidates=candidates, use_families=use_families, seed=seed)]
+        steps = [results[0].step]
     config = {k: v for k, v in dataclasses.asdict(target.config).items()}
     report = ProbeReport(target.name, config, results, 0.0, dataset)
     if not steps:

@@ -265,9 +265,14 @@ def heterpoisson_step_change(target: Any, graph: Data, node: int, rng: torch.Gen
         return out
 
     measured = float((total(batch1) - total(batch0)).norm())
-    scale = target.node_canary_scale(batch1, node)
-    return measured, cfg.clip_norm * scale, {"central": bool((batch1.central == node).any()),
-                                            "scale": scale, "batch": int(batch1.central.numel())}
+    central = bool((batch1.central == node).any())
+    stars = int(torch.unique(batch1.dst[batch1.src == node]).numel())
+    # the accountant's ρ: c when the node is central (its peripheral copies removed, step 5),
+    # else 2c per star it survives in as a peripheral
+    claimed = cfg.clip_norm * (1.0 if central else 2.0 * stars)
+    return measured, claimed, {"central": central, "peripheral_stars": stars,
+                               "target_scale": target.node_canary_scale(batch1, node),
+                               "batch": int(batch1.central.numel())}
 
 
 def steps_for(target: Any, graph: Data) -> list[StepMap]:

@@ -73,6 +73,7 @@ def save(path: str | Path, *, target: Any, step: Any, m: Any, extra: dict[str, A
         "measured": m.measured, "claimed": m.claimed, "ratio": m.ratio,
         "violation": bool(m.measured > m.claimed * (1 + 1e-6)), "found_by": m.found_by,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        **({"sampled": m.extra} if getattr(m, "extra", None) else {}),
         **(extra or {}),
     }
     path = Path(path)
@@ -112,6 +113,12 @@ def recompute(path_or_doc: str | Path | dict[str, Any]) -> float:
 
     doc = path_or_doc if isinstance(path_or_doc, dict) else load(path_or_doc)
     target = build_target(doc)
+    if doc["target"] == "heterpoisson":
+        from canaries.sensitivity_maps import heterpoisson_step_change
+
+        s = doc["sampled"]
+        return heterpoisson_step_change(target, doc["g1"], int(doc["canary"]["node"]),
+                                        torch.Generator().manual_seed(int(s["batch_seed"])), int(s["model_seed"]))[0]
     steps = {s.name: s for s in steps_for(target, doc["g1"] if doc["canary"]["kind"] == "node" else doc["g0"])}
     if doc["step"] not in steps:
         raise ValueError(f"the target has no step {doc['step']!r} (steps: {', '.join(steps)})")

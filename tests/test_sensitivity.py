@@ -121,3 +121,15 @@ def test_witness_realised_input_recomputes(small, tmp_path):
     report = probe(target, small, candidates=4, max_nodes=0, use_families=False, out=tmp_path)
     (r,) = report.steps
     assert W.recompute(r.witness) == pytest.approx(r.best.measured, rel=1e-12)
+
+
+def test_heterpoisson_step_at_claim_and_order_overlap_flagged():
+    from canaries.sensitivity import probe_heterpoisson
+    from graphs.datasets import load
+
+    graph = load("csbm:n=120,seed=3")
+    ok = probe_heterpoisson(build("heterpoisson", hidden=8, batch_size=40), graph, candidates=6, batches=3)
+    assert ok.best is not None and not ok.violation and ok.best.ratio > 0.5
+    bad = probe_heterpoisson(build("heterpoisson", hidden=8, batch_size=40, bug="order-overlap"), graph,
+                             candidates=12, batches=4)
+    assert bad.violation and bad.best.extra["central"] and bad.best.extra["peripheral_stars"] > 0
