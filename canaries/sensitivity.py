@@ -479,7 +479,8 @@ def render(report: ProbeReport) -> str:
     if report.gcon:
         g = report.gcon
         lines.append(f"  GCON tight canary (§7.1): ψ {g['psi']:.6g} / Ψ {g['Psi']:.6g}; ‖ΔΘ*‖ "
-                     f"{g['minimiser_change']:.4g} vs worst given-graph edge {g['given_worst_minimiser_change']:.4g}"
+                     f"{g['minimiser_change']:.4g} (Theorem-1 bound {g['minimiser_change_bound']:.4g}) vs worst "
+                     f"given-graph edge {g['given_worst_minimiser_change']:.4g}"
                      f" (×{g['gain']:.1f}); witness {g.get('witness')}")
     lines.append("verdict: " + ("SENSITIVITY VIOLATION" if report.violation else "no step above its claim"))
     return "\n".join(lines)

@@ -216,7 +216,11 @@ def gcon_tight_canary(target: Any, graph: Data, *, out: str | Path | None = None
     cand = _given_candidates(graph, "edge", candidates, rng)
     for canary, h0, h1 in canary_pairs(graph, "edge", rng=rng, **cand):
         worst = max(worst, gcon_minimiser_change(target, h0, h1))
+    det = target.claim(g0).details
+    # strong convexity: ‖Δθ_j‖ ≤ ‖∇L_g1 − ∇L_g0‖/λ ≤ (c1 + c2·c_θ)·Ψ/(n1·λ) per column (‖θ_j‖ ≤ c_θ)
+    bound = math.sqrt(det["classes"]) * (det["c1"] + det["c2"] * det["c_theta"]) * Psi / (det["n1"] * det["lam_solver"])
     res = {"psi": psi, "Psi": Psi, "psi_ratio": psi / Psi, "minimiser_change": change,
+           "minimiser_change_bound": bound,
            "given_worst_minimiser_change": worst, "gain": change / worst if worst > 0 else math.inf,
            "x_u_dot_x_v": float(x[n] @ x[n + 1]), "direction": k,
            "edge": [n, n + 1], "given_candidates": candidates}

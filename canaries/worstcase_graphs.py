@@ -5,9 +5,10 @@
 * :func:`atlas` — every graph on 2..``max_nodes`` nodes up to isomorphism (networkx's atlas holds
   all 1,253 graphs up to 7 nodes), without isolated-node-free filtering.
 * :func:`families` — structured graphs sized to a step's own parameters: paths, cycles, stars,
-  cliques, complete bipartite graphs, random trees, and a hub with more leaves than the degree bound.
+  cliques, complete bipartite graphs, random trees, d-regular circulants (d = 2..16), and a hub with
+  more leaves than the degree bound.
 * :func:`canary_pairs` — the neighbouring pairs (g0, g1) a graph offers for a canary kind:
-  ``edge`` (every edge removed, plus non-edges added), ``directed`` (every directed entry),
+  ``edge`` (every edge removed (a sample of ``max_edges`` on larger graphs), plus non-edges added), ``directed`` (every directed entry),
   ``node`` (every node isolated: the harness's add/remove convention, canaries.node).
 """
 from __future__ import annotations
@@ -70,6 +71,11 @@ def families(hub_leaves: int = 12, sizes: tuple[int, ...] = (3, 5, 8), seed: int
                                                  name=f"bip{a}x{b}")
         parents = [int(rng.integers(0, i)) for i in range(1, n + 2)]
         yield f"random tree T{n + 2}", make_graph(n + 2, [(p, i + 1) for i, p in enumerate(parents)], name=f"tree{n + 2}")
+    for d in (2, 4, 8, 16):  # d-regular circulants: CARIBOU's D_min regime, canary far apart
+        n = 4 * d + 8
+        yield f"circulant C{n}(d={d})", make_graph(
+            n, sorted({(min(i, (i + s) % n), max(i, (i + s) % n)) for i in range(n) for s in range(1, d // 2 + 1)}),
+            name=f"circ{n}d{d}")
     k = hub_leaves
     yield f"hub + {k} leaves", make_graph(k + 1, [(0, i) for i in range(1, k + 1)], name=f"hub{k}")
     # two hubs sharing their leaves (every leaf of degree 2: CARIBOU's D_min = 2 regime)
@@ -84,7 +90,7 @@ def remove_directed_edge(graph: Data, u: int, v: int) -> Data:
     return new
 
 
-def canary_pairs(graph: Data, kind: str, *, non_edges: int = 8, rng: np.random.Generator | None = None,
+def canary_pairs(graph: Data, kind: str, *, non_edges: int = 8, max_edges: int = 48, rng: np.random.Generator | None = None,
                  nodes: list[int] | None = None, edges: list[tuple[int, int]] | None = None
                  ) -> Iterator[tuple[Any, Data, Data]]:
     """(canary, g0, g1): g1 has the canary, g0 not. ``edges``/``nodes`` restrict the candidates."""
@@ -98,6 +104,8 @@ def canary_pairs(graph: Data, kind: str, *, non_edges: int = 8, rng: np.random.G
     present = set(map(tuple, ei.t().tolist()))
     if edges is None:
         und = sorted({(min(u, v), max(u, v)) for u, v in present})
+        if len(und) > max_edges:  # large families: a sample of the edges (every node stays a candidate)
+            und = [und[i] for i in sorted(rng.choice(len(und), size=max_edges, replace=False))]
         absent = [(u, v) for u in range(n) for v in range(u + 1, n) if (u, v) not in present]
         if len(absent) > non_edges:
             absent = [absent[i] for i in rng.choice(len(absent), size=non_edges, replace=False)]
