@@ -292,8 +292,9 @@ def steps_for(target: Any, graph: Data) -> list[StepMap]:
 
 
 def hub_size(step: StepMap) -> int:
-    """Leaves of the hub family: past the step's degree bound where it has one."""
-    return (step.degree_bound + 3) if step.degree_bound is not None else 12
+    """Leaves of the hub family: 4D + 1 where the step has a degree bound D (an unbounded hub then
+    moves √(4D+1) ≈ 2√D), else 12."""
+    return (4 * step.degree_bound + 1) if step.degree_bound is not None else 12
 
 
 def finite(x: float) -> bool:

@@ -90,7 +90,7 @@ def remove_directed_edge(graph: Data, u: int, v: int) -> Data:
     return new
 
 
-def canary_pairs(graph: Data, kind: str, *, non_edges: int = 8, max_edges: int = 48, rng: np.random.Generator | None = None,
+def canary_pairs(graph: Data, kind: str, *, non_edges: int = 8, max_edges: int = 48, max_nodes: int = 24, rng: np.random.Generator | None = None,
                  nodes: list[int] | None = None, edges: list[tuple[int, int]] | None = None
                  ) -> Iterator[tuple[Any, Data, Data]]:
     """(canary, g0, g1): g1 has the canary, g0 not. ``edges``/``nodes`` restrict the candidates."""
@@ -98,6 +98,10 @@ def canary_pairs(graph: Data, kind: str, *, non_edges: int = 8, max_edges: int =
     n = graph.num_nodes
     ei = graph.edge_index
     if kind == "node":
+        if nodes is None and n > max_nodes:  # large graphs: the highest degrees and a random sample
+            deg = torch.bincount(ei[0], minlength=n)
+            top = torch.argsort(-deg, stable=True)[: max_nodes // 3].tolist()
+            nodes = list(dict.fromkeys(top + rng.choice(n, size=max_nodes - len(top), replace=False).tolist()))
         for z in (nodes if nodes is not None else range(n)):
             yield int(z), isolate(graph, int(z)), graph
         return

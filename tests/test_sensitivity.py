@@ -65,7 +65,7 @@ def test_gap_node_level_correct_at_claim_and_no_degree_bound_flagged(small):
     _, step = _step("gap", small, unit="node", max_degree=3, bug="no-degree-bound")
     bad = probe_step(step, small, given=False, max_nodes=4)
     assert bad.violation
-    assert bad.best.measured > math.sqrt(3) * 1.1  # the hub family: more leaves than D
+    assert bad.best.measured == pytest.approx(math.sqrt(13), rel=1e-12)  # the hub family: 4D + 1 leaves
     assert bad.best.kind == "node"
 
 
