@@ -438,7 +438,6 @@ def cmd_sensitivity(args: argparse.Namespace) -> int:
     from graphs.datasets import load
     from targets.base import build, parse_assignments
 
-    torch.set_num_threads(max(1, torch.get_num_threads()))
     params = parse_assignments(args.set)
     target = build(args.target, epsilon=args.epsilon, bug=args.bug, **params)
     graph = load(args.dataset, seed=args.seed)

@@ -9,7 +9,8 @@ File format (JSON, ``format = "dpgnn-audit/sensitivity-witness/1"``)::
       "canary": {"kind": "edge" | "directed" | "node", "edge": [u, v] | "node": z},
       "graph": {"num_nodes": n, "x": {"dtype", "shape", "data"}, "edge_index": {...}, "y": {...},
                 "train_mask": {...}, "val_mask": {...}, "test_mask": {...}},
-      "input": {"kind": "realised" | "adversarial", "x": {"dtype", "shape", "data"} | null},
+      "input": {"kind": "realised" | "adversarial" | "sampled", "x": {"dtype", "shape", "data"} | null},
+      "sampled": {"batch_seed", "model_seed", ...}   (HeterPoisson only: the batch and model)
       "measured": Δ, "claimed": Δ_claim, "ratio": Δ/Δ_claim, "violation": bool,
       "found_by": "...", "created": "ISO time"
     }
@@ -17,9 +18,9 @@ File format (JSON, ``format = "dpgnn-audit/sensitivity-witness/1"``)::
 ``graph`` is the base world the game starts from: world 0 (without the canary) for ``edge`` and
 ``directed`` canaries, world 1 (with the node) for ``node`` canaries. The other world is rebuilt
 by adding the edge (``graphs.ops.add_edge`` / ``add_directed_edge``) or isolating the node
-(``canaries.node.isolate``). ``input`` is the step's held-fixed input X: ``realised`` means the
-target's own X on this graph (recomputed from the graph), ``adversarial`` an X in the claim's
-domain stored in the file (for a hop ≥ 2 it is a previous release the claim must cover, which the
+(``canaries.node.isolate``). ``input`` is the step's held-fixed input X, always stored: ``realised`` means
+the target's own X on the probed graph (e.g. DPDGC's W from a fit, X⁽⁰⁾ of the encoder),
+``adversarial`` an X in the claim's domain (for a hop ≥ 2 it is a previous release the claim must cover, which the
 game cannot force through the graph's features).
 
 :func:`recompute` rebuilds the target from ``config``, the step map, both worlds and X, and returns
@@ -69,7 +70,7 @@ def save(path: str | Path, *, target: Any, step: Any, m: Any, extra: dict[str, A
         "format": FORMAT, "target": target.name, "config": _config(target),
         "step": step.name, "covers": list(step.covers), "norm": step.norm, "canary": canary,
         "graph": graph_to_dict(base),
-        "input": {"kind": m.x_kind, "x": _tensor(m.x.double()) if (m.x is not None and m.x_kind != "realised") else None},
+        "input": {"kind": m.x_kind, "x": _tensor(m.x.double()) if m.x is not None else None},
         "measured": m.measured, "claimed": m.claimed, "ratio": m.ratio,
         "violation": bool(m.measured > m.claimed * (1 + 1e-6)), "found_by": m.found_by,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
