@@ -139,10 +139,6 @@ class Measurement:
         return self.measured / self.claimed if self.claimed > 0 else (math.inf if self.measured > 0 else 0.0)
 
 
-def _columns(step: StepMap, g: Data) -> int:
-    return int(g.num_nodes)
-
-
 def difference_matrix(step: StepMap, g0: Data, g1: Data, kind: str, canary: Any) -> torch.Tensor:
     """M = apply(g1, I) − apply(g0, I) (rows: outputs, columns: input rows), canary row excluded
     for node canaries where the claim excludes it."""
@@ -186,11 +182,13 @@ def measure_pair(step: StepMap, g0: Data, g1: Data, kind: str, canary: Any, rng:
         width = step.width or int(cols.numel())
         _, xs = maximise(sub, width, step.norm, rng)
         n = int(g1.num_nodes)
-        x = torch.zeros(n, xs.shape[1], dtype=torch.float64)
-        if realised is not None and realised.size(1) >= xs.shape[1]:
-            x = realised.clone().double()[:, : max(xs.shape[1], 1)]
-        x = torch.zeros(n, max(xs.shape[1], 1), dtype=torch.float64) if x.size(1) != xs.shape[1] else x
-        x[cols] = torch.from_numpy(xs) * step.radius
+        full = max(step.width or xs.shape[1], xs.shape[1])
+        if realised is not None and tuple(realised.shape) == (n, full):
+            x = realised.clone().double()  # rows the change does not read keep the target's own values
+        else:
+            x = torch.zeros(n, full, dtype=torch.float64)
+        x[cols] = 0.0
+        x[cols, : xs.shape[1]] = torch.from_numpy(xs) * step.radius
         value = evaluate(step, g0, g1, kind, canary, x)  # authoritative: the target's code on X
         out.append(Measurement(value, claimed, kind, canary, g0, g1, x, "adversarial",
                                found_by + f"; worst X over rows ‖x‖ ≤ {step.radius:.4g}"))
