@@ -418,10 +418,13 @@ def probe(target: Any, graph: Data, *, candidates: int = 32, max_nodes: int = 5,
 # ---------------------------------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", required=True, help="target name (gaussian, caribou, gap, dpdgc, gcon, ...)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="target parameters")
+    parser.add_argument("--set", nargs="+", action="append", default=[], metavar="KEY=VALUE",
+                        help="target hyperparameters, e.g. --set unit=node max_degree=3")
     parser.add_argument("--epsilon", type=float, default=1.0)
+    parser.add_argument("--delta", type=float, default=None, help="δ (default: the paper's rule)")
     parser.add_argument("--bug", default=None, help="a planted bug of the target")
     parser.add_argument("--dataset", default="csbm", help="the given graph (default csbm; witness:FILE works)")
+    parser.add_argument("--data-root", default=None, help="folder laid out like shared/datasets")
     parser.add_argument("--candidates", type=int, default=32, help="canaries tried on the given graph per kind")
     parser.add_argument("--max-nodes", type=int, default=5, help="every graph up to this many nodes (≤ 7)")
     parser.add_argument("--no-families", action="store_true", help="skip the structured families")
@@ -436,9 +439,10 @@ def cmd_sensitivity(args: argparse.Namespace) -> int:
     from graphs.datasets import load
     from targets.base import build, parse_assignments
 
-    params = parse_assignments(args.set)
-    target = build(args.target, epsilon=args.epsilon, bug=args.bug, **params)
-    graph = load(args.dataset, seed=args.seed)
+    items = [item for group in args.set for item in (group if isinstance(group, list) else [group])]
+    params = parse_assignments(items)
+    target = build(args.target, epsilon=args.epsilon, delta=getattr(args, "delta", None), bug=args.bug, **params)
+    graph = load(args.dataset, root=getattr(args, "data_root", None), seed=args.seed)
     out = args.out or str(Path("results") / "sensitivity" / (args.target + (f"-{args.bug}" if args.bug else "")))
     report = probe(target, graph, candidates=args.candidates, max_nodes=args.max_nodes,
                    use_families=not args.no_families, seed=args.seed, out=out, dataset=args.dataset)
