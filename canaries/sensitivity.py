@@ -272,7 +272,7 @@ def probe_step(step: StepMap, graph: Data, *, candidates: int = 32, max_nodes: i
         for m in ms:
             res.pairs += 1
             if verdict:
-                _keep(res.by_search, search, m)
+                _keep(res.by_search, f"{search} [{m.x_kind} X]", m)
                 if res.best is None or m.ratio > res.best.ratio:
                     res.best = m
             else:
@@ -368,7 +368,7 @@ def probe_heterpoisson(target: Any, graph: Data, *, candidates: int = 32, batche
                                     f"(central={info['central']}, peripheral stars={info['peripheral_stars']})")
                     m.extra = {"batch_seed": 1000 * b + 7, "model_seed": model_seed, **info}
                     res.pairs += 1
-                    _keep(res.by_search, search, m)
+                    _keep(res.by_search, f"{search} [sampled X]", m)
                     if res.best is None or m.ratio > res.best.ratio:
                         res.best = m
     res.seconds = time.perf_counter() - t0

@@ -43,7 +43,7 @@ def test_gaussian_reference_delta_is_exactly_sqrt2(small):
     assert res.best.measured == pytest.approx(SQRT2, rel=1e-12, abs=0)
     assert res.best.claimed == pytest.approx(SQRT2, rel=1e-15)
     assert not res.violation
-    assert res.by_search["all graphs ≤ 4 nodes"]["measured"] == pytest.approx(SQRT2, rel=1e-12)
+    assert res.by_search["all graphs ≤ 4 nodes [adversarial X]"]["measured"] == pytest.approx(SQRT2, rel=1e-12)
     # a directed entry (information only) moves one row: Δ = 1
     assert res.extra["directed"]["measured"] == pytest.approx(1.0, rel=1e-12)
 
@@ -139,6 +139,7 @@ def test_heterpoisson_step_at_claim_and_order_overlap_flagged():
     ok = probe_heterpoisson(build("heterpoisson", hidden=8, batch_size=40), graph, candidates=4, batches=2,
                             use_families=False)
     assert ok.best is not None and not ok.violation and ok.best.ratio > 0.5
+    assert "given graph [sampled X]" in ok.by_search
     bad = probe_heterpoisson(build("heterpoisson", hidden=8, batch_size=40, bug="order-overlap"), graph,
                              candidates=12, batches=3, use_families=False)
     assert bad.violation and bad.best.extra["central"] and bad.best.extra["peripheral_stars"] > 0
