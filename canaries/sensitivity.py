@@ -481,7 +481,8 @@ def render(report: ProbeReport) -> str:
         g = report.gcon
         lines.append(f"  GCON tight canary (§7.1): ψ {g['psi']:.6g} / Ψ {g['Psi']:.6g}; ‖ΔΘ*‖ "
                      f"{g['minimiser_change']:.4g} (Theorem-1 bound {g['minimiser_change_bound']:.4g}) vs worst "
-                     f"given-graph edge {g['given_worst_minimiser_change']:.4g}"
+                     f"given-graph edge {g['given_worst_minimiser_change']:.4g}; noise-term privacy loss at the "
+                     f"mean {g['noise_loss']:.4g} vs {g['given_worst_noise_loss']:.4g} (budget {g['noise_loss_budget']:.4g})"
                      f" (×{g['gain']:.1f}); witness {g.get('witness')}")
     lines.append("verdict: " + ("SENSITIVITY VIOLATION" if report.violation else "no step above its claim"))
     return "\n".join(lines)

@@ -225,6 +225,26 @@ def gcon_minimiser_change(target: Any, g0: Data, g1: Data) -> float:
     return float((target.noiseless(g1) - target.noiseless(g0)).norm())
 
 
+def gcon_noise_loss(target: Any, g0: Data, g1: Data) -> float:
+    """β·Σ_j ‖b_j(g1) − b_j(g0)‖ at Θ = Θ*(g0): the noise-density part of GCON's privacy loss
+    for a release at the noiseless minimiser (b_j(g) = −n1·∇_j L_g(Θ), the noise the release
+    implies under g). Theorem 1 budgets it at max(ε − ε_Λ, ωε); the Jacobian part is ≤ ε_Λ."""
+    from targets import gcon as G
+
+    cfg = target.config
+    enc = target._encode(g0, None if cfg.encoder_seed is not None else torch.Generator().manual_seed(0))
+    theta = target.noiseless(g0).double().to(enc.x.device)
+    det = target.claim(g0).details
+
+    def grad(g: Data) -> torch.Tensor:
+        z = G.propagate(g.edge_index, enc.x, cfg.alpha, target.steps)
+        p = G.Problem(z[enc.rows], enc.labels, torch.zeros_like(theta), det["lam_solver"], cfg.loss, cfg.huber_delta)
+        return p.columns(theta)[1]
+
+    diff = (grad(g1) - grad(g0)) * enc.rows.numel()
+    return float(det["beta"] * diff.norm(dim=0).sum())
+
+
 # ---------------------------------------------------------------------------------------------
 # HeterPoisson (one DP-SGD step's clipped gradient sum)
 # ---------------------------------------------------------------------------------------------

@@ -183,10 +183,11 @@ def gcon_tight_canary(target: Any, graph: Data, *, out: str | Path | None = None
     """Append two isolated, unmasked nodes u, v (rows of the loss through the pseudo-labels) whose
     raw features are ±scale·a, so that the (affine) encoder maps them to x_u ≈ −x_v; the canary is
     the edge {u, v}. Theorem 1's worst case for ψ: 2(1−α) at every m ≥ 1. Returns ψ, Ψ, the
-    minimiser change ‖Θ*(g1) − Θ*(g0)‖ and the worst minimiser change over `candidates` edges of
-    the given graph, and writes the witness to `out`."""
+    minimiser change ‖Θ*(g1) − Θ*(g0)‖, the noise-density privacy loss at the noiseless minimiser
+    (:func:`canaries.sensitivity_maps.gcon_noise_loss`) against its budget, and the same two for the
+    worst of `candidates` edges of the given graph, and writes the witness to `out`."""
     from canaries.sensitivity import Measurement, evaluate
-    from canaries.sensitivity_maps import gcon_minimiser_change, gcon_steps
+    from canaries.sensitivity_maps import gcon_minimiser_change, gcon_noise_loss, gcon_steps
     from canaries.sensitivity import _given_candidates
     from canaries.worstcase_graphs import canary_pairs
 
@@ -213,16 +214,19 @@ def gcon_tight_canary(target: Any, graph: Data, *, out: str | Path | None = None
     psi = evaluate(step, g0, g1, "edge", (n, n + 1), x)
     Psi = step.claimed(g0, g1)
     # the given graph's worst edge by minimiser change (ranked sample)
-    worst = 0.0
+    worst, worst_loss = 0.0, 0.0
     cand = _given_candidates(graph, "edge", candidates, rng)
     for canary, h0, h1 in canary_pairs(graph, "edge", rng=rng, **cand):
         worst = max(worst, gcon_minimiser_change(target, h0, h1))
+        worst_loss = max(worst_loss, gcon_noise_loss(target, h0, h1))
     det = target.claim(g0).details
     # strong convexity: ‖Δθ_j‖ ≤ ‖∇L_g1 − ∇L_g0‖/λ ≤ (c1 + c2·c_θ)·Ψ/(n1·λ) per column (‖θ_j‖ ≤ c_θ)
     bound = math.sqrt(det["classes"]) * (det["c1"] + det["c2"] * det["c_theta"]) * Psi / (det["n1"] * det["lam_solver"])
     res = {"psi": psi, "Psi": Psi, "psi_ratio": psi / Psi, "minimiser_change": change,
            "minimiser_change_bound": bound,
            "given_worst_minimiser_change": worst, "gain": change / worst if worst > 0 else math.inf,
+           "noise_loss": gcon_noise_loss(target, g0, g1), "given_worst_noise_loss": worst_loss,
+           "noise_loss_budget": max(target.config.epsilon - det["eps_lambda"], target.config.omega * target.config.epsilon),
            "x_u_dot_x_v": float(x[n] @ x[n + 1]), "direction": k,
            "edge": [n, n + 1], "given_candidates": candidates}
     if out is not None:
