@@ -71,7 +71,7 @@ CHAINS: dict[str, tuple[int, int, int, int]] = {
 
 
 def names() -> list[str]:
-    return ["csbm", *CHAINS, *PYG_DATASETS]
+    return ["csbm", *CHAINS, *PYG_DATASETS, "witness:FILE"]
 
 
 def load(name: str, root: str | os.PathLike | None = None, seed: int = 0,
@@ -82,7 +82,9 @@ def load(name: str, root: str | os.PathLike | None = None, seed: int = 0,
     stratified split (e.g. CARIBOU's 10/10/20, GAP's 75/10/15).
     """
     key = name.lower()
-    if key == "csbm" or key.startswith("csbm:"):
+    if key.startswith("witness:"):  # a sensitivity witness's base graph (canaries.witness)
+        graph = load_witness_graph(name.split(":", 1)[1])
+    elif key == "csbm" or key.startswith("csbm:"):
         kwargs = _parse_kwargs(key)  # csbm:seed=S fixes the graph whatever the run's seed
         graph = csbm(seed=kwargs.pop("seed", seed), **kwargs)
     elif key in CHAINS:
@@ -268,3 +270,49 @@ def _load_pyg(key: str, root: str | os.PathLike | None, seed: int) -> Data:
         raise DatasetError(f"could not load dataset {key!r} from {pyg_root}: {err}") from err
     return normalise(dataset[0], seed=seed)
 
+
+
+# ---------------------------------------------------------------------------------------------
+# graphs as JSON (sensitivity witnesses, canaries.witness)
+# ---------------------------------------------------------------------------------------------
+_JSON_TENSORS = ("x", "edge_index", "y", "train_mask", "val_mask", "test_mask", "public_outdeg")
+
+
+def graph_to_dict(graph: Data) -> dict:
+    """A graph as plain JSON values (float32 features round-trip exactly through Python floats)."""
+    out: dict = {"num_nodes": int(graph.num_nodes)}
+    for key in _JSON_TENSORS:
+        t = getattr(graph, key, None)
+        if t is not None:
+            out[key] = {"dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape),
+                        "data": t.detach().cpu().reshape(-1).tolist()}
+    return out
+
+
+def graph_from_dict(d: dict) -> Data:
+    """The inverse of :func:`graph_to_dict`."""
+    graph = Data()
+    for key in _JSON_TENSORS:
+        if key in d:
+            spec = d[key]
+            dtype = getattr(torch, spec["dtype"])
+            t = torch.tensor(spec["data"], dtype=torch.float64 if dtype.is_floating_point else torch.long)
+            t = t.to(dtype) if dtype != torch.bool else t.bool()
+            setattr(graph, key, t.reshape(spec["shape"]))
+    graph.num_nodes = int(d["num_nodes"])
+    return graph
+
+
+def load_witness_graph(path: str | os.PathLike) -> Data:
+    """``load("witness:FILE")``: the base graph of a sensitivity witness (the world the game starts
+    from; the witness canary turns it into the witness pair)."""
+    import json
+
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise DatasetError(f"witness file {str(p)!r} not found")
+    with open(p) as fh:
+        doc = json.load(fh)
+    if "graph" not in doc:
+        raise DatasetError(f"{str(p)!r} is not a sensitivity witness (no 'graph')")
+    return graph_from_dict(doc["graph"])
