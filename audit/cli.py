@@ -127,6 +127,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--drop-isolated", action="store_true", help="gmia: drop isolated nodes first (CARIBOU)")
     p.add_argument("--seed", type=int, default=0)
 
+    p = sub.add_parser("sensitivity", help="measured vs claimed sensitivity of every noisy step over searched "
+                       "graphs, features and canaries; saves the worst pair as a witness; exit 1 above the claim")
+    _add_target_args(p)
+    p.add_argument("--candidates", type=int, default=32, help="canaries tried on the given graph per kind")
+    p.add_argument("--max-nodes", type=int, default=5, help="every graph up to this many nodes (≤ 7)")
+    p.add_argument("--no-families", action="store_true", help="skip the structured families")
+    p.add_argument("--gcon-tight", action="store_true",
+                   help="gcon: also build spec §7.1's tight canary and compare its minimiser change")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default=None, help="folder for the witness files (default results/sensitivity/<target>)")
+
     p = sub.add_parser("compare", help="a table of several results")
     p.add_argument("runs", nargs="+")
 
@@ -445,9 +456,32 @@ def _argv_of(args: argparse.Namespace) -> list[str]:
     return out
 
 
+def cmd_sensitivity(args: argparse.Namespace) -> int:
+    from canaries import sensitivity
+    from graphs.datasets import load
+    from targets.base import build
+
+    if not 1 <= args.max_nodes <= 7:
+        raise UserError(f"--max-nodes must be in 1..7, got {args.max_nodes}")
+    target = build(args.target, epsilon=args.epsilon, delta=args.delta, bug=args.bug, device=args.device,
+                   **_params(args))
+    graph = load(args.dataset, root=args.data_root, seed=args.seed)
+    out = args.out or str(Path("results") / "sensitivity" / (args.target.replace(":", ".").replace("/", ".")
+                                                            + (f"-{args.bug}" if args.bug else "")))
+    found = sensitivity.probe(target, graph, candidates=args.candidates, max_nodes=args.max_nodes,
+                              use_families=not args.no_families, seed=args.seed, out=out, dataset=args.dataset)
+    if args.gcon_tight and target.name == "gcon":
+        from canaries.witness import gcon_tight_canary
+
+        found.gcon = gcon_tight_canary(target, graph, out=out)
+    _emit(found.to_dict(), args.json, sensitivity.render(found))
+    return 1 if found.violation else 0
+
+
 COMMANDS = {"run": cmd_run, "accounting": cmd_accounting, "train": cmd_train, "estimate": cmd_estimate,
             "list": cmd_list, "report": cmd_report, "compare": cmd_compare, "regress": cmd_regress,
-            "attack": cmd_attack, "campaign": cmd_campaign}
+            "attack": cmd_attack, "campaign": cmd_campaign,
+            "sensitivity": cmd_sensitivity}
 
 
 def main(argv: list[str] | None = None) -> int:

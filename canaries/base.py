@@ -73,7 +73,7 @@ _BUILTIN: dict[str, str] = {
     "dirac-node": "canaries.gradient:DiracNode",
 }
 #: canaries written ``name:ARGS`` (the class's ``parse(ARGS)`` builds one), e.g. ``edge:12-272``
-_PARAMETRISED: dict[str, str] = {"edge": "canaries.edge:ExplicitEdge"}
+_PARAMETRISED: dict[str, str] = {"edge": "canaries.edge:ExplicitEdge", "witness": "canaries.witness:WitnessCanary"}
 _CANARIES: dict[str, type[Canary]] = {}
 
 

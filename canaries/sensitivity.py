@@ -20,12 +20,11 @@ The best pair per step (largest measured/claimed) is written as a witness (:mod:
 and recomputed from the file through the target's code before it is reported. Measured above
 claimed by more than ``rtol`` (1e-6 relative) is a sensitivity violation (exit status 1).
 
-CLI (wired as ``python -m audit sensitivity``): :func:`add_arguments`, :func:`cmd_sensitivity`,
-:func:`main`.
+The command ``python -m audit sensitivity`` (``audit/cli.py``) calls :func:`probe` and prints
+:func:`render`.
 """
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import math
@@ -413,50 +412,6 @@ def probe(target: Any, graph: Data, *, candidates: int = 32, max_nodes: int = 5,
     return report
 
 
-# ---------------------------------------------------------------------------------------------
-# CLI
-# ---------------------------------------------------------------------------------------------
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--target", required=True, help="target name (gaussian, caribou, gap, dpdgc, gcon, ...)")
-    parser.add_argument("--set", nargs="+", action="append", default=[], metavar="KEY=VALUE",
-                        help="target hyperparameters, e.g. --set unit=node max_degree=3")
-    parser.add_argument("--epsilon", type=float, default=1.0)
-    parser.add_argument("--delta", type=float, default=None, help="δ (default: the paper's rule)")
-    parser.add_argument("--bug", default=None, help="a planted bug of the target")
-    parser.add_argument("--dataset", default="csbm", help="the given graph (default csbm; witness:FILE works)")
-    parser.add_argument("--data-root", default=None, help="folder laid out like shared/datasets")
-    parser.add_argument("--candidates", type=int, default=32, help="canaries tried on the given graph per kind")
-    parser.add_argument("--max-nodes", type=int, default=5, help="every graph up to this many nodes (≤ 7)")
-    parser.add_argument("--no-families", action="store_true", help="skip the structured families")
-    parser.add_argument("--gcon-tight", action="store_true",
-                        help="gcon: also build spec §7.1's tight canary and compare its minimiser change")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default=None, help="folder for the witness files (default results/sensitivity/<target>)")
-    parser.add_argument("--json", action="store_true")
-
-
-def cmd_sensitivity(args: argparse.Namespace) -> int:
-    from graphs.datasets import load
-    from targets.base import build, parse_assignments
-
-    items = [item for group in args.set for item in (group if isinstance(group, list) else [group])]
-    params = parse_assignments(items)
-    target = build(args.target, epsilon=args.epsilon, delta=getattr(args, "delta", None), bug=args.bug, **params)
-    graph = load(args.dataset, root=getattr(args, "data_root", None), seed=args.seed)
-    out = args.out or str(Path("results") / "sensitivity" / (args.target + (f"-{args.bug}" if args.bug else "")))
-    report = probe(target, graph, candidates=args.candidates, max_nodes=args.max_nodes,
-                   use_families=not args.no_families, seed=args.seed, out=out, dataset=args.dataset)
-    if args.gcon_tight and target.name == "gcon":
-        from canaries.witness import gcon_tight_canary
-
-        report.gcon = gcon_tight_canary(target, graph, out=out)
-    if args.json:
-        print(json.dumps(report.to_dict(), indent=2, default=str))
-    else:
-        print(render(report))
-    return 1 if report.violation else 0
-
-
 def render(report: ProbeReport) -> str:
     lines = [f"sensitivity probe: {report.target} on {report.dataset} ({report.seconds:.1f} s)"]
     if report.unprobed:
@@ -486,13 +441,3 @@ def render(report: ProbeReport) -> str:
                      f" (×{g['gain']:.1f}); witness {g.get('witness')}")
     lines.append("verdict: " + ("SENSITIVITY VIOLATION" if report.violation else "no step above its claim"))
     return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m audit sensitivity", description=__doc__.split("\n")[0])
-    add_arguments(parser)
-    return cmd_sensitivity(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
