@@ -169,6 +169,15 @@ def mlp_accuracy(graph: Any, seed: int, hidden: int = 64, epochs: int = 100, lr:
     return best
 
 
+def _literal(text: str) -> Any:
+    """A grid value: int, float, bool or None when it reads as one, else the string."""
+    import ast
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
 def _fmt(values: list[float]) -> str:
     return f"{100 * np.mean(values):.1f} ± {100 * np.std(values):.1f}"
 
@@ -286,8 +295,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     split = tuple(float(x) for x in args.split.split(",")) if args.split else None
-    grid = {k: [parse_assignments([f"{k}={v}"])[k] for v in vals.split(",")]
-            for k, vals in (a.split("=", 1) for g in args.grid for a in g)}
+    grid = {k: [_literal(v) for v in vals.split(",")] for k, vals in (a.split("=", 1) for g in args.grid for a in g)}
     if args.paper == "caribou":
         out = Path(args.out) if args.out else Path(__file__).resolve().parents[1] / "results" / "utility.md"
         if args.merge:
