@@ -182,11 +182,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_accounting(args: argparse.Namespace) -> int:
     from audit import data
+    from audit.game import preprocessed
     from targets.base import build
 
     target = build(args.target, epsilon=args.epsilon, delta=args.delta, bug=args.bug, device=args.device,
                    **_params(args))
-    graph = data.load(args.dataset, root=args.data_root)
+    graph = preprocessed(target, data.load(args.dataset, root=args.data_root))
     claim = target.claim(graph).to_dict()
     claim["target"] = args.target
     claim["dataset"] = args.dataset
@@ -206,11 +207,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     import torch
 
     from audit import data
+    from audit.game import preprocessed
     from targets.base import build
 
     target = build(args.target, epsilon=args.epsilon, delta=args.delta, bug=args.bug, device=args.device,
                    **_params(args))
-    graph = data.load(args.dataset, root=args.data_root, seed=args.seed)
+    graph = preprocessed(target, data.load(args.dataset, root=args.data_root, seed=args.seed))
     claim = target.claim(graph)
     t0 = time.time()
     release = target.fit(graph, torch.Generator().manual_seed(args.seed))

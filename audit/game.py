@@ -270,12 +270,20 @@ def _execute(setup: _Setup, chunks: list[list[int]], jobs: int, backend: str, sc
 # ---------------------------------------------------------------------------------------------
 def setup_run(spec: AuditSpec) -> tuple[Any, targets.Target, targets.Claim]:
     """The run's graph, its target with the graph's public parameters pinned, and the claim."""
-    graph = datasets.load(spec.dataset, root=spec.data_root, seed=spec.seed)
     target = build_target(spec)
+    graph = preprocessed(target, datasets.load(spec.dataset, root=spec.data_root, seed=spec.seed))
     pinned = target.public_params(graph)
     if pinned:
         target = type(target)(targets.replace_config(target.config, **pinned))
     return graph, target, target.claim(graph)
+
+
+def preprocessed(target: targets.Target, graph: Any) -> Any:
+    """`graph` after the target's own preprocessing, with its one-line notice on stderr."""
+    graph, notice = target.preprocess(graph)
+    if notice:
+        print(notice, file=sys.stderr)
+    return graph
 
 
 def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, backend: str = "loky",

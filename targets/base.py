@@ -247,6 +247,12 @@ class Target(ABC, Generic[C]):
         """
         return {"delta": self.claim(graph).delta} if self.config.delta is None else {}
 
+    def preprocess(self, graph: Any) -> tuple[Any, str | None]:
+        """The paper's own preprocessing of a dataset (e.g. isolated nodes dropped), applied by
+        ``train`` and the audit before anything else: the graph to use and a one-line notice
+        (None when nothing changed). Default: the graph as it is."""
+        return graph, None
+
     def prepare(self, graph: Any) -> None:
         """Work that depends on neither the secret bit nor the canary (cached per worker)."""
 
@@ -402,7 +408,7 @@ def _import_spec(spec: str) -> type[Target]:
 
 def _load_file(path: str) -> Any:
     """A module from a source file (``--target path/to/file.py:Class``), registered under a name
-    derived from its resolved path so that every worker loading the same file shares it."""
+    derived from its resolved path and content, so every worker loading the same file shares it."""
     import hashlib
     import importlib.util
     import sys
@@ -411,7 +417,8 @@ def _load_file(path: str) -> Any:
     file = Path(path).expanduser().resolve()
     if not file.is_file():
         raise ValueError(f"no such file: {path}")
-    name = f"_user_target_{file.stem}_{hashlib.sha256(str(file).encode()).hexdigest()[:8]}"
+    # keyed by path and content: an edited file is a new module (and a new code identity)
+    name = f"_user_target_{file.stem}_{hashlib.sha256(str(file).encode() + file.read_bytes()).hexdigest()[:12]}"
     if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(name, file)
         if spec is None or spec.loader is None:
