@@ -33,6 +33,7 @@ and plots can be regenerated (``--report-only``) without the SQLite store.
 from __future__ import annotations
 
 import datetime
+import functools
 import hashlib
 import json
 import math
@@ -79,8 +80,12 @@ class Row:
 
     @property
     def label(self) -> str:
+        """target, ε, attack, dataset, and what tells the row from its neighbours: the bug, the
+        canary (where the file names one) and the parameters the file sets."""
         s = self.spec
-        return f"{s.target} ε={s.epsilon:g} {s.attack} {s.dataset}"
+        extra = ([f"bug={s.bug}"] if s.bug else []) + ([f"canary={s.canary}"] if s.canary != "auto" else [])
+        extra += [f"{k}={v}" for k, v in sorted(s.params.items())]
+        return f"{s.target} ε={s.epsilon:g} {s.attack} {s.dataset}" + (f" [{' '.join(extra)}]" if extra else "")
 
 
 @dataclass
@@ -319,7 +324,8 @@ def utility(spec: Any, out: Path) -> float | None:
 
 
 def _row_record(row: Row, result: Result | None, *, util: float | None, wall: float,
-                roc: dict[str, list[float]] | None, error: str | None = None) -> dict[str, Any]:
+                roc: dict[str, list[float]] | None, error: str | None = None,
+                git: dict[str, Any] | None = None) -> dict[str, Any]:
     s = row.spec
     rec: dict[str, Any] = {"target": s.target, "dataset": s.dataset, "attack": s.attack, "epsilon": s.epsilon,
                            "params": s.params, "bug": s.bug, "trials": s.trials, "key": s.key(),
@@ -336,9 +342,75 @@ def _row_record(row: Row, result: Result | None, *, util: float | None, wall: fl
                     "tpr_at_fpr": result.tpr_at_fpr, "gdp_mu": claim.get("gdp_mu"),
                     "max_certifiable_eps": result.max_certifiable_eps, "trials": result.trials,
                     "audit_wall_time_s": result.wall_time_s, "roc": roc})
+        code = getattr(result, "code", None)
+        power = getattr(result, "power", None)
+        if code:
+            rec["code"] = code
+        if power:
+            rec["power"] = power
+        if getattr(result, "reused_trials", None) is not None:
+            rec["reused_trials"] = result.reused_trials
     else:
         rec["verdict"] = "ERROR"
+        rec["canary"] = None if s.canary == "auto" else s.canary
+    # provenance of this row (the campaign header names the session's; rows kept from earlier
+    # sessions keep theirs)
+    code = rec.get("code") or {}
+    git = git or {}
+    rec["commit"] = code.get("commit") or git.get("commit")
+    rec["dirty"] = bool(code.get("diff")) if code else git.get("dirty")
+    rec["date"] = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
     return rec
+
+
+def _stored_rows(out: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The previous campaign.json of `out`: (its header, its rows); (None, []) when there is none."""
+    path = out / "campaign.json"
+    if not path.exists():
+        return None, []
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None, []
+    if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list):
+        return None, []
+    return {k: v for k, v in doc.items() if k != "rows"}, [r for r in doc["rows"] if isinstance(r, dict)]
+
+
+def _matches(rec: dict[str, Any], spec: Any) -> bool:
+    """A stored row holds this spec's outcome: same options (spec key), trial count and estimator."""
+    if rec.get("key") != spec.key() or rec.get("trials") != spec.trials or rec.get("verdict") == "ERROR":
+        return False
+    return spec.estimator == "auto" or rec.get("method") == spec.estimator
+
+
+@functools.lru_cache(maxsize=None)
+def _current_code_key(target: str, attack: str, canary: str | None) -> str | None:
+    """:func:`audit.provenance.code_identity` key of the code that would play this row now (its
+    target, attack and canary classes), or None where it cannot be computed here."""
+    try:
+        from attacks import base as attacks_registry
+        from audit.provenance import code_identity
+        from canaries import base as canaries
+        from targets import base as targets
+
+        objs = [targets.get(target), attacks_registry.get(attack)]
+        if canary:
+            objs.append(canaries.get(canary))
+        return code_identity(*objs)["key"]
+    except Exception:  # noqa: BLE001 - unknown here: fall back to the options key
+        return None
+
+
+def _stale_code(rec: dict[str, Any]) -> str | None:
+    """Why a stored row's code is not today's (None: same code, or the row records none)."""
+    stored = (rec.get("code") or {}).get("key")
+    if not stored:
+        return None
+    now = _current_code_key(rec["target"], rec["attack"], rec.get("canary"))
+    if now is None or now == stored:
+        return None
+    return f"code {str(stored)[:8]} then, {now[:8]} now"
 
 
 def _git() -> dict[str, Any]:
@@ -371,11 +443,15 @@ def _save(out: Path, meta: dict[str, Any], rows: list[dict[str, Any]]) -> None:
 
 
 def run(campaign: Campaign, out: str | Path | None = None, *, jobs: int = 1, progress: bool = True,
-        command: str | None = None, log: Any = None) -> dict[str, Any]:
+        command: str | None = None, log: Any = None, fresh: bool = False) -> dict[str, Any]:
     """Run (or resume) every row into one folder; write campaign.json, plots and README.md.
 
-    campaign.json is rewritten after each row, so an interruption (Ctrl-C) loses no finished row,
-    and finished trials of the interrupted row are in the store."""
+    A rerun only adds: a row whose options (spec key, trials, estimator) and code (where the stored
+    row records it) match a row of the folder's campaign.json is kept as stored (its timing, ROC
+    points, provenance and utility), and the header keeps its date, commit and wall time unless a
+    row really ran. ``fresh``: run every row again. Rows of targets outside the plan (``--only``)
+    are kept. campaign.json is rewritten after each row, so an interruption (Ctrl-C) loses no
+    finished row, and finished trials of the interrupted row are in the store."""
     from audit.game import run_audit
 
     log = log or sys.stderr
@@ -383,12 +459,21 @@ def run(campaign: Campaign, out: str | Path | None = None, *, jobs: int = 1, pro
     out.mkdir(parents=True, exist_ok=True)
     config = campaign.path.resolve()
     config = config.relative_to(REPO) if config.is_relative_to(REPO) else config
+    prev_meta, prev_rows = _stored_rows(out)
+    planned_targets = {r.spec.target for r in campaign.rows}
+    kept = [r for r in prev_rows if r.get("target") not in planned_targets]  # other targets (--only)
+    stored: list[dict[str, Any] | None] = []
+    for row in campaign.rows:
+        match = None if fresh else next((r for r in prev_rows if _matches(r, row.spec)), None)
+        stored.append(match)
+    git = _git()
     meta = {"name": campaign.name, "config": str(config), "quick": campaign.quick,
             "description": campaign.description, "out": str(out), "command": command or _default_command(campaign, out, jobs),
-            "git": _git(), "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+            "git": git, "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
             "machine": _machine(), "jobs": jobs, "confidence": campaign.confidence,
-            "roc_epsilon": campaign.roc_epsilon, "rows_planned": len(campaign.rows)}
-    records: list[dict[str, Any]] = []
+            "roc_epsilon": campaign.roc_epsilon, "rows_planned": len(campaign.rows) + len(kept)}
+    current: list[dict[str, Any] | None] = list(stored)  # what campaign.json holds for each planned row
+    ran = [False] * len(campaign.rows)
     total = sum(r.spec.trials for r in campaign.rows)
     bar = None
     if progress:
@@ -397,24 +482,63 @@ def run(campaign: Campaign, out: str | Path | None = None, *, jobs: int = 1, pro
         bar = tqdm(total=total, desc=f"campaign {campaign.name}", unit="trial", file=log, dynamic_ncols=True)
     t_start = time.time()
     n = len(campaign.rows)
+
+    def save(final: bool = False) -> dict[str, Any]:
+        header = dict(meta)
+        if not any(ran) and prev_meta is not None:
+            header = {**prev_meta, "rows_planned": meta["rows_planned"]}  # nothing ran: the header stands
+            header.pop("interrupted", None)
+        else:
+            header["wall_time_s"] = time.time() - t_start
+            header["rows_run"] = sum(ran)
+        rows = _merge(prev_rows, [c for c in current if c is not None], planned_targets)
+        if any(ran) and prev_meta is not None:
+            # rows kept from an earlier session name that session's commit and date
+            old = prev_meta.get("git") or {}
+            for rec in rows:
+                if "commit" not in rec:
+                    rec["commit"], rec["dirty"] = old.get("commit"), old.get("dirty")
+                    rec.setdefault("date", prev_meta.get("date"))
+        _save(out, header, rows)
+        return {**header, "rows": rows, "ran_now": sum(ran)}
+
     try:
         for i, row in enumerate(campaign.rows, 1):
             s = row.spec
             t0 = time.time()
-            line = f"[{i}/{n}] {s.target} ε={s.epsilon:g} {s.attack} {s.dataset} ({s.trials} trials)"
-            existing = _existing(out, s.key(), s.trials, s.estimator)
+            line = f"[{i}/{n}] {row.label} ({s.trials} trials)"
             error = None
             before = bar.n if bar is not None else 0
+            rec = stored[i - 1]
+            stale = _stale_code(rec) if rec is not None else None
+            if rec is not None and stale is None:
+                # kept exactly as stored; only the config's prose (note, explain) follows the file
+                rec = {**rec, "note": row.note, "explain": row.explain, "block": row.block}
+                current[i - 1] = rec
+                status = f"done before, kept ({rec.get('verdict')} ε_lb {short(num(rec.get('eps_lb')), 3)})"
+                if bar is not None:
+                    bar.update(before + s.trials - bar.n)
+                msg = f"{line}: {status}"
+                (bar.write(msg, file=log) if bar is not None else print(msg, file=log, flush=True))
+                save()
+                continue
+            existing = None if fresh or stale else _existing(out, s.key(), s.trials, s.estimator)
+            if existing is not None and _stale_code({"target": s.target, "attack": s.attack,
+                                                     "canary": existing.canary.get("canary"),
+                                                     "code": getattr(existing, "code", None)}):
+                existing = None
             if existing is not None:
+                # a finished result JSON the campaign file does not hold: its own audit time
                 result = existing
-                status = f"done before, skipped ({result.verdict} ε_lb {short(num(result.eps_lb), 3)})"
+                status = f"result file found, kept ({result.verdict} ε_lb {short(num(result.eps_lb), 3)})"
             else:
                 try:
                     result = run_audit(s, out=out, jobs=jobs, progress=False,
                                        on_chunk=(lambda k: bar.update(k)) if bar is not None else None)
-                    status = f"{result.verdict} ε_lb {short(num(result.eps_lb), 3)}"
+                    status = (f"re-run ({stale}): " if stale else "") + f"{result.verdict} ε_lb {short(num(result.eps_lb), 3)}"
                 except (ValueError, RuntimeError) as err:  # one broken row must not sink the campaign
                     result, error, status = None, f"{type(err).__name__}: {err}", f"ERROR {err}"
+                ran[i - 1] = True
             util = None
             if result is not None and row.utility:
                 try:
@@ -422,42 +546,51 @@ def run(campaign: Campaign, out: str | Path | None = None, *, jobs: int = 1, pro
                 except (ValueError, RuntimeError) as err:
                     status += f" (utility failed: {err})"
             roc = roc_points(result, out / "audit.sqlite") if result is not None else None
-            if roc is None and result is not None:  # rerun without the store: keep what campaign.json had
-                roc = _previous_roc(out, s.key(), s.trials)
-            wall = time.time() - t0
-            records.append(_row_record(row, result, util=util, wall=wall, roc=roc, error=error))
+            if roc is None and result is not None:  # no store: keep what campaign.json had
+                roc = _previous_roc(prev_rows, s.key(), s.trials)
+            wall = time.time() - t0 if existing is None else float(existing.wall_time_s or 0.0)
+            current[i - 1] = _row_record(row, result, util=util, wall=wall, roc=roc, error=error, git=git)
             if bar is not None:
                 bar.update(before + s.trials - bar.n)
             msg = f"{line}: {status}  [row {wall:.1f}s, elapsed {time.time() - t_start:.0f}s]"
             (bar.write(msg, file=log) if bar is not None else print(msg, file=log, flush=True))
-            meta["wall_time_s"] = time.time() - t_start
-            _save(out, meta, records)
+            save()
     except KeyboardInterrupt:
         meta["interrupted"] = True
-        meta["wall_time_s"] = time.time() - t_start
-        _save(out, meta, records)
+        save()
         write_campaign_report(out)
         raise
     finally:
         if bar is not None:
             bar.close()
-    meta["wall_time_s"] = time.time() - t_start
     meta.pop("interrupted", None)
-    _save(out, meta, records)
+    doc = save(final=True)
     write_campaign_report(out)
-    return {**meta, "rows": records}
+    return doc
 
 
-def _previous_roc(out: Path, key: str, trials: int) -> dict[str, list[float]] | None:
-    path = out / "campaign.json"
-    if not path.exists():
-        return None
-    try:
-        for r in json.loads(path.read_text()).get("rows", []):
-            if r.get("key") == key and r.get("trials") == trials and r.get("roc"):
-                return r["roc"]
-    except (OSError, json.JSONDecodeError):
-        return None
+def _merge(prev: list[dict[str, Any]], planned: list[dict[str, Any]], targets: set[str]) -> list[dict[str, Any]]:
+    """The rows campaign.json holds: the planned rows, with the stored rows of targets outside the
+    plan (``--only``) kept where they were (the planned rows of a target take the place of its
+    stored ones)."""
+    if not any(r.get("target") not in targets for r in prev):
+        return planned
+    out: list[dict[str, Any]] = []
+    placed: set[str] = set()
+    for r in prev:
+        t = r.get("target")
+        if t not in targets:
+            out.append(r)
+        elif t not in placed:
+            placed.add(t)
+            out += [p for p in planned if p["target"] == t]
+    return out + [p for p in planned if p["target"] not in placed]
+
+
+def _previous_roc(rows: list[dict[str, Any]], key: str, trials: int) -> dict[str, list[float]] | None:
+    for r in rows:
+        if r.get("key") == key and r.get("trials") == trials and r.get("roc"):
+            return r["roc"]
     return None
 
 

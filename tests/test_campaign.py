@@ -93,6 +93,37 @@ def test_tiny_campaign_end_to_end_resume_and_report_only(tmp_path, monkeypatch):
     again = json.loads((out / "campaign.json").read_text())["rows"]
     assert [r["eps_lb"] for r in again] == [r["eps_lb"] for r in rows]
     assert [r["utility"] for r in again] == [r["utility"] for r in rows]
+    # a rerun only adds: every stored row (timing, ROC points, provenance) and the header stand
+    assert again == rows
+    stored_json, stored_readme = (out / "campaign.json").read_text(), (out / "README.md").read_text()
+    (out / "audit.sqlite").rename(out / "away.sqlite")  # a clean clone has no store: still nothing changes
+    assert cli_main(["campaign", str(config), "--out", str(out), "--no-progress"]) == 0
+    assert (out / "campaign.json").read_text() == stored_json
+    assert (out / "README.md").read_text() == stored_readme
+    # --only keeps the other targets' rows
+    assert cli_main(["campaign", str(config), "--out", str(out), "--no-progress", "--only", "gap"]) == 0
+    assert (out / "campaign.json").read_text() == stored_json
+    (out / "away.sqlite").rename(out / "audit.sqlite")
+
+    # a row whose stored code is not today's runs again (and only that row); --fresh runs every row
+    calls = []
+
+    def fake_audit(spec, **k):
+        calls.append(spec.key())
+        return campaign._existing(out, spec.key(), spec.trials, spec.estimator)
+
+    monkeypatch.setattr(audit.game, "run_audit", fake_audit)
+    doc = json.loads(stored_json)
+    doc["rows"][1]["code"] = {"key": "0000000000000000", "commit": "0" * 40}
+    (out / "campaign.json").write_text(json.dumps(doc, indent=1))
+    assert cli_main(["campaign", str(config), "--out", str(out), "--no-progress"]) == 0
+    assert calls == [rows[1]["key"]]
+    after = json.loads((out / "campaign.json").read_text())
+    assert after["rows"][0] == rows[0] and rows[0]["commit"] == doc["git"]["commit"]  # kept, naming its session
+    assert after["rows_run"] == 1 and after["date"] >= doc["date"]
+    calls.clear()
+    assert cli_main(["campaign", str(config), "--out", str(out), "--no-progress", "--fresh"]) == 0
+    assert len(calls) == len(rows)
 
     # README and plots regenerate from campaign.json alone, without the SQLite store
     (out / "audit.sqlite").unlink()

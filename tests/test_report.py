@@ -1,0 +1,123 @@
+"""Reports: the committed campaign README regenerates byte for byte, clean errors on files that are
+not run results, rows told apart (canary, parameters), violations said once, power readings, and
+the per-run ROC band."""
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from audit import report
+from audit.cli import main as cli_main
+
+REPO = Path(__file__).resolve().parents[1]
+COMMITTED = REPO / "results" / "campaign-default"
+
+
+def test_report_only_reproduces_the_committed_campaign_readmes(tmp_path):
+    folder = tmp_path / "campaign-default"
+    shutil.copytree(COMMITTED, folder, ignore=shutil.ignore_patterns("*.sqlite*"))
+    (folder / "README.md").unlink()
+    report.write_campaign_report(folder, results_readme=tmp_path / "results-README.md")
+    assert (folder / "README.md").read_text() == (COMMITTED / "README.md").read_text()
+    assert (tmp_path / "results-README.md").read_text() == (REPO / "results" / "README.md").read_text()
+    # and the campaign command's --report-only writes the same file
+    (folder / "README.md").unlink()
+    assert cli_main(["campaign", "default", "--out", str(folder), "--report-only"]) == 0
+    assert (folder / "README.md").read_text() == (COMMITTED / "README.md").read_text()
+
+
+def _one_line_error(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err
+    return err
+
+
+def test_report_on_a_campaign_file_or_a_non_json_file_is_a_clean_error(tmp_path, capsys):
+    path = COMMITTED / "campaign.json"
+    assert cli_main(["report", str(path)]) == 2
+    err = _one_line_error(capsys)
+    assert f"{path} is a campaign file" in err and "--report-only" in err
+    text = tmp_path / "notes.txt"
+    text.write_text("hello\n")
+    assert cli_main(["report", str(text)]) == 2
+    assert f"{text} is not a result JSON: Expecting value" in _one_line_error(capsys)
+    other = tmp_path / "list.json"
+    other.write_text("[1, 2]")
+    assert cli_main(["report", str(other)]) == 2
+    assert f"{other} is not a result JSON" in _one_line_error(capsys)
+
+
+def test_compare_skips_files_that_are_not_runs(capsys):
+    files = sorted(str(p) for p in COMMITTED.glob("*.json"))
+    assert cli_main(["compare", *files]) == 0
+    out, err = capsys.readouterr()
+    assert "skipped" in err and "campaign.json is a campaign file" in err and "utility.json" in err
+    assert out.count("\n| ") == len(files) - 2 and "| power |" in out
+    assert cli_main(["compare", str(COMMITTED / "campaign.json")]) == 2
+
+
+def _row(**kw):
+    r = {"target": "gap", "dataset": "csbm", "attack": "mechanism-lrt", "epsilon": 1.0, "bug": None,
+         "params": {}, "canary": "worst-edge", "trials": 2000, "level": "mechanism", "unit": "edge",
+         "claimed_epsilon": 1.0, "claimed_delta": 1e-5, "eps_lb": 1.2, "ci": [1.1, 1.5], "method": "gdp",
+         "tightness": 1.2, "verdict": "VIOLATION", "auc": 0.7, "max_certifiable_eps": 40.0, "utility": None,
+         "note": "paper defaults", "explain": "sensitivity 1 per directed entry", "wall_time_s": 3.0,
+         "roc": {"fpr": [0.0, 0.5, 1.0], "tpr": [0.0, 0.8, 1.0]}}
+    r.update(kw)
+    return r
+
+
+def test_rows_are_told_apart_and_a_violation_paragraph_is_said_once():
+    rows = [_row(), _row(epsilon=2.0, claimed_epsilon=2.0, eps_lb=2.5),
+            _row(canary="worst-directed-edge", verdict="CONSISTENT", eps_lb=0.5),
+            _row(params={"edge_unit": "undirected"}, verdict="CONSISTENT", eps_lb=0.6)]
+    text = report.campaign_markdown({"name": "x", "rows": rows, "git": {"commit": "a" * 40}, "machine": {}}, {})
+    table = [line for line in text.splitlines() if line.startswith("| gap")]
+    assert len(set(table)) == 4
+    assert any("worst-directed-edge" in line for line in table)
+    assert any("`edge_unit=undirected`" in line for line in table)
+    assert text.count("sensitivity 1 per directed entry") == 1 and "(2 rows)" in text
+    notes = text[text.index("## Notes"):].splitlines()[2]
+    assert "gap/mechanism-lrt/csbm/worst-directed-edge" in notes and "(edge_unit=undirected)" in notes
+    assert "| commit |" not in text  # one commit: the header names it
+
+
+def test_rows_from_different_commits_name_their_commit():
+    rows = [_row(commit="a" * 40), _row(epsilon=2.0, claimed_epsilon=2.0, commit="b" * 40)]
+    text = report.campaign_markdown({"name": "x", "rows": rows, "git": {"commit": "b" * 40}, "machine": {},
+                                     "rows_run": 1}, {})
+    assert "| commit |" in text and "`aaaaaaa` |" in text and "`bbbbbbb` |" in text
+    assert "rows by commit" in text and "1 rows run in that session" in text
+
+
+def test_power_of_campaign_rows():
+    assert report.record_power(_row())["reading"] == "conclusive"
+    low = _row(verdict="CONSISTENT", eps_lb=0.0, max_certifiable_eps=0.5, claimed_epsilon=1.0)
+    assert report.record_power(low)["reading"] == "budget-limited"
+    flat = _row(verdict="CONSISTENT", eps_lb=0.0, auc=0.501)
+    assert report.record_power(flat)["reading"] == "no signal"
+    stored = _row(power={"reading": "no signal", "sentence": "s", "auc_interval": [0.4, 0.6]})
+    assert report.record_power(stored)["reading"] == "no signal"
+    # the interval from the AUC and counts is power.auc_interval's
+    from audit.power import auc_interval
+
+    rng = np.random.default_rng(0)
+    out, inn = rng.normal(size=500), rng.normal(0.3, size=500)
+    a, lo, hi = auc_interval(out, inn)
+    assert report.auc_interval_from(a, 500, 500) == pytest.approx((lo, hi))
+
+
+def test_roc_band_surrounds_the_empirical_roc():
+    rng = np.random.default_rng(1)
+    out, inn = rng.normal(size=400), rng.normal(1.0, size=400)
+    x, y = report.roc_band(out, inn, 0.95)
+    assert x.size == y.size and np.all((0 < x) & (x <= 1)) and np.all((0 <= y) & (y <= 1))
+    from matplotlib.path import Path as Polygon
+
+    fpr, tpr = report.estimators.roc(out, inn)
+    inside = Polygon(np.column_stack([np.log10(x), y])).contains_points(
+        np.column_stack([np.log10(np.clip(fpr, 1e-4, 1)), tpr]), radius=1e-9)
+    mid = (fpr > 0.01) & (fpr < 0.99)
+    assert inside[mid].mean() > 0.95
