@@ -121,3 +121,61 @@ def test_roc_band_surrounds_the_empirical_roc():
         np.column_stack([np.log10(np.clip(fpr, 1e-4, 1)), tpr]), radius=1e-9)
     mid = (fpr > 0.01) & (fpr < 0.99)
     assert inside[mid].mean() > 0.95
+
+
+def test_per_run_report_has_power_and_a_roc_band(tmp_path, capsys):
+    from audit.game import AuditSpec, run_audit
+
+    result = run_audit(AuditSpec(target="gaussian", epsilon=1.0, dataset="csbm", attack="mechanism-lrt",
+                                 trials=40), out=tmp_path, progress=False)
+    path = tmp_path / f"{result.run_id}.json"
+    assert path.exists()
+    assert cli_main(["report", str(path), "--out", str(tmp_path / "rep")]) == 0
+    out = capsys.readouterr().out
+    assert "power" in out and any(r in out for r in ("conclusive", "budget-limited", "no signal"))
+    assert (tmp_path / "rep" / f"{result.run_id}.png").stat().st_size > 1000
+    # a result without its store still reads its power (from the AUC and trial count)
+    gone = result.replace(store=str(tmp_path / "missing.sqlite"), power=None)
+    assert "power" in report.table(gone)
+
+
+def test_kept_rows_of_an_earlier_session_name_its_commit(tmp_path, monkeypatch):
+    """A legacy campaign.json (rows without their own commit): when one row runs again, the kept
+    rows take the old header's commit and date, and the README names both commits."""
+    from audit import campaign
+    import audit.game
+
+    toml = tmp_path / "c.toml"
+    toml.write_text('[campaign]\nname = "t"\ndatasets = ["csbm"]\nepsilons = [1, 4]\n'
+                    '[[audit]]\ntarget = "gaussian"\nattacks = ["mechanism-lrt"]\ntrials = 16\n')
+    out = tmp_path / "out"
+    plan = campaign.load(toml)
+    monkeypatch.setattr(audit.game, "run_audit", lambda *a, **k: (_ for _ in ()).throw(AssertionError("ran")))
+    rows = []
+    for row in plan.rows:
+        rec = _row(target="gaussian", epsilon=row.spec.epsilon, claimed_epsilon=row.spec.epsilon, trials=16,
+                   key=row.spec.key(), params={}, verdict="CONSISTENT", explain="", note="", block=0)
+        rows.append(rec)
+    out.mkdir()
+    legacy = {"name": "t", "git": {"commit": "c" * 40, "dirty": False}, "date": "2026-01-01T00:00:00+00:00",
+              "machine": {}, "wall_time_s": 99.0, "jobs": 2, "rows_planned": 2, "rows": rows}
+    (out / "campaign.json").write_text(json.dumps(legacy, indent=1))
+    before = (out / "campaign.json").read_text()
+    campaign.run(plan, out, progress=False)
+    assert (out / "campaign.json").read_text() == before  # nothing ran: not a byte changes
+    readme = (out / "README.md").read_text()
+    assert "wall time 99 s" in readme and "2026-01-01" in readme and "c" * 40 in readme
+
+    def fake(spec, **k):
+        raise RuntimeError("pretend failure")  # the row really runs (and fails): an ERROR row
+
+    monkeypatch.setattr(audit.game, "run_audit", fake)
+    doc = json.loads(before)
+    doc["rows"][1]["code"] = {"key": "0" * 16}
+    (out / "campaign.json").write_text(json.dumps(doc, indent=1))
+    campaign.run(plan, out, progress=False)
+    after = json.loads((out / "campaign.json").read_text())
+    assert after["rows"][0]["commit"] == "c" * 40 and after["rows"][0]["date"] == "2026-01-01T00:00:00+00:00"
+    assert after["rows"][1]["verdict"] == "ERROR" and after["rows"][1]["commit"] != "c" * 40
+    assert after["rows_run"] == 1 and after["date"] != legacy["date"]
+    assert "| commit |" in (out / "README.md").read_text()
