@@ -283,11 +283,31 @@ def _existing(out: Path, key: str, trials: int, estimator: str) -> Result | None
             r = json.loads(p.read_text())
         except (OSError, json.JSONDecodeError):
             continue
-        if not isinstance(r, dict) or r.get("key") != key or r.get("trials") != trials:
+        if not isinstance(r, dict) or r.get("trials") != trials:
+            continue
+        code_key = (r.get("code") or {}).get("key") if isinstance(r.get("code"), dict) else None
+        # the game keys a run by its options and, once it records one, its code (game.run_key)
+        if r.get("key") != key and (not code_key or r.get("key") != _run_key(key, code_key)):
             continue
         if estimator == "auto" or r.get("method") == estimator:
             return Result.from_dict(r)
     return None
+
+
+def _run_key(spec_key: str, code_key: str) -> str:
+    """:func:`audit.game.run_key` from the two keys (the store key of a run's trials)."""
+    return hashlib.sha256(f"{spec_key}:{code_key}".encode()).hexdigest()[:16]
+
+
+def _run_audit_kwargs(run_audit: Any, fresh: bool) -> dict[str, Any]:
+    """``fresh=True`` for the game where it takes it (forget stored trials: play them again)."""
+    import inspect
+
+    try:
+        takes = "fresh" in inspect.signature(run_audit).parameters
+    except (TypeError, ValueError):
+        takes = False
+    return {"fresh": True} if fresh and takes else {}
 
 
 def _utility_key(spec: Any) -> str:
@@ -538,7 +558,8 @@ def run(campaign: Campaign, out: str | Path | None = None, *, jobs: int = 1, pro
             else:
                 try:
                     result = run_audit(s, out=out, jobs=jobs, progress=False,
-                                       on_chunk=(lambda k: bar.update(k)) if bar is not None else None)
+                                       on_chunk=(lambda k: bar.update(k)) if bar is not None else None,
+                                       **_run_audit_kwargs(run_audit, fresh))
                     status = (f"re-run ({stale}): " if stale else "") + f"{result.verdict} ε_lb {short(num(result.eps_lb), 3)}"
                 except (ValueError, RuntimeError) as err:  # one broken row must not sink the campaign
                     result, error, status = None, f"{type(err).__name__}: {err}", f"ERROR {err}"

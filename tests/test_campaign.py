@@ -192,3 +192,22 @@ def test_config_by_name_and_shipped_campaigns_validate():
     targets = {r.spec.target for r in full.rows}
     assert {"caribou", "gap", "dpdgc", "heterpoisson", "gcon"} <= targets
     assert {r.spec.dataset for r in quick.rows} == {"csbm"}
+
+
+def test_code_key_is_the_one_the_game_computes():
+    """The campaign checks a stored row's code key against code_identity of the classes the game
+    passes (type of the built target, attack and canary)."""
+    from attacks import base as attacks_registry
+    from audit.provenance import code_identity
+    from canaries import base as canaries
+    from targets import base as targets
+
+    target = targets.build("gap", epsilon=1.0, bug=None)
+    game = code_identity(type(target), type(attacks_registry.make("mechanism-lrt")),
+                         type(canaries.make("worst-directed-edge")))["key"]
+    assert campaign._current_code_key("gap", "mechanism-lrt", "worst-directed-edge") == game
+    rec = {"target": "gap", "attack": "mechanism-lrt", "canary": "worst-directed-edge", "code": {"key": game}}
+    assert campaign._stale_code(rec) is None
+    assert "code" in campaign._stale_code({**rec, "code": {"key": "0" * 16}})
+    assert campaign._stale_code({**rec, "code": None}) is None  # a row without a code key: options decide
+    assert campaign._run_key("a" * 16, "b" * 16) == campaign._run_key("a" * 16, "b" * 16) != "a" * 16
