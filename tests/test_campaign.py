@@ -29,7 +29,7 @@ target = "gaussian"
 bug = "no-noise"
 attacks = ["mechanism-lrt"]
 epsilons = [1]
-trials = 16
+trials = 40
 explain = "planted bug: no noise at all"
 
 [[audit]]
@@ -77,7 +77,7 @@ def test_tiny_campaign_end_to_end_resume_and_report_only(tmp_path, monkeypatch):
     for name in ("eps-gaussian.png", "roc-gaussian.png", "eps-gap.png", "roc-gap.png"):
         assert (out / name).stat().st_size > 1000 and f"({name})" in readme
     counts = _trial_counts(out)
-    assert sorted(counts.values()) == [16, 16, 16, 40, 40]
+    assert sorted(counts.values()) == [16, 16, 40, 40, 40]
 
     # a rerun plays no trial and runs no audit: every row is found finished in the folder
     import audit.game
