@@ -279,13 +279,23 @@ def cmd_report(args: argparse.Namespace) -> int:
     folder = Path(args.out) if args.out else Path(result.store).parent
     folder.mkdir(parents=True, exist_ok=True)
     run_id = result.run_id or "run"
-    try:
-        scores = report.scores_of(result)
-    except Exception as err:  # noqa: BLE001 - the store is what the plot needs; say which is missing
-        raise UserError(f"{args.run}: cannot read its trials from the store {result.store} ({err}); "
-                        "give --out and a result whose store exists") from None
-    image = report.plot(result, folder / f"{run_id}.png")
+    scores = None
+    if result.store and Path(result.store).exists():
+        try:
+            scores = report.scores_of(result)
+        except Exception as err:  # noqa: BLE001 - an unreadable store: the table still stands
+            print(f"note: cannot read its trials from {result.store} ({err})", file=sys.stderr)
+    if scores is not None and not (scores[0].size and scores[1].size):
+        scores = None
     md = folder / f"{run_id}.md"
+    if scores is None:  # a result without its store (a clean clone): the table, no plot
+        print(f"note: no plot: the store {result.store} holds no trials of this run (its scores are not "
+              "kept in the result JSON)", file=sys.stderr)
+        md.write_text(report.markdown(result))
+        print(report.table(result))
+        print(f"\nreport: {md}")
+        return 0
+    image = report.plot(result, folder / f"{run_id}.png")
     md.write_text(report.markdown(result, image.name))
     print(report.table(result, scores))
     print(f"\nreport: {md}\nplot:   {image}")

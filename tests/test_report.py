@@ -179,3 +179,14 @@ def test_kept_rows_of_an_earlier_session_name_its_commit(tmp_path, monkeypatch):
     assert after["rows"][1]["verdict"] == "ERROR" and after["rows"][1]["commit"] != "c" * 40
     assert after["rows_run"] == 1 and after["date"] != legacy["date"]
     assert "| commit |" in (out / "README.md").read_text()
+
+
+def test_report_without_the_store_prints_the_table_and_creates_nothing(tmp_path, capsys):
+    doc = json.loads(next(COMMITTED.glob("gap-*.json")).read_text())
+    doc["store"] = str(tmp_path / "gone" / "audit.sqlite")
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(doc))
+    assert cli_main(["report", str(path), "--out", str(tmp_path / "rep")]) == 0
+    out, err = capsys.readouterr()
+    assert "no plot" in err and "power" in out and "verdict" in out
+    assert not (tmp_path / "gone").exists() and not list((tmp_path / "rep").glob("*.png"))
