@@ -507,7 +507,7 @@ def run(campaign: Campaign, out: str | Path | None = None, *, jobs: int = 1, pro
     t_start = time.time()
     n = len(campaign.rows)
 
-    def save(final: bool = False) -> dict[str, Any]:
+    def save() -> dict[str, Any]:
         header = dict(meta)
         if not any(ran) and prev_meta is not None:
             header = {**prev_meta, "rows_planned": meta["rows_planned"]}  # nothing ran: the header stands
@@ -589,7 +589,7 @@ def run(campaign: Campaign, out: str | Path | None = None, *, jobs: int = 1, pro
         if bar is not None:
             bar.close()
     meta.pop("interrupted", None)
-    doc = save(final=True)
+    doc = save()
     write_campaign_report(out)
     return doc
 

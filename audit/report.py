@@ -406,7 +406,8 @@ def plot_roc(rows: list[dict[str, Any]], target: str, wanted: float | None, path
     mine = [r for r in mine if num(r["epsilon"]) == eps]
     if not mine:
         return None
-    fig, ax = plt.subplots(figsize=(5.6, 4.6))
+    # the legend (one entry a curve, each naming canary and parameters) sits below the panel
+    fig, ax = plt.subplots(figsize=(6.4, 4.6 + 0.16 * (len(mine) + 1)))
     grid = np.logspace(-4, 0, 300)
     claimed = num(mine[0]["claimed_epsilon"])
     delta = float(mine[0]["claimed_delta"])
@@ -421,9 +422,9 @@ def plot_roc(rows: list[dict[str, Any]], target: str, wanted: float | None, path
                       f"{' / ' + tags if tags else ''} (AUC {short(r.get('auc'), 3)}, {r['trials']} trials)")
     roc_axes(ax, grid)
     ax.set_title(f"{target} at target ε = {eps:g}")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.0, -0.14), frameon=False)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)
     return path
 
