@@ -310,15 +310,30 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     try:
         result = report.load_result(args.run)
-    except FileNotFoundError as err:
+    except (FileNotFoundError, report.NotAResult) as err:
         raise UserError(str(err)) from None
     folder = Path(args.out) if args.out else Path(result.store).parent
     folder.mkdir(parents=True, exist_ok=True)
     run_id = result.run_id or "run"
-    image = report.plot(result, folder / f"{run_id}.png")
+    scores = None
+    if result.store and Path(result.store).exists():
+        try:
+            scores = report.scores_of(result)
+        except Exception as err:  # noqa: BLE001 - an unreadable store: the table still stands
+            print(f"note: cannot read its trials from {result.store} ({err})", file=sys.stderr)
+    if scores is not None and not (scores[0].size and scores[1].size):
+        scores = None
     md = folder / f"{run_id}.md"
+    if scores is None:  # a result without its store (a clean clone): the table, no plot
+        print(f"note: no plot: the store {result.store} holds no trials of this run (its scores are not "
+              "kept in the result JSON)", file=sys.stderr)
+        md.write_text(report.markdown(result))
+        print(report.table(result))
+        print(f"\nreport: {md}")
+        return 0
+    image = report.plot(result, folder / f"{run_id}.png")
     md.write_text(report.markdown(result, image.name))
-    print(report.table(result))
+    print(report.table(result, scores))
     print(f"\nreport: {md}\nplot:   {image}")
     return 0
 
@@ -326,10 +341,16 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from audit import report
 
-    try:
-        results = [report.load_result(r) for r in args.runs]
-    except FileNotFoundError as err:
-        raise UserError(str(err)) from None
+    results = []
+    for r in args.runs:
+        try:
+            results.append(report.load_result(r))
+        except report.NotAResult as err:  # campaign.json, utility.json, ...: not a run
+            print(f"note: skipped {err}", file=sys.stderr)
+        except FileNotFoundError as err:
+            raise UserError(str(err)) from None
+    if not results:
+        raise UserError("no result JSON among the files given")
     print(report.compare(results))
     return 0
 
@@ -407,6 +428,8 @@ def _add_campaign_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=int, default=1, help="parallel trial workers")
     p.add_argument("--only", default=None, metavar="TARGET", help="only this target's rows")
     p.add_argument("--report-only", action="store_true", help="regenerate README.md and plots from campaign.json")
+    p.add_argument("--fresh", action="store_true",
+                   help="run every row again (default: keep rows campaign.json holds with the same options and code)")
     p.add_argument("--dry-run", action="store_true", help="list the rows and their trial budgets, run nothing")
     p.add_argument("--no-progress", action="store_true")
     return p
@@ -433,15 +456,17 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     torch.set_num_threads(1)
     command = "python -m audit campaign " + " ".join(_argv_of(args))
     try:
-        doc = campaign.run(plan, out, jobs=args.jobs, progress=not args.no_progress, command=command)
+        doc = campaign.run(plan, out, jobs=args.jobs, progress=not args.no_progress, command=command,
+                           fresh=args.fresh)
     except KeyboardInterrupt:
         print(f"\ninterrupted: finished rows are in {out / 'campaign.json'} and finished trials in the store; "
               "rerun the same command to resume", file=sys.stderr)
         return 130
     n_v = sum(r.get("verdict") == "VIOLATION" and math.isfinite(num(r.get("claimed_epsilon"))) for r in doc["rows"])
     n_e = sum(r.get("verdict") == "ERROR" for r in doc["rows"])
-    print(f"{len(doc['rows'])} rows, {n_v} violation(s), {n_e} error(s), {doc['wall_time_s']:.0f} s; "
-          f"report: {out / 'README.md'}")
+    ran = doc.get("ran_now", 0)
+    session = f"{ran} run now, {len(doc['rows']) - ran} kept" if ran else "all kept from campaign.json, nothing run"
+    print(f"{len(doc['rows'])} rows ({session}), {n_v} violation(s), {n_e} error(s); report: {out / 'README.md'}")
     return 0
 
 
@@ -453,6 +478,8 @@ def _argv_of(args: argparse.Namespace) -> list[str]:
         out += ["--out", str(args.out)]
     if args.jobs != 1:
         out += ["--jobs", str(args.jobs)]
+    if getattr(args, "fresh", False):
+        out.append("--fresh")
     if args.only:
         out += ["--only", args.only]
     return out

@@ -42,8 +42,82 @@ def roc_axes(ax: Any, grid: np.ndarray) -> None:
     ax.set_ylabel("true positive rate")
 
 
-def table(result: Result) -> str:
-    """A human-readable summary of one result."""
+def auc_interval_from(auc: float, n0: int, n1: int, confidence: float = 0.95) -> tuple[float, float]:
+    """The Hanley–McNeil interval of :func:`audit.power.auc_interval` from the AUC and the two
+    worlds' trial counts alone (what a campaign row keeps: no scores)."""
+    from scipy.stats import norm
+
+    a = float(auc)
+    if n0 <= 0 or n1 <= 0 or not math.isfinite(a):
+        return 0.0, 1.0
+    q1, q2 = a / (2 - a), 2 * a * a / (1 + a)
+    var = (a * (1 - a) + (n1 - 1) * (q1 - a * a) + (n0 - 1) * (q2 - a * a)) / (n0 * n1)
+    se = math.sqrt(max(var, 1.0 / (4 * n0 * n1)))
+    z = float(norm.ppf(0.5 + confidence / 2))
+    return max(0.0, a - z * se), min(1.0, a + z * se)
+
+
+def _power_reading(verdict: str, claimed: float, certifiable: float, lo: float | None, hi: float | None
+                   ) -> dict[str, Any]:
+    """:func:`audit.power.power`'s reading from an AUC interval already computed (None: unknown)."""
+    interval = [lo, hi] if lo is not None else None
+    if verdict == "VIOLATION":
+        return {"reading": "conclusive", "sentence": "the bound exceeds the claim", "auc_interval": interval}
+    if math.isfinite(claimed) and math.isfinite(certifiable) and certifiable < claimed:
+        return {"reading": "budget-limited",
+                "sentence": f"this run could not have found a violation: max certifiable ε {certifiable:.3g} "
+                            f"< claimed {claimed:.3g} (add trials)", "auc_interval": interval}
+    if lo is None or hi is None:
+        return {"reading": "conclusive", "sentence": "the budget can certify the claim (AUC interval unknown)",
+                "auc_interval": None}
+    if lo <= 0.5 <= hi:
+        return {"reading": "no signal",
+                "sentence": f"the attack found nothing: its AUC interval [{lo:.3f}, {hi:.3f}] contains 0.5",
+                "auc_interval": interval}
+    return {"reading": "conclusive", "sentence": "the budget can certify the claim and the attack separates the worlds",
+            "auc_interval": interval}
+
+
+def record_power(r: dict[str, Any], confidence: float = 0.95) -> dict[str, Any] | None:
+    """How much a campaign row's verdict knows: its stored ``power``, else computed from the row
+    (verdict, claimed ε, max certifiable ε, and the AUC interval from the AUC and trials/2 a world)."""
+    if r.get("power"):
+        return r["power"]
+    if r.get("verdict") not in ("VIOLATION", "CONSISTENT"):
+        return None
+    lo = hi = None
+    if r.get("auc") is not None and r.get("trials"):
+        n = int(r["trials"])
+        lo, hi = auc_interval_from(r["auc"], n // 2, n - n // 2, confidence)
+    return _power_reading(r["verdict"], num(r.get("claimed_epsilon")), num(r.get("max_certifiable_eps")), lo, hi)
+
+
+def result_power(result: Result, scores: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, Any] | None:
+    """A result's ``power`` field, else :func:`audit.power.power` from its scores (given, or read
+    from its store when that exists), else the reading from its AUC and trial count."""
+    if getattr(result, "power", None):
+        return result.power
+    if result.verdict not in ("VIOLATION", "CONSISTENT"):
+        return None
+    if scores is None and result.store and Path(result.store).exists():
+        try:
+            scores = scores_of(result)
+        except Exception:  # noqa: BLE001 - a store without this run: fall back to the AUC
+            scores = None
+    if scores is not None and scores[0].size and scores[1].size:
+        from audit.power import power
+
+        return power(verdict=result.verdict, claimed_epsilon=num(result.claimed_epsilon),
+                     max_certifiable_eps=num(result.max_certifiable_eps), scores_out=scores[0],
+                     scores_in=scores[1], confidence=result.confidence).to_dict()
+    return record_power({"verdict": result.verdict, "claimed_epsilon": result.claimed_epsilon,
+                         "max_certifiable_eps": result.max_certifiable_eps, "auc": result.auc,
+                         "trials": result.trials}, result.confidence)
+
+
+def table(result: Result, scores: tuple[np.ndarray, np.ndarray] | None = None) -> str:
+    """A human-readable summary of one result (with its power reading: from the result, else from
+    ``scores`` or its store, else from its AUC)."""
     ci = result.ci or [None, None]
     canary = result.canary
     rows = [
@@ -64,12 +138,23 @@ def table(result: Result) -> str:
         ("TPR @ FPR 1%", _fmt(result.tpr_at_fpr.get("0.01"))),
         ("verdict", result.verdict),
     ]
+    pw = result_power(result, scores)
+    if pw:
+        rows.append(("power", f"{pw.get('reading')}: {pw.get('sentence')}"))
     if result.assumption:
         rows.insert(8, ("assumes", result.assumption))
     if result.mu_lb is not None:
         rows.insert(7, ("μ lower bound", _fmt(result.mu_lb)))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+
+
+class NotAResult(ValueError):
+    """A file given as a run that holds no run record."""
+
+
+class CampaignFile(NotAResult):
+    """A campaign's ``campaign.json`` given where a run's result JSON is wanted."""
 
 
 def load_result(run: str | Path) -> Result:
@@ -81,7 +166,19 @@ def load_result(run: str | Path) -> Result:
             path = candidate
         else:
             raise FileNotFoundError(f"no result {run!r} (give a result JSON path or a run id in results/)")
-    return Result.from_dict(json.loads(path.read_text()))
+    try:
+        doc = json.loads(path.read_text())
+    except UnicodeDecodeError as err:
+        raise NotAResult(f"{path} is not a result JSON: not text ({err.reason})") from None
+    except json.JSONDecodeError as err:
+        raise NotAResult(f"{path} is not a result JSON: {err}") from None
+    if isinstance(doc, dict) and isinstance(doc.get("rows"), list) and "target" not in doc:
+        raise CampaignFile(f"{path} is a campaign file; use `python -m audit campaign "
+                           f"{doc.get('config', 'CONFIG')} --out {path.parent} --report-only`")
+    if not isinstance(doc, dict) or not {"target", "key", "trials", "verdict"} <= set(doc):
+        what = "a JSON " + type(doc).__name__ if not isinstance(doc, dict) else "no run record (no target/key/verdict)"
+        raise NotAResult(f"{path} is not a result JSON: {what}")
+    return Result.from_dict(doc)
 
 
 def scores_of(result: Result, store_path: str | Path | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -122,7 +219,11 @@ def plot(result: Result, path: str | Path) -> Path:
     mu = result.claim.get("gdp_mu")
     if mu:
         ax2.plot(grid, norm.cdf(norm.ppf(grid) + mu), "k:", label=f"μ={mu:.3g} GDP curve")
-    ax2.plot(fpr, tpr, "C3", label=f"attack (AUC {result.auc:.3f})")
+    band = roc_band(out_s, in_s, result.confidence)
+    if band is not None:
+        ax2.fill(band[0], band[1], color="C3", alpha=0.18, lw=0,
+                 label=f"{result.confidence:.0%} Clopper–Pearson band (TPR × FPR)")
+    ax2.plot(fpr, tpr, "C3", label=f"attack (AUC {_fmt(result.auc)})")
     roc_axes(ax2, grid)
     ax2.set_title(f"ε_lb = {_fmt(result.eps_lb)} ({result.method}), {result.verdict}")
     ax2.legend(loc="lower right", fontsize=8)
@@ -131,6 +232,41 @@ def plot(result: Result, path: str | Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def roc_band(scores_out: np.ndarray, scores_in: np.ndarray, confidence: float = 0.95, points: int = 200,
+             floor: float = 1e-4) -> tuple[np.ndarray, np.ndarray] | None:
+    """A polygon (x, y) around the empirical ROC: at each threshold of a grid (score quantiles),
+    the two-sided Clopper–Pearson intervals of FPR (world 0) and TPR (world 1) at ``confidence``;
+    the band's upper edge joins (FPR low, TPR high), its lower edge (FPR high, TPR low). FPR is
+    floored at ``floor`` for the log axis."""
+    from scipy.stats import beta
+
+    out = np.asarray(scores_out, dtype=float)
+    inn = np.asarray(scores_in, dtype=float)
+    n0, n1 = out.size, inn.size
+    if not n0 or not n1:
+        return None
+    both = np.concatenate([out, inn])
+    thr = np.unique(np.quantile(both, np.linspace(0, 1, points)))
+    thr = np.concatenate([[-np.inf], thr, [np.inf]])
+    fp = (out[None, :] >= thr[:, None]).sum(1)
+    tp = (inn[None, :] >= thr[:, None]).sum(1)
+    a = (1 - confidence) / 2
+
+    def cp(k: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+        lo = np.where(k > 0, beta.ppf(a, np.maximum(k, 1), n - k + 1), 0.0)
+        hi = np.where(k < n, beta.ppf(1 - a, k + 1, np.maximum(n - k, 1)), 1.0)
+        return np.nan_to_num(lo), np.nan_to_num(hi, nan=1.0)
+
+    f_lo, f_hi = cp(fp, n0)
+    t_lo, t_hi = cp(tp, n1)
+    upper_x, upper_y = np.maximum(f_lo, floor), t_hi
+    lower_x, lower_y = np.maximum(f_hi, floor), t_lo
+    iu, il = np.argsort(upper_x, kind="stable"), np.argsort(lower_x, kind="stable")
+    x = np.concatenate([upper_x[iu], lower_x[il][::-1]])
+    y = np.concatenate([np.maximum.accumulate(upper_y[iu]), np.minimum.accumulate(lower_y[il][::-1])])
+    return x, y
 
 
 def markdown(result: Result, image: str | None = None) -> str:
@@ -142,13 +278,14 @@ def markdown(result: Result, image: str | None = None) -> str:
 
 
 def compare(results: list[Result]) -> str:
-    head = "| run | target | bug | dataset | attack | trials | claimed ε | ε_lb | CI | method | verdict |"
-    lines = [head, "|" + "---|" * 11]
+    head = "| run | target | bug | dataset | attack | trials | claimed ε | ε_lb | CI | method | verdict | power |"
+    lines = [head, "|" + "---|" * 12]
     for r in results:
         ci = r.ci or [None, None]
         lines.append(f"| {r.run_id or ''} | {r.target} | {r.config.get('bug') or '-'} | {r.dataset} | "
                      f"{r.attack} | {r.trials} | {_fmt(r.claimed_epsilon)} | {_fmt(r.eps_lb)} | "
-                     f"[{_fmt(ci[0])}, {_fmt(ci[1])}] | {r.method} | {r.verdict} |")
+                     f"[{_fmt(ci[0])}, {_fmt(ci[1])}] | {r.method} | {r.verdict} | "
+                     f"{(result_power(r) or {}).get('reading', '-')} |")
     return "\n".join(lines)
 
 
@@ -269,27 +406,49 @@ def plot_roc(rows: list[dict[str, Any]], target: str, wanted: float | None, path
     mine = [r for r in mine if num(r["epsilon"]) == eps]
     if not mine:
         return None
-    fig, ax = plt.subplots(figsize=(5.6, 4.6))
+    # the legend (one entry a curve, each naming canary and parameters) sits below the panel
+    fig, ax = plt.subplots(figsize=(6.4, 4.6 + 0.16 * (len(mine) + 1)))
     grid = np.logspace(-4, 0, 300)
     claimed = num(mine[0]["claimed_epsilon"])
     delta = float(mine[0]["claimed_delta"])
     if math.isfinite(claimed):
         bound = claim_tpr_limit(grid, claimed, delta)
         ax.plot(grid, bound, "k--", lw=1, label=f"claim limit (ε={claimed:.3g}, δ={delta:.1g})")
-    for k, r in enumerate(sorted(mine, key=lambda r: (r["attack"], r["dataset"]))):
+    for k, r in enumerate(sorted(mine, key=lambda r: (r["attack"], r["dataset"], r.get("bug") or "",
+                                                      r.get("canary") or "", params_text(r)))):
+        tags = ", ".join(t for t in (r.get("canary"), params_text(r)) if t)
         ax.plot(r["roc"]["fpr"], r["roc"]["tpr"], color=f"C{k % 10}",
-                label=f"{r['attack']} / {r['dataset']}{' [bug ' + r['bug'] + ']' if r.get('bug') else ''} (AUC {r['auc']:.3f}, {r['trials']} trials)")
+                label=f"{r['attack']} / {r['dataset']}{' [bug ' + r['bug'] + ']' if r.get('bug') else ''}"
+                      f"{' / ' + tags if tags else ''} (AUC {short(r.get('auc'), 3)}, {r['trials']} trials)")
     roc_axes(ax, grid)
     ax.set_title(f"{target} at target ε = {eps:g}")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.0, -0.14), frameon=False)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)
     return path
 
 
+def params_text(r: dict[str, Any]) -> str:
+    """The parameters a row's campaign block sets (its non-default ones), ``k=v k=v``."""
+    return " ".join(f"{k}={v}" for k, v in sorted((r.get("params") or {}).items()))
+
+
 def _who(r: dict[str, Any]) -> str:
     return r["target"] + (f" [bug {r['bug']}]" if r.get("bug") else "")
+
+
+def _who_full(r: dict[str, Any]) -> str:
+    """The target cell: target, bug and the parameters the block sets."""
+    p = params_text(r)
+    return _who(r) + (f" `{p}`" if p else "")
+
+
+def row_tag(r: dict[str, Any]) -> str:
+    """One row, told apart from its neighbours: target/attack/dataset/canary (parameters)."""
+    p = params_text(r)
+    return (f"{_who(r)}/{r['attack']}/{r['dataset']}" + (f"/{r['canary']}" if r.get("canary") else "")
+            + (f" ({p})" if p else ""))
 
 
 def _verdict_cell(r: dict[str, Any]) -> str:
@@ -300,26 +459,42 @@ def _verdict_cell(r: dict[str, Any]) -> str:
     return f"**{r['verdict']}**" if r["verdict"] == "VIOLATION" else r["verdict"]
 
 
+def _commit_of(r: dict[str, Any], doc: dict[str, Any]) -> str | None:
+    """The commit a row's trials were played at: the row's own, else the campaign header's."""
+    return r.get("commit") or (doc.get("git") or {}).get("commit")
+
+
 def campaign_markdown(doc: dict[str, Any], images: dict[str, list[str]], discussion: str | None = None,
              folder: str = "") -> str:
     """The README. `discussion`: hand-written findings (the folder's ``discussion.md``), placed
-    before the table; `folder`: a prefix for image paths (the copy in ``results/README.md``)."""
+    before the table; `folder`: a prefix for image paths (the copy in ``results/README.md``).
+    A function of its arguments alone (no clock, no git): ``--report-only`` reproduces it."""
     rows = doc.get("rows", [])
     git = doc.get("git", {})
     m = doc.get("machine", {})
+    conf = doc.get("confidence", 0.95)
     dirty = {True: " (working tree dirty: uncommitted changes)", False: " (clean)", None: ""}[git.get("dirty")]
+    commits: dict[str, int] = {}
+    for r in rows:
+        c = _commit_of(r, doc) or "unknown"
+        commits[c] = commits.get(c, 0) + 1
+    many = len(commits) > 1
     lines = [f"# Audit campaign `{doc['name']}`" + (" (quick)" if doc.get("quick") else ""), ""]
     if doc.get("description"):
         lines += [doc["description"], ""]
     lines += [
         f"* command: `{doc.get('command', '')}`",
-        f"* commit: `{git.get('commit') or 'unknown'}`{dirty}",
-        f"* date: {doc.get('date', '')}; wall time {short(doc.get('wall_time_s'), 0)} s with --jobs {doc.get('jobs')}",
+        f"* commit: `{git.get('commit') or 'unknown'}`{dirty}"
+        + (" (the last session that ran rows); rows by commit: "
+           + ", ".join(f"`{c[:10]}` × {k}" for c, k in commits.items()) + " (column *commit*)" if many else ""),
+        f"* date: {doc.get('date', '')}; wall time {short(doc.get('wall_time_s'), 0)} s with --jobs {doc.get('jobs')}"
+        + (f" ({doc['rows_run']} rows run in that session, the others kept from earlier ones)"
+           if doc.get("rows_run") is not None and doc["rows_run"] < len(rows) else ""),
         f"* machine: {m.get('host', '?')}, {m.get('system', '')} {m.get('machine', '')}, {m.get('cpus', '?')} CPUs, "
         f"python {m.get('python', '?')}, torch {m.get('torch', '?')}",
         f"* config: `{doc.get('config', '')}`; {len(rows)} of {doc.get('rows_planned', len(rows))} rows finished"
         + ("; **interrupted** — rerun the command to resume" if doc.get("interrupted") else ""),
-        f"* confidence {doc.get('confidence', 0.95):.0%}; VIOLATION = the ε lower bound exceeds the claimed ε.",
+        f"* confidence {conf:.0%}; VIOLATION = the ε lower bound exceeds the claimed ε.",
         "* regenerate this file without rerunning: `python -m audit campaign "
         f"{doc.get('config', 'CONFIG')}{' --quick' if doc.get('quick') else ''}"
         f"{' --out ' + doc['out'] if doc.get('out') else ''} --report-only`",
@@ -327,47 +502,69 @@ def campaign_markdown(doc: dict[str, Any], images: dict[str, list[str]], discuss
         "",
         *([discussion.strip(), ""] if discussion else []),
         "## Results", "",
-        "| target | dataset | level | attack | claimed ε | ε_lb [interval] | method | tightness | verdict | AUC | "
-        "max cert. ε | trials | utility % | s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| target | dataset | level | attack | canary | claimed ε | ε_lb [interval] | method | tightness | verdict | "
+        "power | AUC | max cert. ε | trials | utility % | s |" + (" commit |" if many else ""),
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if many else ""),
     ]
     for r in rows:
+        tail = f" `{(_commit_of(r, doc) or 'unknown')[:7]}` |" if many else ""
+        canary = r.get("canary") or "–"
         if r.get("verdict") == "ERROR":
-            lines.append(f"| {r['target']} | {r['dataset']} | – | {r['attack']} | {short(r['epsilon'])} | "
-                         f"ERROR: {str(r.get('error'))[:80]} | | | ERROR | | | {r['trials']} | | "
-                         f"{short(r.get('wall_time_s'), 0)} |")
+            lines.append(f"| {_who_full(r)} | {r['dataset']} | – | {r['attack']} | {canary} | {short(r['epsilon'])} | "
+                         f"ERROR: {str(r.get('error'))[:80]} | | | ERROR | | | | {r['trials']} | | "
+                         f"{short(r.get('wall_time_s'), 0)} |" + tail)
             continue
         ci = r.get("ci") or [None, None]
         unit = (r.get("unit") or "").split(" ")[0]
+        pw = record_power(r, conf) or {}
         lines.append(
-            f"| {_who(r)} | {r['dataset']} | {unit}/{r['level']} | {r['attack']} | {short(num(r['claimed_epsilon']))} | "
+            f"| {_who_full(r)} | {r['dataset']} | {unit}/{r['level']} | {r['attack']} | {canary} | "
+            f"{short(num(r['claimed_epsilon']))} | "
             f"{short(num(r['eps_lb']))} [{short(num(ci[0]) if ci[0] is not None else None)}, "
             f"{short(num(ci[1]) if ci[1] is not None else None)}] | {r['method']} | {short(r.get('tightness'))} | "
-            f"{_verdict_cell(r)} | {short(r.get('auc'), 3)} | {short(num(r['max_certifiable_eps']))} | {r['trials']} | "
-            f"{short(r.get('utility'), 1)} | {short(r.get('wall_time_s'), 0)} |")
+            f"{_verdict_cell(r)} | {pw.get('reading', '–')} | {short(r.get('auc'), 3)} | "
+            f"{short(num(r['max_certifiable_eps']))} | {r['trials']} | "
+            f"{short(r.get('utility'), 1)} | {short(r.get('wall_time_s'), 0)} |" + tail)
     lines += ["", "Utility: val-selected test accuracy (%) of one private fit with the row's parameters and ε "
                   "(seed 0), the audited configuration (see the notes where it is a fast one). "
                   "max cert. ε: the largest ε a perfect attack could certify with this many trials; a "
-                  "CONSISTENT verdict with a claim above it says little.", ""]
+                  "CONSISTENT verdict with a claim above it says little. "
+                  "power: how much the verdict knows — *budget-limited*: even a perfect attack could not have "
+                  "certified the claim with this many trials; *no signal*: the attack's AUC interval "
+                  f"({conf:.0%}, Hanley–McNeil, from the AUC and trials/2 a world where the row keeps no scores) "
+                  "contains 0.5; *conclusive*: the budget could certify the claim and the attack separates the "
+                  "worlds (or the bound exceeds the claim). "
+                  "The target cell names the parameters the campaign block sets; canary: the neighbouring "
+                  "worlds' difference.", ""]
     lines += ["## Violations", ""]
     viol = [r for r in rows if r.get("verdict") == "VIOLATION" and math.isfinite(num(r.get("claimed_epsilon")))]
     if not viol:
         lines += ["None: every finished row is CONSISTENT with its claim.", ""]
-    for r in viol:
-        why = r.get("explain") or "**UNEXPLAINED — investigate**"
-        lines.append(f"* **{_who(r)}** on {r['dataset']}, {r['attack']}, claimed ε = {short(num(r['claimed_epsilon']))}"
-                     f": ε_lb = {short(num(r['eps_lb']))} ({r['method']}, {r['trials']} trials). {why}")
-        if r.get("note"):
-            lines.append(f"  Note: {r['note']}")
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for r in viol:  # one paragraph per (target, explanation, note), naming the rows it covers
+        groups.setdefault((_who(r), r.get("explain") or "", r.get("note") or ""), []).append(r)
+    for (who, explain, note), rs in groups.items():
+        why = explain or "**UNEXPLAINED — investigate**"
+        sub: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+        for r in rs:
+            sub.setdefault((r["dataset"], r["attack"], r.get("canary") or "canary ?", params_text(r),
+                            r["method"], r["trials"]), []).append(r)
+        covered = "; ".join(
+            f"{d}, {a}, {c}" + (f" ({p})" if p else "") + f" ({m}, {n} trials): claimed ε "
+            + ", ".join(f"{short(num(r['claimed_epsilon']))} → ε_lb {short(num(r['eps_lb']))}" for r in sr)
+            for (d, a, c, p, m, n), sr in sub.items())
+        lines.append(f"* **{who}** ({len(rs)} row{'s' if len(rs) > 1 else ''}) — {covered}. {why}")
+        if note:
+            lines.append(f"  Note: {note}")
     errors = [r for r in rows if r.get("verdict") == "ERROR"]
     if errors:
         lines += ["", "## Rows that failed", ""]
-        lines += [f"* {r['target']} ε={short(r['epsilon'])} {r['attack']} {r['dataset']}: {r.get('error')}" for r in errors]
+        lines += [f"* {row_tag(r)} ε={short(r['epsilon'])}: {r.get('error')}" for r in errors]
     notes: dict[str, list[str]] = {}
     for r in rows:
         if r.get("note"):
             notes.setdefault(r["note"], [])
-            tag = f"{r['target']}/{r['attack']}/{r['dataset']}"
+            tag = row_tag(r)
             if tag not in notes[r["note"]]:
                 notes[r["note"]].append(tag)
     if notes:
@@ -379,36 +576,58 @@ def campaign_markdown(doc: dict[str, Any], images: dict[str, list[str]], discuss
         lines.append("")
         lines += [f"![{target} {Path(f).stem}]({folder}{f})" for f in files]
         lines.append("")
-    lines += ["Left: ε lower bound (bars: its interval) against the claimed ε, one line per (attack, dataset); "
-              "the solid diagonal is the claim, dashed lines the budget's max certifiable ε. Right: ROC curves at "
-              "one ε against the region the claim allows (dashed).", ""]
+    lines += ["Left: ε lower bound (bars: its interval) against the claimed ε, one line per (attack, dataset, canary, "
+              "parameters); the solid diagonal is the claim, dashed lines the budget's max certifiable ε. Right: ROC "
+              "curves at one ε against the region the claim allows (dashed).", ""]
     return "\n".join(lines)
 
 
-def write_campaign_report(out: str | Path) -> Path:
-    """Plots and README.md from ``out/campaign.json`` alone (no store, no rerun)."""
+def campaign_texts(out: str | Path, *, plots: bool = True) -> dict[str, str]:
+    """What :func:`write_campaign_report` writes from ``out/campaign.json``: {"README.md": …,
+    "results/README.md": … (the copy with paths into the folder)}; ``plots``: draw the PNGs too."""
     out = Path(out)
     path = out / "campaign.json"
     if not path.exists():
         raise FileNotFoundError(f"no campaign.json in {out} (run the campaign first)")
-    doc = json.loads(path.read_text())
+    try:
+        doc = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path} is not a campaign file: {err}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list):
+        raise ValueError(f"{path} is not a campaign file (no 'rows')")
     rows = doc.get("rows", [])
     images: dict[str, list[str]] = {}
     for target in dict.fromkeys(r["target"] for r in rows):
         files = []
         for kind, fn in (("eps", lambda p: plot_epsilons(rows, target, p)),
                          ("roc", lambda p: plot_roc(rows, target, doc.get("roc_epsilon"), p))):
-            p = fn(out / f"{kind}-{_slug(target)}.png")
-            if p is not None:
-                files.append(p.name)
+            name = f"{kind}-{_slug(target)}.png"
+            if plots:
+                p = fn(out / name)
+                if p is not None:
+                    files.append(p.name)
+            elif (out / name).exists():
+                files.append(name)
         if files:
             images[target] = files
     notes = out / "discussion.md"
     discussion = notes.read_text() if notes.exists() else None
+    return {"README.md": campaign_markdown(doc, images, discussion),
+            "results/README.md": campaign_markdown(doc, images, discussion, folder=f"{out.name}/"),
+            "_quick": "1" if doc.get("quick") else ""}
+
+
+def write_campaign_report(out: str | Path, results_readme: str | Path | None = None) -> Path:
+    """Plots and README.md from ``out/campaign.json`` alone (no store, no rerun). The repository's
+    ``results/README.md`` (the full campaign's report, paths into its folder) is written too when
+    ``out`` is a folder of ``results/`` and not a --quick campaign, or to ``results_readme``."""
+    out = Path(out)
+    texts = campaign_texts(out)
     readme = out / "README.md"
-    readme.write_text(campaign_markdown(doc, images, discussion))
+    readme.write_text(texts["README.md"])
     results = (REPO / "results").resolve()
-    if out.resolve().parent == results and not doc.get("quick"):
-        # the repository's results/README.md is the full campaign's report, paths into its folder
-        (results / "README.md").write_text(campaign_markdown(doc, images, discussion, folder=f"{out.name}/"))
+    if results_readme is not None:
+        Path(results_readme).write_text(texts["results/README.md"])
+    elif out.resolve().parent == results and not texts["_quick"]:
+        (results / "README.md").write_text(texts["results/README.md"])
     return readme

@@ -29,7 +29,7 @@ target = "gaussian"
 bug = "no-noise"
 attacks = ["mechanism-lrt"]
 epsilons = [1]
-trials = 16
+trials = 40
 explain = "planted bug: no noise at all"
 
 [[audit]]
@@ -77,7 +77,7 @@ def test_tiny_campaign_end_to_end_resume_and_report_only(tmp_path, monkeypatch):
     for name in ("eps-gaussian.png", "roc-gaussian.png", "eps-gap.png", "roc-gap.png"):
         assert (out / name).stat().st_size > 1000 and f"({name})" in readme
     counts = _trial_counts(out)
-    assert sorted(counts.values()) == [16, 16, 16, 40, 40]
+    assert sorted(counts.values()) == [16, 16, 40, 40, 40]
 
     # a rerun plays no trial and runs no audit: every row is found finished in the folder
     import audit.game
@@ -93,6 +93,37 @@ def test_tiny_campaign_end_to_end_resume_and_report_only(tmp_path, monkeypatch):
     again = json.loads((out / "campaign.json").read_text())["rows"]
     assert [r["eps_lb"] for r in again] == [r["eps_lb"] for r in rows]
     assert [r["utility"] for r in again] == [r["utility"] for r in rows]
+    # a rerun only adds: every stored row (timing, ROC points, provenance) and the header stand
+    assert again == rows
+    stored_json, stored_readme = (out / "campaign.json").read_text(), (out / "README.md").read_text()
+    (out / "audit.sqlite").rename(out / "away.sqlite")  # a clean clone has no store: still nothing changes
+    assert cli_main(["campaign", str(config), "--out", str(out), "--no-progress"]) == 0
+    assert (out / "campaign.json").read_text() == stored_json
+    assert (out / "README.md").read_text() == stored_readme
+    # --only keeps the other targets' rows
+    assert cli_main(["campaign", str(config), "--out", str(out), "--no-progress", "--only", "gap"]) == 0
+    assert (out / "campaign.json").read_text() == stored_json
+    (out / "away.sqlite").rename(out / "audit.sqlite")
+
+    # a row whose stored code is not today's runs again (and only that row); --fresh runs every row
+    calls = []
+
+    def fake_audit(spec, **k):
+        calls.append(spec.key())
+        return campaign._existing(out, spec.key(), spec.trials, spec.estimator)
+
+    monkeypatch.setattr(audit.game, "run_audit", fake_audit)
+    doc = json.loads(stored_json)
+    doc["rows"][1]["code"] = {"key": "0000000000000000", "commit": "0" * 40}
+    (out / "campaign.json").write_text(json.dumps(doc, indent=1))
+    assert cli_main(["campaign", str(config), "--out", str(out), "--no-progress"]) == 0
+    assert calls == [rows[1]["key"]]
+    after = json.loads((out / "campaign.json").read_text())
+    assert after["rows"][0] == rows[0] and rows[0]["commit"] == doc["git"]["commit"]  # kept, naming its session
+    assert after["rows_run"] == 1 and after["date"] >= doc["date"]
+    calls.clear()
+    assert cli_main(["campaign", str(config), "--out", str(out), "--no-progress", "--fresh"]) == 0
+    assert len(calls) == len(rows)
 
     # README and plots regenerate from campaign.json alone, without the SQLite store
     (out / "audit.sqlite").unlink()
@@ -161,3 +192,22 @@ def test_config_by_name_and_shipped_campaigns_validate():
     targets = {r.spec.target for r in full.rows}
     assert {"caribou", "gap", "dpdgc", "heterpoisson", "gcon"} <= targets
     assert {r.spec.dataset for r in quick.rows} == {"csbm"}
+
+
+def test_code_key_is_the_one_the_game_computes():
+    """The campaign checks a stored row's code key against code_identity of the classes the game
+    passes (type of the built target, attack and canary)."""
+    from attacks import base as attacks_registry
+    from audit.provenance import code_identity
+    from canaries import base as canaries
+    from targets import base as targets
+
+    target = targets.build("gap", epsilon=1.0, bug=None)
+    game = code_identity(type(target), type(attacks_registry.make("mechanism-lrt")),
+                         type(canaries.make("worst-directed-edge")))["key"]
+    assert campaign._current_code_key("gap", "mechanism-lrt", "worst-directed-edge") == game
+    rec = {"target": "gap", "attack": "mechanism-lrt", "canary": "worst-directed-edge", "code": {"key": game}}
+    assert campaign._stale_code(rec) is None
+    assert "code" in campaign._stale_code({**rec, "code": {"key": "0" * 16}})
+    assert campaign._stale_code({**rec, "code": None}) is None  # a row without a code key: options decide
+    assert campaign._run_key("a" * 16, "b" * 16) == campaign._run_key("a" * 16, "b" * 16) != "a" * 16
