@@ -74,9 +74,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--canary", default="auto")
     p.add_argument("--level", default="auto", choices=["auto", "api", "weights", "mechanism", "trace"])
     p.add_argument("--mode", default="multi", choices=["multi", "one-run"])
-    p.add_argument("--trials", type=int, default=1000)
+    p.add_argument("--trials", default="auto",
+                   help="trials (even, >= 8), or auto: enough for a perfect attack to certify 1.5x the claim, "
+                        "capped at 20,000 mechanism-level / 4,000 training trials (one-run: 1,000 canaries)")
     p.add_argument("--confidence", type=_confidence, default=0.95)
-    p.add_argument("--estimator", default="auto", choices=["auto", "cp", "gdp", "bayes"])
+    p.add_argument("--estimator", default="auto", choices=["auto", "cp", "gdp", "bayes", "fdp"])
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--backend", default="loky", choices=["loky", "dask"])
     p.add_argument("--scheduler", default=None, help="Dask scheduler address (with --backend dask)")
@@ -161,18 +163,36 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UserError(f"--jobs must be >= 1, got {args.jobs}")
     if args.batch < 0:
         raise UserError(f"--batch must be >= 0 (0 = auto), got {args.batch}")
+    auto = args.trials == "auto"
+    if not auto:
+        try:
+            trials = int(args.trials)
+        except ValueError:
+            raise UserError(f"--trials must be an even number >= 8 or auto, got {args.trials!r}") from None
     spec = AuditSpec(target=args.target, epsilon=args.epsilon, delta=args.delta, bug=args.bug,
                      params=_params(args), dataset=args.dataset, canary=args.canary, attack=args.attack,
-                     level=args.level, trials=args.trials, seed=args.seed, confidence=args.confidence,
-                     estimator=args.estimator, mode=args.mode, device=args.device, data_root=args.data_root,
-                     batch=args.batch)
+                     level=args.level, trials=1000 if auto else trials, seed=args.seed,
+                     confidence=args.confidence, estimator=args.estimator, mode=args.mode, device=args.device,
+                     data_root=args.data_root, batch=args.batch)
     attacks = [a.strip() for a in args.attack.split(",")]
-    if attacks == ["auto"]:
-        graph, target, _ = setup_run(spec)
-        attacks = auto_attacks(target, graph)
-    results = [run_audit(replace(spec, attack=a), out=args.out, jobs=args.jobs, backend=args.backend,
-                         scheduler=args.scheduler, progress=not args.no_progress, fresh=args.fresh)
-               for a in attacks]
+    if attacks == ["auto"] or (auto and spec.mode == "multi"):
+        graph, target, claim = setup_run(spec)
+        if attacks == ["auto"]:
+            attacks = auto_attacks(target, graph)
+    specs = []
+    for a in attacks:
+        one = replace(spec, attack=a)
+        if auto and spec.mode == "multi":
+            from attacks.base import make as make_attack
+            from audit.game import auto_trials
+
+            level = make_attack(a).levels[0] if spec.level == "auto" else spec.level
+            n, note = auto_trials(claim, level, spec.confidence)
+            print(f"{a}: {note}", file=sys.stderr)
+            one = replace(one, trials=n)
+        specs.append(one)
+    results = [run_audit(one, out=args.out, jobs=args.jobs, backend=args.backend, scheduler=args.scheduler,
+                         progress=not args.no_progress, fresh=args.fresh) for one in specs]
     text = "\n\n".join(report.table(r) + f"\n\nresult: {Path(args.out) / (r.run_id + '.json')}" for r in results)
     records = [r.to_dict() for r in results]
     _emit(records[0] if len(records) == 1 else records, args.json, text)

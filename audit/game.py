@@ -278,6 +278,39 @@ def setup_run(spec: AuditSpec) -> tuple[Any, targets.Target, targets.Claim]:
     return graph, target, target.claim(graph)
 
 
+#: the most trials ``run`` spends on its own (``--trials auto``), by whether a trial trains a model
+BUDGET_CAP = {"mechanism": 20_000, "training": 4_000}
+#: the fewest: below this the AUC and the power reading say little
+BUDGET_FLOOR = 1_000
+#: the budget must let a perfect attack certify this multiple of the claim
+BUDGET_MARGIN = 1.5
+
+
+def auto_trials(claim: targets.Claim, level: str, confidence: float) -> tuple[int, str]:
+    """Trials for ``--trials auto``: the fewest (≥ BUDGET_FLOOR, a multiple of 100) whose max
+    certifiable ε under the assumption-free cp is ≥ BUDGET_MARGIN × the claim, capped by the cost of
+    a trial; and a one-line note, which says so when no budget under the cap can certify the claim."""
+    cap = BUDGET_CAP["mechanism" if level == "mechanism" else "training"]
+    if not math.isfinite(claim.epsilon):
+        return BUDGET_FLOOR, f"{BUDGET_FLOOR} trials (the claim is ε = ∞: nothing to certify)"
+    goal = BUDGET_MARGIN * claim.epsilon
+
+    def reaches(n: int) -> bool:
+        return estimators.max_certifiable_eps("cp", n // 2, n // 2, delta=claim.delta, confidence=confidence) >= goal
+
+    if not reaches(cap):
+        best = estimators.max_certifiable_eps("cp", cap // 2, cap // 2, delta=claim.delta, confidence=confidence)
+        return cap, (f"{cap:,} trials, the most this run spends on a {level} audit: even a perfect attack could "
+                     f"certify only ε {best:.3g} < {BUDGET_MARGIN} × claim {claim.epsilon:.3g} (cp), so a "
+                     "CONSISTENT verdict here cannot confirm the claim")
+    lo, hi = 0, cap // 100  # in hundreds of trials
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if reaches(100 * mid) else (mid, hi)
+    n = max(BUDGET_FLOOR, 100 * hi)
+    return n, f"{n:,} trials: a perfect attack could certify ≥ {BUDGET_MARGIN} × the claimed ε {claim.epsilon:.3g} (cp)"
+
+
 def preprocessed(target: targets.Target, graph: Any) -> Any:
     """`graph` after the target's own preprocessing, with its one-line notice on stderr."""
     graph, notice = target.preprocess(graph)
