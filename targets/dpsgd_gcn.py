@@ -67,14 +67,15 @@ class DPSGDGCNConfig(TargetConfig):
     """DP-SGD reference hyperparameters.
 
     Args:
-        sampling_rate: q; None → min(1, batch_size / n_train).
-        batch_size: expected batch for the q rule (256; q = 1 on csbm's 180 training nodes).
-        steps: T, accounted and run (20).
-        hops: K of the SGC propagation Â^K X (0: own features, exact node-level DP).
-        hidden: hidden width (16); 0 = linear model.
-        clip_norm: C (1.0). lr: SGD learning rate on the mean gradient (0.5).
-        noise_multiplier: σ (noise std σC); None → calibrated from epsilon.
-        unit: ``node``.
+        sampling_rate (float, optional): q, the Poisson sampling rate; None → min(1, batch_size / n_train).
+        batch_size (int): expected batch for the q rule (q = 1 on csbm's 180 training nodes).
+        steps (int): T, the number of DP-SGD steps, accounted and run.
+        hops (int): K of the SGC propagation Â^K X (0: own features, exact node-level DP).
+        hidden (int): hidden width; 0 = linear model.
+        clip_norm (float): C, the per-example gradient clip norm.
+        lr (float): SGD learning rate on the noisy mean gradient.
+        noise_multiplier (float, optional): σ (noise std σC); None → calibrated from epsilon.
+        unit (str): ``node`` (the only level).
     """
 
     sampling_rate: float | None = None

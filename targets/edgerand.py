@@ -99,10 +99,16 @@ def laplace(shape: Any, scale: float, rng: torch.Generator, dtype: torch.dtype =
 class PerturbedGCNConfig(TargetConfig):
     """What an input-perturbation target shares: the unit and the GCN's hyperparameters.
 
+    The GCN's hyperparameters are those of ``targets.gcn.GCNConfig`` (LinkTeller's defaults, spec §6).
+
     Args:
-        unit: ``edge`` (one undirected edge; the only unit these mechanisms protect).
-        hidden, epochs, lr, dropout, weight_decay, normalization: the GCN's (see ``targets.gcn.GCNConfig``;
-            LinkTeller's defaults, spec §6).
+        unit (str): ``edge`` (one undirected edge; the only unit these mechanisms protect).
+        hidden (int): hidden width of the 2-layer GCN trained on the perturbed graph.
+        epochs (int): full-batch Adam epochs of the GCN; the best-validation-accuracy epoch is kept.
+        lr (float): the GCN's Adam learning rate.
+        dropout (float): dropout rate on the input of both GCN layers.
+        weight_decay (float): the GCN's Adam L2 penalty.
+        normalization (str): the GCN's Â: ``aug`` ((D+I)^-½(A+I)(D+I)^-½) or ``first-order`` (I + D^-½AD^-½).
     """
 
     unit: str = "edge"
@@ -129,8 +135,8 @@ class EdgeRandConfig(PerturbedGCNConfig):
     """EdgeRand hyperparameters (spec linkteller.md §7.1).
 
     Args:
-        variant: ``rr`` (the paper's randomised response) or ``density`` (density-preserving RR).
-        density_share: share of ε spent on the noisy density in the ``density`` variant (0.1).
+        variant (str): ``rr`` (the paper's randomised response) or ``density`` (density-preserving RR).
+        density_share (float): share of ε spent on the noisy density in the ``density`` variant.
     """
 
     variant: str = "rr"

@@ -32,7 +32,13 @@ SENSITIVITY = math.sqrt(2.0)
 
 @dataclass
 class GaussianConfig(TargetConfig):
-    """Args: delta (default 1e-5 when unset); ``unit`` is always ``edge``."""
+    """Exact Gaussian mechanism settings.
+
+    Args:
+        delta (float, optional): δ; None uses 1e-5.
+        unit (str): always ``edge`` (one undirected edge).
+        normalize (bool): aggregate unit-norm feature rows (Δ = √2); False aggregates raw features.
+    """
 
     unit: str = "edge"
     normalize: bool = True

@@ -42,16 +42,16 @@ DEFAULT_DELTA = 1e-5
 class GCNConfig(TargetConfig):
     """Non-private GCN hyperparameters (LinkTeller's defaults, specs/linkteller.md §6).
 
-    Args:
-        unit: ``edge`` (what the reference claim would protect; there is no protection here).
-        hidden: hidden width (16).
-        epochs: full-batch Adam epochs (200); the best-validation-accuracy epoch is kept.
-        lr: Adam learning rate (0.01).
-        dropout: dropout on the input of both layers (0.5).
-        weight_decay: Adam L2 penalty (5e-4).
-        normalization: ``aug`` ((D+I)^-½(A+I)(D+I)^-½, GCNConv) or ``first-order`` (I + D^-½AD^-½).
-
     ``epsilon`` is accepted (the CLI always passes one) and ignored: the claim is ε = ∞.
+
+    Args:
+        unit (str): ``edge`` or ``node``, what the reference claim would protect (there is no protection here).
+        hidden (int): hidden width of the 2-layer GCN.
+        epochs (int): full-batch Adam epochs; the best-validation-accuracy epoch is kept.
+        lr (float): Adam learning rate.
+        dropout (float): dropout rate on the input of both layers.
+        weight_decay (float): Adam L2 penalty.
+        normalization (str): ``aug`` ((D+I)^-½(A+I)(D+I)^-½, GCNConv) or ``first-order`` (I + D^-½AD^-½).
     """
 
     unit: str = "edge"

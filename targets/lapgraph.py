@@ -38,9 +38,10 @@ from targets.edgerand import PerturbedGCNConfig, PerturbedGraphGCN, graph_from_u
 class LapGraphConfig(PerturbedGCNConfig):
     """LapGraph hyperparameters.
 
+    The GCN's hyperparameters (``hidden``, ``epochs``, ...) are documented on ``PerturbedGCNConfig``.
+
     Args:
-        count_share: ε1/ε, the share spent on the noisy edge count (0.01, the paper's).
-        hidden, epochs, lr, dropout, weight_decay, normalization: the GCN's (see ``GCNConfig``).
+        count_share (float): ε1/ε, the share of ε spent on the noisy edge count (the paper's 0.01).
     """
 
     count_share: float = 0.01

@@ -38,8 +38,8 @@ class GAPConfig(TargetConfig):
         encoder_epochs (int, optional): encoder epochs; None → 100 (edge) / 10 (node); 0 when
             ``encoder_layers`` is 0.
         optimizer (str): ``adam`` or ``sgd`` (default: ``adam``).
-        learning_rate (float): (default: 0.01).
-        weight_decay (float): (default: 0).
+        learning_rate (float): learning rate of the encoder's and the classifier's optimizer (default: 0.01).
+        weight_decay (float): L2 penalty of the encoder's and the classifier's optimizer (default: 0).
         batch_size (int, optional): None → full batch (edge) / 256 (node, Poisson rate B/N_train).
         max_grad_norm (float): DP-SGD clipping norm C, node level (default: 1.0).
         max_degree (int): out-degree bound D, node level (default: 100).

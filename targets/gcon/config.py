@@ -29,7 +29,9 @@ class GCONConfig(TargetConfig):
             measured; spec example 1 uses 16).
         encoder_epochs (int): max encoder epochs (early stopping on validation accuracy).
         encoder_patience (int): epochs without validation improvement before stopping.
-        encoder_lr, encoder_weight_decay, encoder_dropout: encoder Adam settings (spec [REC]).
+        encoder_lr (float): the encoder's Adam learning rate (spec [REC]).
+        encoder_weight_decay (float): the encoder's Adam L2 penalty (spec [REC]).
+        encoder_dropout (float): dropout rate in the encoder (spec [REC]).
         encoder_activation (str): H_mlp of the encoder's first block: ``identity`` (default; signed
             embeddings, far more accurate under noise than the spec's [REC] ``relu``), ``relu`` or
             ``tanh`` (the paper leaves it unspecified).
@@ -54,7 +56,8 @@ class GCONConfig(TargetConfig):
         optimizer (str): ``newton`` (default, exact), ``lbfgs`` (exact, scipy) or ``adam``
             (the paper's experiments; not covered by Theorem 1).
         tol (float): gradient-norm tolerance of the exact solvers (per column).
-        adam_epochs (int), adam_lr (float): the Adam mode.
+        adam_epochs (int): steps of full-batch Adam on the objective when ``optimizer`` is ``adam``.
+        adam_lr (float): Adam learning rate when ``optimizer`` is ``adam``.
         weight_decay (float): extra data-independent (wd/2)‖Θ‖² (the paper's Adam used 1e-5);
             folded into the solver's regulariser, ignored by the (literal) accountant.
         n1 (int, optional): override the number of loss rows n1 used by the accountant

@@ -20,21 +20,23 @@ class HeterPoissonConfig(TargetConfig):
     """HeterPoisson hyperparameters (spec §5 defaults; [code] where the paper is silent).
 
     Args:
-        sampling_rate: q_b; None → min(1, batch_size / n_train) (the paper's 4096 rule).
-        batch_size: expected batch for the paper's q_b rule (4096).
-        epochs: E; steps T = ceil(E / q_b) when ``steps`` is None (paper: 9).
-        steps: T, the accounted (and run) number of steps; None → ceil(epochs / q_b).
-        neighbors: M, the neighbour multiplier (1 for auditing; the paper tunes 1-4).
-        test_neighbors: N_test, neighbours per query node at inference (13).
-        noise: ``sml`` (paper) or ``gaussian`` (Fig. 5 variant).
-        accountant: ``exact`` (exact Laplace B_k, [code]) or ``paper`` (Theorem 2's ``+1/2`` term).
-        backbone: ``gcn``, ``sage`` or ``gin`` (K = 1).
-        hidden: hidden width (128). clip_norm: c (0.5). lr: Adam learning rate (0.01).
-        remove_overlap: enforce step 5 (True; False is the Fig. 6 ablation, accounted as such).
-        noise_multiplier: σ in units of 2c; None → calibrated from epsilon.
-        max_degree: D for the Gaussian accountant; None → |V| − 1.
-        eval_every: steps between validation checkpoints (None → about 10 evaluations per run).
-        unit: ``node`` (the only level).
+        sampling_rate (float, optional): q_b, the Poisson sampling rate; None → min(1, batch_size / n_train).
+        batch_size (int): expected batch for the paper's q_b rule (the paper: 4096).
+        epochs (float): E; steps T = ceil(E / q_b) when ``steps`` is None (the paper: 9).
+        steps (int, optional): T, the accounted (and run) number of steps; None → ceil(epochs / q_b).
+        neighbors (int): M, the neighbour multiplier (1 for auditing; the paper tunes 1-4).
+        test_neighbors (int): N_test, neighbours sampled per query node at inference.
+        noise (str): ``sml`` (the paper's symmetric multivariate Laplace) or ``gaussian`` (Fig. 5 variant).
+        accountant (str): ``exact`` (exact Laplace B_k, [code]) or ``paper`` (Theorem 2's ``+1/2`` term).
+        backbone (str): the one-layer GNN (K = 1): ``gcn``, ``sage`` or ``gin``.
+        hidden (int): hidden width of the backbone.
+        clip_norm (float): c, the per-example gradient clip norm.
+        lr (float): Adam learning rate.
+        remove_overlap (bool): enforce step 5 (False is the Fig. 6 ablation, accounted as such).
+        noise_multiplier (float, optional): σ in units of 2c; None → calibrated from epsilon.
+        max_degree (int, optional): D for the Gaussian accountant; None → |V| − 1.
+        eval_every (int, optional): steps between validation checkpoints; None → about 10 evaluations per run.
+        unit (str): ``node`` (the only level).
     """
 
     sampling_rate: float | None = None
