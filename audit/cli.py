@@ -520,7 +520,7 @@ def cmd_sensitivity(args: argparse.Namespace) -> int:
     found = sensitivity.probe(target, graph, candidates=args.candidates, max_nodes=args.max_nodes,
                               use_families=not args.no_families, seed=args.seed, out=out, dataset=args.dataset)
     if args.gcon_tight and target.name == "gcon":
-        from canaries.witness import gcon_tight_canary
+        from canaries.sensitivity import gcon_tight_canary
 
         found.gcon = gcon_tight_canary(target, graph, out=out)
     _emit(found.to_dict(), args.json, sensitivity.render(found))

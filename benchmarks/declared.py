@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from audit import declared  # noqa: E402
 from audit.data import load  # noqa: E402
-from audit.game import make_canary  # noqa: E402
+from canaries.base import make as make_canary  # noqa: E402
 from canaries.edge import ExplicitEdge  # noqa: E402
 from graphs.ops import degrees  # noqa: E402
 from targets.base import build, replace_config  # noqa: E402

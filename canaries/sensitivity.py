@@ -26,9 +26,7 @@ The command ``python -m audit sensitivity`` (``audit/cli.py``) calls :func:`prob
 from __future__ import annotations
 
 import itertools
-import json
 import math
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +36,8 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
+from canaries import witness as W
+from graphs.ops import add_edge
 from canaries.sensitivity_maps import StepMap, hub_size, steps_for
 from canaries.worstcase_graphs import atlas, canary_pairs, families
 
@@ -385,7 +385,6 @@ def probe(target: Any, graph: Data, *, candidates: int = 32, max_nodes: int = 5,
     """Probe every step of `target`; with `out`, write each step's witness there and recompute it."""
     import dataclasses
 
-    from canaries import witness as W
 
     t0 = time.perf_counter()
     steps = steps_for(target, graph)
@@ -407,7 +406,7 @@ def probe(target: Any, graph: Data, *, candidates: int = 32, max_nodes: int = 5,
             path = Path(out) / f"witness-{target.name}-step{i}.json"
             W.save(path, target=target, step=r.step, m=r.best)
             r.witness = str(path)
-            r.recomputed = W.recompute(path)
+            r.recomputed = recompute(path)
     report.seconds = time.perf_counter() - t0
     return report
 
@@ -441,3 +440,90 @@ def render(report: ProbeReport) -> str:
                      f" (×{g['gain']:.1f}); witness {g.get('witness')}")
     lines.append("verdict: " + ("SENSITIVITY VIOLATION" if report.violation else "no step above its claim"))
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# witnesses: recomputing one, and GCON's tight canary (spec gcon.md §7.1)
+# ---------------------------------------------------------------------------------------------
+def recompute(path_or_doc: str | Path | dict[str, Any]) -> float:
+    """The witness's Δ recomputed through the target's code (must equal the stored ``measured``)."""
+    doc = path_or_doc if isinstance(path_or_doc, dict) else W.load(path_or_doc)
+    target = W.build_target(doc)
+    if doc["target"] == "heterpoisson":
+        from canaries.sensitivity_maps import heterpoisson_step_change
+
+        s = doc["sampled"]
+        return heterpoisson_step_change(target, doc["g1"], int(doc["canary"]["node"]),
+                                        torch.Generator().manual_seed(int(s["batch_seed"])), int(s["model_seed"]))[0]
+    steps = {s.name: s for s in steps_for(target, doc["g1"] if doc["canary"]["kind"] == "node" else doc["g0"])}
+    if doc["step"] not in steps:
+        raise ValueError(f"the target has no step {doc['step']!r} (steps: {', '.join(steps)})")
+    step = steps[doc["step"]]
+    kind = doc["canary"]["kind"]
+    canary = doc["canary"]["node"] if kind == "node" else tuple(doc["canary"]["edge"])
+    x = doc["x"]
+    if x is None:
+        if step.realised is None:
+            raise ValueError("the witness's input is the realised X but the step cannot compute it")
+        x = step.realised(doc["g1"])
+    return evaluate(step, doc["g0"], doc["g1"], kind, canary, x)
+
+
+def gcon_tight_canary(target: Any, graph: Data, *, out: str | Path | None = None, scale: float = 1e4,
+                      directions: int = 6, candidates: int = 24, seed: int = 0) -> dict[str, Any]:
+    """Append two isolated, unmasked nodes u, v (rows of the loss through the pseudo-labels) whose
+    raw features are ±scale·a, so that the (affine) encoder maps them to x_u ≈ −x_v; the canary is
+    the edge {u, v}. Theorem 1's worst case for ψ: 2(1−α) at every m ≥ 1. Returns ψ, Ψ, the
+    minimiser change ‖Θ*(g1) − Θ*(g0)‖, the noise-density privacy loss at the noiseless minimiser
+    (:func:`canaries.sensitivity_maps.gcon_noise_loss`) against its budget, and the same two for the
+    worst of `candidates` edges of the given graph, and writes the witness to `out`."""
+    from canaries.sensitivity_maps import gcon_minimiser_change, gcon_noise_loss, gcon_steps
+    from canaries.worstcase_graphs import canary_pairs
+
+    step = gcon_steps(target)[0]
+    rng = np.random.default_rng(seed)
+    n, f = graph.num_nodes, graph.x.size(1)
+    best: tuple[float, Any] | None = None
+    for k in range(directions):
+        a = torch.tensor(rng.standard_normal(f), dtype=torch.float32)
+        a = a / a.norm()
+        g0 = graph.clone()
+        g0.x = torch.cat([graph.x, (scale * a).unsqueeze(0), (-scale * a).unsqueeze(0)])
+        g0.y = torch.cat([graph.y, graph.y[:2]])
+        for key in ("train_mask", "val_mask", "test_mask"):
+            setattr(g0, key, torch.cat([getattr(graph, key), torch.zeros(2, dtype=torch.bool)]))
+        g0.num_nodes = n + 2
+        g1 = add_edge(g0, n, n + 1)
+        change = gcon_minimiser_change(target, g0, g1)
+        if best is None or change > best[0]:
+            best = (change, (g0, g1, k))
+    assert best is not None
+    change, (g0, g1, k) = best
+    x = step.realised(g1)
+    psi = evaluate(step, g0, g1, "edge", (n, n + 1), x)
+    Psi = step.claimed(g0, g1)
+    # the given graph's worst edge by minimiser change (ranked sample)
+    worst, worst_loss = 0.0, 0.0
+    cand = _given_candidates(graph, "edge", candidates, rng)
+    for canary, h0, h1 in canary_pairs(graph, "edge", rng=rng, **cand):
+        worst = max(worst, gcon_minimiser_change(target, h0, h1))
+        worst_loss = max(worst_loss, gcon_noise_loss(target, h0, h1))
+    det = target.claim(g0).details
+    # strong convexity: ‖Δθ_j‖ ≤ ‖∇L_g1 − ∇L_g0‖/λ ≤ (c1 + c2·c_θ)·Ψ/(n1·λ) per column (‖θ_j‖ ≤ c_θ)
+    bound = math.sqrt(det["classes"]) * (det["c1"] + det["c2"] * det["c_theta"]) * Psi / (det["n1"] * det["lam_solver"])
+    res = {"psi": psi, "Psi": Psi, "psi_ratio": psi / Psi, "minimiser_change": change,
+           "minimiser_change_bound": bound,
+           "given_worst_minimiser_change": worst, "gain": change / worst if worst > 0 else math.inf,
+           "noise_loss": gcon_noise_loss(target, g0, g1), "given_worst_noise_loss": worst_loss,
+           "noise_loss_budget": max(target.config.epsilon - det["eps_lambda"], target.config.omega * target.config.epsilon),
+           "x_u_dot_x_v": float(x[n] @ x[n + 1]), "direction": k,
+           "edge": [n, n + 1], "given_candidates": candidates}
+    if out is not None:
+        m = Measurement(psi, Psi, "edge", (n, n + 1), g0, g1, x, "realised",
+                        f"GCON tight canary (spec §7.1): nodes {n}, {n + 1} appended isolated with raw features "
+                        f"±{scale:g}·a (encoder output x_u·x_v = {res['x_u_dot_x_v']:.6f})")
+        path = Path(out) / "witness-gcon-tight.json"
+        W.save(path, target=target, step=step, m=m, extra={"gcon": res})
+        res["witness"] = str(path)
+        res["recomputed"] = recompute(path)
+    return res

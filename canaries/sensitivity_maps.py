@@ -259,6 +259,7 @@ def heterpoisson_step_change(target: Any, graph: Data, node: int, rng: torch.Gen
     """
     from targets import heterpoisson as H
     from targets.base import seeded
+    from targets.dpsgd import clip_rows, flatten, per_example_gradients
 
     cfg = target.config
     cache = target._sampler_cache(graph)
@@ -280,8 +281,8 @@ def heterpoisson_step_change(target: Any, graph: Data, node: int, rng: torch.Gen
         out = torch.zeros(d, dtype=torch.float64)
         if batch.central.numel():
             packed = target._pack(x, batch.central, batch.src, batch.dst)
-            grads = H.per_example_gradients(model, loss_of, packed, y[batch.central])
-            out += H.clip_rows(H.flatten(grads), cfg.clip_norm).double().sum(0)
+            grads = per_example_gradients(model, loss_of, packed, y[batch.central])
+            out += clip_rows(flatten(grads), cfg.clip_norm).double().sum(0)
         return out
 
     measured = float((total(batch1) - total(batch0)).norm())

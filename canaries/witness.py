@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -107,33 +106,6 @@ def build_target(doc: dict[str, Any]) -> Any:
     return build(doc["target"], **cfg)
 
 
-def recompute(path_or_doc: str | Path | dict[str, Any]) -> float:
-    """The witness's Δ recomputed through the target's code (must equal the stored ``measured``)."""
-    from canaries.sensitivity import evaluate
-    from canaries.sensitivity_maps import steps_for
-
-    doc = path_or_doc if isinstance(path_or_doc, dict) else load(path_or_doc)
-    target = build_target(doc)
-    if doc["target"] == "heterpoisson":
-        from canaries.sensitivity_maps import heterpoisson_step_change
-
-        s = doc["sampled"]
-        return heterpoisson_step_change(target, doc["g1"], int(doc["canary"]["node"]),
-                                        torch.Generator().manual_seed(int(s["batch_seed"])), int(s["model_seed"]))[0]
-    steps = {s.name: s for s in steps_for(target, doc["g1"] if doc["canary"]["kind"] == "node" else doc["g0"])}
-    if doc["step"] not in steps:
-        raise ValueError(f"the target has no step {doc['step']!r} (steps: {', '.join(steps)})")
-    step = steps[doc["step"]]
-    kind = doc["canary"]["kind"]
-    canary = doc["canary"]["node"] if kind == "node" else tuple(doc["canary"]["edge"])
-    x = doc["x"]
-    if x is None:
-        if step.realised is None:
-            raise ValueError("the witness's input is the realised X but the step cannot compute it")
-        x = step.realised(doc["g1"])
-    return evaluate(step, doc["g0"], doc["g1"], kind, canary, x)
-
-
 class WitnessCanary:
     """The witness pair as the game's two worlds (``--canary witness:FILE``; pair it with
     ``--dataset witness:FILE``). ``worlds`` returns the witness's (g0, g1) whatever graph it is
@@ -178,63 +150,3 @@ class WitnessCanary:
 # ---------------------------------------------------------------------------------------------
 # GCON's tight canary (spec gcon.md §7.1): two otherwise isolated nodes with opposite features
 # ---------------------------------------------------------------------------------------------
-def gcon_tight_canary(target: Any, graph: Data, *, out: str | Path | None = None, scale: float = 1e4,
-                      directions: int = 6, candidates: int = 24, seed: int = 0) -> dict[str, Any]:
-    """Append two isolated, unmasked nodes u, v (rows of the loss through the pseudo-labels) whose
-    raw features are ±scale·a, so that the (affine) encoder maps them to x_u ≈ −x_v; the canary is
-    the edge {u, v}. Theorem 1's worst case for ψ: 2(1−α) at every m ≥ 1. Returns ψ, Ψ, the
-    minimiser change ‖Θ*(g1) − Θ*(g0)‖, the noise-density privacy loss at the noiseless minimiser
-    (:func:`canaries.sensitivity_maps.gcon_noise_loss`) against its budget, and the same two for the
-    worst of `candidates` edges of the given graph, and writes the witness to `out`."""
-    from canaries.sensitivity import Measurement, evaluate
-    from canaries.sensitivity_maps import gcon_minimiser_change, gcon_noise_loss, gcon_steps
-    from canaries.sensitivity import _given_candidates
-    from canaries.worstcase_graphs import canary_pairs
-
-    step = gcon_steps(target)[0]
-    rng = np.random.default_rng(seed)
-    n, f = graph.num_nodes, graph.x.size(1)
-    best: tuple[float, Any] | None = None
-    for k in range(directions):
-        a = torch.tensor(rng.standard_normal(f), dtype=torch.float32)
-        a = a / a.norm()
-        g0 = graph.clone()
-        g0.x = torch.cat([graph.x, (scale * a).unsqueeze(0), (-scale * a).unsqueeze(0)])
-        g0.y = torch.cat([graph.y, graph.y[:2]])
-        for key in ("train_mask", "val_mask", "test_mask"):
-            setattr(g0, key, torch.cat([getattr(graph, key), torch.zeros(2, dtype=torch.bool)]))
-        g0.num_nodes = n + 2
-        g1 = add_edge(g0, n, n + 1)
-        change = gcon_minimiser_change(target, g0, g1)
-        if best is None or change > best[0]:
-            best = (change, (g0, g1, k))
-    assert best is not None
-    change, (g0, g1, k) = best
-    x = step.realised(g1)
-    psi = evaluate(step, g0, g1, "edge", (n, n + 1), x)
-    Psi = step.claimed(g0, g1)
-    # the given graph's worst edge by minimiser change (ranked sample)
-    worst, worst_loss = 0.0, 0.0
-    cand = _given_candidates(graph, "edge", candidates, rng)
-    for canary, h0, h1 in canary_pairs(graph, "edge", rng=rng, **cand):
-        worst = max(worst, gcon_minimiser_change(target, h0, h1))
-        worst_loss = max(worst_loss, gcon_noise_loss(target, h0, h1))
-    det = target.claim(g0).details
-    # strong convexity: ‖Δθ_j‖ ≤ ‖∇L_g1 − ∇L_g0‖/λ ≤ (c1 + c2·c_θ)·Ψ/(n1·λ) per column (‖θ_j‖ ≤ c_θ)
-    bound = math.sqrt(det["classes"]) * (det["c1"] + det["c2"] * det["c_theta"]) * Psi / (det["n1"] * det["lam_solver"])
-    res = {"psi": psi, "Psi": Psi, "psi_ratio": psi / Psi, "minimiser_change": change,
-           "minimiser_change_bound": bound,
-           "given_worst_minimiser_change": worst, "gain": change / worst if worst > 0 else math.inf,
-           "noise_loss": gcon_noise_loss(target, g0, g1), "given_worst_noise_loss": worst_loss,
-           "noise_loss_budget": max(target.config.epsilon - det["eps_lambda"], target.config.omega * target.config.epsilon),
-           "x_u_dot_x_v": float(x[n] @ x[n + 1]), "direction": k,
-           "edge": [n, n + 1], "given_candidates": candidates}
-    if out is not None:
-        m = Measurement(psi, Psi, "edge", (n, n + 1), g0, g1, x, "realised",
-                        f"GCON tight canary (spec §7.1): nodes {n}, {n + 1} appended isolated with raw features "
-                        f"±{scale:g}·a (encoder output x_u·x_v = {res['x_u_dot_x_v']:.6f})")
-        path = Path(out) / "witness-gcon-tight.json"
-        save(path, target=target, step=step, m=m, extra={"gcon": res})
-        res["witness"] = str(path)
-        res["recomputed"] = recompute(path)
-    return res

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from audit import declared
-from audit.game import make_canary, trial_seed
+from audit.game import trial_seed
+from canaries.base import make as make_canary
 from canaries.edge import ExplicitEdge
 from graphs.ops import degrees
 from targets.base import build, replace_config
@@ -246,7 +247,7 @@ def test_false_alarm_gaussian_200_seeds(csbm):
 
 def test_attack_object_and_record(csbm, pair):
     """An attack object is read for its levels; a failing check's record is JSON."""
-    from audit.game import make_attack
+    from attacks.base import make as make_attack
 
     check = declared.check_declared(pinned("tests.deviants:LaplaceNoise", csbm), pair, seed=0, n=6,
                                     attack=make_attack("mechanism-lrt"))
