@@ -250,8 +250,8 @@ class DPDGC(Target[DPDGCConfig]):
                         canary: torch.Tensor | None = None, trace: HeterPoissonTrace | None = None
                         ) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
         """DP-Emb's projected DP-Adam for K = ``len(rngs)`` independent runs on one adjacency, run k
-        drawing only from ``rngs[k]`` (in the order one run draws), their weights stacked (n × K × h)
-        so that every step is one sparse product for all K. Every per-run quantity is computed by
+        drawing only from ``rngs[k]`` (in the order one run draws), their weights stacked (K × n × h)
+        so that every step gathers the batch rows of all K runs at once. Every per-run quantity is computed by
         the same kernels whatever K is (elementwise ops, row norms, batched products), so run k
         gives back the W a lone run gives (tested bitwise).
 
@@ -275,7 +275,7 @@ class DPDGC(Target[DPDGCConfig]):
             bs.append((torch.rand(h, generator=rng) * 2 - 1) * bound)
             u, _, vt = torch.linalg.svd(torch.randn(h, h, generator=rng))
             heads.append((u @ vt)[:classes].t() * math.sqrt(6.0 / h))  # R: h × C, fixed
-        w = torch.stack(ws, dim=1).to(dev)  # n × K × h
+        w = torch.stack(ws).to(dev)  # K × n × h
         b = torch.stack(bs).to(dev)  # K × h
         head = torch.stack(heads).to(dev)  # K × h × C
         self._project(w)
@@ -300,10 +300,10 @@ class DPDGC(Target[DPDGCConfig]):
                 torch.randn(d, generator=rng, out=noise_buf[k])
             idx = train_idx[torch.stack(perms)].to(dev)  # K × B
             if sparse:
-                pre_all = torch.sparse.mm(sparse[0], w.view(n, k_runs * h)).view(n, k_runs, h)
+                pre_all = torch.sparse.mm(sparse[0], w.transpose(0, 1).reshape(n, k_runs * h)).view(n, k_runs, h)
                 pre = pre_all[idx, runs] + b[:, None, :]
             else:
-                pre, (slot, target, val) = self._batch_rows(w, b, idx, crow, cols, vals)
+                pre, (slot, target, val, run_of) = self._batch_rows(w, b, idx, crow, cols, vals)
             act = torch.where(pre > 0, scale * pre, scale * alpha * torch.expm1(pre))
             probs = torch.softmax(torch.bmm(act, head), dim=2)  # K × B × C
             probs[runs, torch.arange(batch, device=dev)[None, :], y_dev[idx]] -= 1.0  # ∂CE/∂logits
@@ -312,28 +312,34 @@ class DPDGC(Target[DPDGCConfig]):
             # ‖∂loss_i/∂(W, b)‖² = (deg_i + 1)‖g_i‖²
             norms = gpre.norm(dim=2) * torch.sqrt(row_deg[idx] + 1.0)
             gs = gpre * torch.clamp(cfg.clip / (norms + 1e-12), max=1.0)[..., None]
+            # the noisy sum, built on the noise: std·N, then Σ_i a_iᵀ g_i (row j of run k gathers the
+            # clipped g_i of its batch rows i with A[i, j]), then the canary
+            noise = noise_buf.to(dev)
+            noise.mul_(std)
+            stacked = noise.view(k_runs, n + 1, h)  # run k's [grad_W (n rows) | grad_b] as n + 1 rows
+            noisy_w, noisy_b = stacked[:, :n], stacked[:, n]
             if sparse:
                 scattered = torch.zeros(n, k_runs, h, device=dev)
                 scattered[idx, runs] = gs
                 grad_w = torch.sparse.mm(sparse[1], scattered.view(n, k_runs * h)).view(n, k_runs, h)
+                noisy_w.add_(grad_w.transpose(0, 1))
             else:
-                # Σ_i a_iᵀ g_i: row j of run k gathers the clipped g_i of its batch rows i with A[i, j]
                 rows = gs.reshape(-1, h).index_select(0, slot)
                 if not bool((val == 1).all()):
                     rows = rows * val
-                grad_w = torch.zeros(n * k_runs, h, device=dev).index_add_(0, target, rows).view(n, k_runs, h)
+                stacked.view(k_runs * (n + 1), h).index_add_(0, target + run_of, rows)
+                if trace is not None:
+                    grad_w = torch.zeros(n, h, device=dev).index_add_(0, target, rows)[None]
             grad_b = gs.sum(1)  # K × h
+            noisy_b.add_(grad_b)
             if canary is not None:
                 c = canary[t] if canary.dim() == 2 else canary
-                grad_w = grad_w + c[: n * h].view(n, 1, h)
-                grad_b = grad_b + c[n * h:]
+                noisy_w.add_(c[: n * h].view(1, n, h))
+                noisy_b.add_(c[n * h:])
             if trace is not None:
-                clean_sum = torch.cat([grad_w[:, 0].reshape(-1), grad_b[0]])
-            noise = noise_buf.to(dev)
-            noisy_w = grad_w.add_(noise[:, : n * h].view(k_runs, n, h).transpose(0, 1), alpha=std)
-            noisy_b = grad_b.add_(noise[:, n * h:], alpha=std)
-            if trace is not None:
-                trace.steps.append(TraceStep(noisy=torch.cat([noisy_w[:, 0].reshape(-1), noisy_b[0]]).cpu(),
+                clean_w = grad_w.reshape(-1) + c[: n * h] if canary is not None else grad_w.reshape(-1)
+                clean_sum = torch.cat([clean_w, grad_b[0] + c[n * h:] if canary is not None else grad_b[0]])
+                trace.steps.append(TraceStep(noisy=torch.cat([noisy_w[0].reshape(-1), noisy_b[0]]).cpu(),
                                              central=idx[0].cpu(), canary_in=True if canary is not None else None,
                                              clean=clean_sum.cpu()))
             # Adam (torch.optim.Adam's update with L2 weight decay), in place on the stacked runs
@@ -349,7 +355,7 @@ class DPDGC(Target[DPDGCConfig]):
             self._project(w)
         out = []
         for k in range(k_runs):
-            wk = w[:, k].contiguous()
+            wk = w[k].clone()
             if not self.bug("norm-noop"):
                 assert float(wk.norm(dim=1).max()) <= cfg.norm_scale * (1 + 1e-5), "W rows exceed c"
             out.append((wk, b[k].clone(), head[k].contiguous()))
@@ -361,7 +367,7 @@ class DPDGC(Target[DPDGCConfig]):
         """(A W_k + b_k) at run k's batch rows (K × B × h), from the batch rows' entries of A only,
         each row accumulated serially in A's column order (CPU ``index_add_``: the same floats for
         any K); with those entries (slot k·B + i, column, value, run) for the backward pass."""
-        (n, k_runs, h), batch = w.shape, idx.size(1)
+        (k_runs, n, h), batch = w.shape, idx.size(1)
         flat = idx.reshape(-1)
         counts = crow[flat + 1] - crow[flat]
         dev = w.device
@@ -370,12 +376,12 @@ class DPDGC(Target[DPDGCConfig]):
         entry = crow[flat][slot] + torch.arange(slot.numel(), device=dev) - first[slot]
         col, val = cols[entry], vals[entry][:, None]
         run_of = slot // batch
-        target = col * k_runs + run_of  # row of W_k[j] in w.view(n·K, h)
-        rows = w.view(n * k_runs, h).index_select(0, target)
+        target = run_of * n + col  # row of W_k[j] in w.view(K·n, h)
+        rows = w.view(k_runs * n, h).index_select(0, target)
         if not bool((val == 1).all()):
             rows = rows * val
         pre = torch.zeros(k_runs * batch, h, device=dev).index_add_(0, slot, rows)
-        return pre.view(k_runs, batch, h) + b[:, None, :], (slot, target, val)
+        return pre.view(k_runs, batch, h) + b[:, None, :], (slot, target, val, run_of)
 
     def _train_classifier(self, inputs: torch.Tensor, y: torch.Tensor, masks: tuple, classes: int,
                           sigma: float, rng: torch.Generator) -> tuple[nn.Module, dict[str, float]]:
