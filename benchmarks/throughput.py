@@ -20,7 +20,9 @@ Each row also reports the **noise-draw floor**: the time of one trial's own rand
 recorded with a ``TorchFunctionMode`` and replayed, timed, on fresh ``torch.Generator``s of the
 same type seeded as the game seeds trials: e.g. the Gaussian reference's one n×f normal draw,
 CARIBOU's K hop draws, GAP's hop draws), measured in the same process, and the ratio of the
-batched trial's cost (1 / trials/s) to it: how far a row is from "draw the noise and nothing else".
+batched trial's cost (1 / trials/s) to it: how far a row is from "draw the noise and nothing else";
+and the cost of ``fit_batch`` alone per trial (16 trials after ``prepare``: no game setup, no
+scoring) with its ratio to the floor, which separates the target's own work from the game's.
 Draws from torch's global RNG (module initialisation under ``seeded``) are not counted.
 
 Not a test: timings depend on the machine (and on what else runs on it).
@@ -113,11 +115,13 @@ class _DrawRecorder(torch.overrides.TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-def noise_floor(spec: AuditSpec, repeats: int = 8) -> tuple[float, int, int]:
-    """(seconds per trial of the trial's own draws alone, draw calls, numbers drawn) for `spec`.
+def noise_floor(spec: AuditSpec, repeats: int = 8, fits: int = 16) -> tuple[float, int, int, float]:
+    """(seconds per trial of the trial's own draws alone, draw calls, numbers drawn, seconds per
+    trial of ``fit_batch`` alone) for `spec`.
 
     One ``fit`` on world 1 of a random-edge canary is recorded; its draws are replayed (same
-    functions, shapes, dtypes, devices) on `repeats` fresh CPU generators seeded like trials.
+    functions, shapes, dtypes, devices) on `repeats` fresh CPU generators seeded like trials. The
+    last number times one ``fit_batch`` of `fits` trials after ``prepare`` (no game, no scoring).
     """
     from audit.game import make_canary
 
@@ -148,7 +152,10 @@ def noise_floor(spec: AuditSpec, repeats: int = 8) -> tuple[float, int, int]:
                 drawn = func(*args, generator=gen, **kwargs)
                 numbers += drawn.numel() if r == 0 else 0
         best = min(best, time.perf_counter() - t)
-    return best, len(plan), numbers
+    gens = [torch.Generator().manual_seed(trial_seed(spec.seed, i)) for i in range(fits)]
+    t = time.perf_counter()
+    target.fit_batch(world, gens) if getattr(target, "batched", False) else [target.fit(world, g) for g in gens]
+    return best, len(plan), numbers, (time.perf_counter() - t) / fits
 
 
 def _rate(result: dict) -> float:
@@ -170,8 +177,8 @@ def identity(a: dict, b: dict) -> str:
 
 def table(rows: list[Row], reference: dict[str, float]) -> str:
     lines = ["| row | batch | trials | seconds | trials/s | speedup vs batch=1 | identity vs batch=1 "
-             "| draw floor ms/trial (calls, numbers) | trial cost / floor |",
-             "|---|---:|---:|---:|---:|---:|---|---:|---:|"]
+             "| draw floor ms/trial (calls, numbers) | trial cost / floor | fit alone ms/trial (/ floor) |",
+             "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
     for row in rows:
         b = row.results.get("batched")
         if b is None:
@@ -185,11 +192,12 @@ def table(rows: list[Row], reference: dict[str, float]) -> str:
         fl = f"{floor[0] * 1e3:.2f} ({floor[1]}, {floor[2]:.2e})" if floor else "–"
         ratio = f"{(1 / _rate(b)) / floor[0]:.1f}×" if floor else "–"
         lines.append(f"| {row.label} | {b['batch']} | {b['trials_played']} | {b['trials_wall_s']:.2f} | "
-                     f"{_rate(b):.1f} | {speed} | {ident} | {fl} | {ratio} |")
+                     f"{_rate(b):.1f} | {speed} | {ident} | {fl} | {ratio} | "
+                     + (f"{floor[3] * 1e3:.2f} ({floor[3] / floor[0]:.1f}×) |" if floor else "– |"))
         if one:
             ratio = f"{(1 / _rate(one)) / floor[0]:.1f}×" if floor else "–"
             lines.append(f"| {row.label} | 1 | {one['trials_played']} | {one['trials_wall_s']:.2f} | "
-                         f"{_rate(one):.1f} | 1.0× | | | {ratio} |")
+                         f"{_rate(one):.1f} | 1.0× | | | {ratio} | |")
     return "\n".join(lines)
 
 
