@@ -15,11 +15,22 @@ cuda``) where available.
     python benchmarks/throughput.py                       # Cora (default) and csbm
     python benchmarks/throughput.py --dataset csbm --trials 256 --trials-one 32
 
+Each row also reports the **noise-draw floor**: the time of one trial's own random draws alone
+(every call that draws from the trial's generator during one ``fit`` on the row's world 1,
+recorded with a ``TorchFunctionMode`` and replayed, timed, on fresh ``torch.Generator``s of the
+same type seeded as the game seeds trials: e.g. the Gaussian reference's one n×f normal draw,
+CARIBOU's K hop draws, GAP's hop draws), measured in the same process, and the ratio of the
+batched trial's cost (1 / trials/s) to it: how far a row is from "draw the noise and nothing else";
+and the cost of ``fit_batch`` alone per trial (16 trials after ``prepare``: no game setup, no
+scoring) with its ratio to the floor, which separates the target's own work from the game's.
+Draws from torch's global RNG (module initialisation under ``seeded``) are not counted.
+
 Not a test: timings depend on the machine (and on what else runs on it).
 """
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import tempfile
@@ -32,7 +43,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from audit.game import AuditSpec, run_audit  # noqa: E402
+from audit.game import AuditSpec, run_audit, setup_run, trial_seed  # noqa: E402
 from audit.store import Store  # noqa: E402
 
 
@@ -45,6 +56,7 @@ class Row:
     jobs: int = 1
     backend: str = "loky"
     workers: int = 0  # Dask LocalCluster workers (backend dask)
+    floor: bool = True  # measure the noise-draw floor (not for the backend rows: same target as above)
     results: dict = field(default_factory=dict)
 
 
@@ -78,9 +90,73 @@ def run_row(row: Row) -> None:
         if row.trials_one:
             spec = replace(row.spec, trials=row.trials_one, batch=1)
             row.results["one"] = _play(spec, jobs=row.jobs, backend=row.backend, scheduler=scheduler)
+        if row.floor:
+            row.results["floor"] = noise_floor(row.spec)
     finally:
         if cluster is not None:
             cluster.close()
+
+
+class _DrawRecorder(torch.overrides.TorchFunctionMode):
+    """Records every torch call that draws from a ``torch.Generator`` (``generator=`` keyword)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if isinstance(kwargs.get("generator"), torch.Generator):
+            rest = {k: v for k, v in kwargs.items() if k not in ("generator", "out")}
+            out = kwargs.get("out")
+            method = bool(args) and isinstance(args[0], torch.Tensor)  # in place: t.normal_(..., generator=)
+            shape = (tuple(args[0].shape), args[0].dtype, args[0].device) if method else None
+            buf = (tuple(out.shape), out.dtype, out.device) if isinstance(out, torch.Tensor) else None
+            self.calls.append((func, args[1:] if method else args, rest, shape, buf))
+        return func(*args, **kwargs)
+
+
+def noise_floor(spec: AuditSpec, repeats: int = 8, fits: int = 16) -> tuple[float, int, int, float]:
+    """(seconds per trial of the trial's own draws alone, draw calls, numbers drawn, seconds per
+    trial of ``fit_batch`` alone) for `spec`.
+
+    One ``fit`` on world 1 of a random-edge canary is recorded; its draws are replayed (same
+    functions, shapes, dtypes, devices) on `repeats` fresh CPU generators seeded like trials. The
+    last number times one ``fit_batch`` of `fits` trials after ``prepare`` (no game, no scoring).
+    """
+    from audit.game import make_canary
+
+    graph, target, _ = setup_run(replace(spec, trials=8))
+    pair = make_canary("random-edge").worlds(graph, np.random.default_rng(0), target)
+    world = pair.world(1)
+    target.prepare(world)
+    rec = _DrawRecorder()
+    with rec:
+        target.fit(world, torch.Generator().manual_seed(trial_seed(spec.seed, 0)))
+    numbers = 0
+    plan = []
+    for func, args, kwargs, shape, buf in rec.calls:
+        pre = torch.empty(shape[0], dtype=shape[1], device=shape[2]) if shape else None
+        out = torch.empty(buf[0], dtype=buf[1], device=buf[2]) if buf else None
+        numbers += pre.numel() if pre is not None else out.numel() if out is not None else 0
+        plan.append((func, args, kwargs, pre, out))
+    best = math.inf
+    for r in range(repeats):
+        gen = torch.Generator().manual_seed(trial_seed(spec.seed, r + 1))
+        t = time.perf_counter()
+        for func, args, kwargs, pre, out in plan:
+            if pre is not None:
+                func(pre, *args, generator=gen, **kwargs)
+            elif out is not None:
+                func(*args, generator=gen, out=out, **kwargs)
+            else:
+                drawn = func(*args, generator=gen, **kwargs)
+                numbers += drawn.numel() if r == 0 else 0
+        best = min(best, time.perf_counter() - t)
+    gens = [torch.Generator().manual_seed(trial_seed(spec.seed, i)) for i in range(fits)]
+    t = time.perf_counter()
+    target.fit_batch(world, gens) if getattr(target, "batched", False) else [target.fit(world, g) for g in gens]
+    return best, len(plan), numbers, (time.perf_counter() - t) / fits
 
 
 def _rate(result: dict) -> float:
@@ -101,8 +177,9 @@ def identity(a: dict, b: dict) -> str:
 
 
 def table(rows: list[Row], reference: dict[str, float]) -> str:
-    lines = ["| row | batch | trials | seconds | trials/s | speedup vs batch=1 | identity vs batch=1 |",
-             "|---|---:|---:|---:|---:|---:|---|"]
+    lines = ["| row | batch | trials | seconds | trials/s | speedup vs batch=1 | identity vs batch=1 "
+             "| draw floor ms/trial (calls, numbers) | trial cost / floor | fit alone ms/trial (/ floor) |",
+             "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
     for row in rows:
         b = row.results.get("batched")
         if b is None:
@@ -112,11 +189,16 @@ def table(rows: list[Row], reference: dict[str, float]) -> str:
         base = _rate(one) if one else reference.get(row.spec.target + "/" + row.spec.attack + "/" + row.spec.dataset)
         speed = f"{_rate(b) / base:.1f}×" if base else "–"
         ident = identity(b, one) if one else "–"
+        floor = row.results.get("floor")
+        fl = f"{floor[0] * 1e3:.2f} ({floor[1]}, {floor[2]:.2e})" if floor else "–"
+        ratio = f"{(1 / _rate(b)) / floor[0]:.1f}×" if floor else "–"
         lines.append(f"| {row.label} | {b['batch']} | {b['trials_played']} | {b['trials_wall_s']:.2f} | "
-                     f"{_rate(b):.1f} | {speed} | {ident} |")
+                     f"{_rate(b):.1f} | {speed} | {ident} | {fl} | {ratio} | "
+                     + (f"{floor[3] * 1e3:.2f} ({floor[3] / floor[0]:.1f}×) |" if floor else "– |"))
         if one:
+            ratio = f"{(1 / _rate(one)) / floor[0]:.1f}×" if floor else "–"
             lines.append(f"| {row.label} | 1 | {one['trials_played']} | {one['trials_wall_s']:.2f} | "
-                         f"{_rate(one):.1f} | 1.0× | |")
+                         f"{_rate(one):.1f} | 1.0× | | | {ratio} | |")
     return "\n".join(lines)
 
 
@@ -136,10 +218,10 @@ def rows_for(dataset: str, args: argparse.Namespace) -> list[Row]:
     if not args.no_backends:
         caribou = AuditSpec(target="caribou", attack="mechanism-lrt", **common)
         for jobs in (1, 2):
-            out.append(Row(f"{dataset} caribou, loky {jobs} job(s)", caribou, args.trials, 0, jobs=jobs))
+            out.append(Row(f"{dataset} caribou, loky {jobs} job(s)", caribou, args.trials, 0, jobs=jobs, floor=False))
         for workers in (1, 2):
             out.append(Row(f"{dataset} caribou, dask LocalCluster {workers} worker(s)", caribou, args.trials, 0,
-                           jobs=workers, backend="dask", workers=workers))
+                           jobs=workers, backend="dask", workers=workers, floor=False))
     cuda = [Row(f"{dataset} caribou / mechanism-lrt, cuda",
                 AuditSpec(target="caribou", attack="mechanism-lrt", device="cuda", **common),
                 args.trials, args.trials_one),

@@ -18,7 +18,7 @@ import threading
 import types
 import typing
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, ClassVar, Generic, TypeVar, cast
@@ -130,6 +130,37 @@ class Lazy:
         if not self._done:
             self._value, self._done = self._compute(), True
         return self._value
+
+    def __eq__(self, other: object) -> bool:
+        """Two views are equal when their values are (computing them if need be)."""
+        return resolve(self) == resolve(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class LazyDict(Mapping):
+    """A read-only mapping whose ``eager`` entries are at hand and whose other entries come from
+    a :class:`Lazy` mapping computed on first access to one of them (or on iteration): e.g. a
+    release's ``weights``, with the embedding's parameters eager and a lazily trained classifier's."""
+
+    def __init__(self, eager: dict[str, Any], rest: Lazy) -> None:
+        self._eager = dict(eager)
+        self._rest = rest
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._eager:
+            return self._eager[key]
+        return self._rest.get()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._eager
+        yield from (k for k in self._rest.get() if k not in self._eager)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __repr__(self) -> str:
+        return f"LazyDict(eager={list(self._eager)}, rest={'computed' if self._rest._done else 'pending'})"
 
 
 def resolve(value: Any) -> Any:

@@ -130,8 +130,7 @@ class GaussianMechanism(Target[GaussianConfig]):
         for rng in rngs:
             released = torch.randn(mean.shape, generator=rng, dtype=mean.dtype).to(self.device)
             released.mul_(std).add_(mean)
-            step = MechanismStep(output=released if released.device.type == "cpu" else released.cpu(),
-                                 mean=self.noiseless, noise_std=claimed_std, name="A·X + noise", mean_key=key)
+            step = MechanismStep(output=released, mean=self.noiseless, noise_std=claimed_std, name="A·X + noise", mean_key=key)
             releases.append(Release(api=_predictor(released), mechanism=[step],
                                     info={"fresh_noise_per_query": False}))
         return releases

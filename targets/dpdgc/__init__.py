@@ -64,8 +64,13 @@ takes effect: rows keep their trained norms while the noise is still scaled by c
 ``sqrt-group-noise`` (DP-Emb noise ``2σ√g`` while the claim assumes linear group scaling, §8.2).
 
 Cost: the paper's 100 + 100 epochs give T = ⌊100·m/B⌋ steps per module; on the csbm default
-(m = 180, B = 64) that is 281 + 281 cheap steps (about a second); on Cora with the paper's 75 %
-split (m = 2031) 3173 + 3173 steps (tens of seconds on one core).
+(m = 180, B = 64) that is 281 + 281 cheap steps; on Cora with the paper's 75 % split (m = 2031)
+3173 + 3173 steps. The classifier is trained only when a view needs it (``api``, its weights in
+``weights``, ``info["accuracy"]``; :class:`targets.base.Lazy`, from a generator split off at fit
+time), so a mechanism audit pays DP-Emb and Z only. ``fit_batch`` runs DP-Emb for K trials at once
+(weights stacked K × n × h, batch rows gathered from A's CSR, the noisy sum built in the noise
+buffer, one in-place Adam); run j is bitwise the lone ``fit``. Its floor is DP-Emb's own noise:
+T·(n·h + h) normal draws per trial (10.8 M on csbm), which the batched trial costs about 3× of.
 """
 from __future__ import annotations
 

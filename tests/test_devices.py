@@ -1,0 +1,177 @@
+"""Device correctness of every registered target.
+
+* CPU: a run with ``device="cpu"`` never touches CUDA (every CUDA entry point raises while each
+  target fits once on csbm and its default attack scores the release).
+* CUDA (skipped without a GPU): every target fits and scores with ``device="cuda"``, and a
+  mechanism release lives on the device.
+* Lint: in the targets' fit paths, tensor factories name their device, or sit on an allow-list of
+  CPU-side draws and bookkeeping (CPU generators draw on the CPU; the result is moved).
+"""
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from audit.data import load
+from audit.game import auto_attack, auto_canary, make_attack, make_canary
+from targets import base
+
+#: small configurations (seconds per fit on csbm)
+FAST: dict[str, dict] = {
+    "caribou": {"encoder_epochs": 2, "cm_epochs": 1},
+    "dpdgc": {"epochs_encoder": 2, "epochs_classifier": 1, "hidden": 16},
+    "dpsgd-gcn": {"steps": 2},
+    "edgerand": {"epochs": 2},
+    "gap": {"encoder_epochs": 2, "epochs": 1},
+    "gaussian": {},
+    "gcn": {"epochs": 2},
+    "gcon": {"encoder_epochs": 2, "adam_epochs": 5},
+    "heterpoisson": {"steps": 2, "hidden": 16},
+    "lapgraph": {"epochs": 2},
+}
+
+
+def _fit_and_score(name: str, device: str, graph) -> tuple[object, float]:
+    params = {k: v for k, v in FAST.get(name, {}).items() if k in base.config_fields(base.get(name).Config)}
+    target = base.build(name, device=device, **params)
+    pinned = target.public_params(graph)
+    if pinned:
+        target = type(target)(base.replace_config(target.config, **pinned))
+    attack_name = auto_attack(target, graph)
+    pair = make_canary(auto_canary(target, graph, attack_name)).worlds(graph, np.random.default_rng(0), target)
+    attack = make_attack(attack_name)
+    if hasattr(attack, "bind_target"):
+        attack.bind_target(target)
+    target.prepare(graph)
+    release = target.fit(pair.world(1), torch.Generator().manual_seed(1))
+    score = float(attack.score(release, pair, graph))
+    assert math.isfinite(score)
+    return release, score
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return load("csbm")
+
+
+def test_every_target_is_covered():
+    assert set(base.available()) <= set(FAST)
+
+
+class _CudaTouched(AssertionError):
+    pass
+
+
+def _raise(*_a, **_k):
+    raise _CudaTouched("a device='cpu' run touched CUDA")
+
+
+@pytest.mark.parametrize("name", sorted(FAST))
+def test_cpu_run_never_touches_cuda(name, graph, monkeypatch):
+    if name not in base.available():
+        pytest.skip(f"{name} is not in this version")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    # (torch.manual_seed queues CUDA seeding lazily without initialising CUDA: not a touch)
+    for attr in ("init", "_lazy_init", "synchronize", "current_device", "set_device"):
+        if hasattr(torch.cuda, attr):
+            monkeypatch.setattr(torch.cuda, attr, _raise)
+    monkeypatch.setattr(torch.Tensor, "cuda", _raise)
+    to = torch.Tensor.to
+
+    def guarded_to(self, *args, **kwargs):
+        for a in (*args, kwargs.get("device")):
+            if isinstance(a, (str, torch.device)) and str(a).startswith("cuda"):
+                _raise()
+        return to(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "to", guarded_to)
+    release, _ = _fit_and_score(name, "cpu", graph)
+    for step in release.mechanism or []:
+        assert step.output.device.type == "cpu"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("name", sorted(FAST))
+def test_cuda_smoke(name, graph):
+    if name not in base.available():
+        pytest.skip(f"{name} is not in this version")
+    release, _ = _fit_and_score(name, "cuda", graph)
+    for step in release.mechanism or []:
+        assert step.output.device.type == "cuda", f"{name}: {step.name} released on {step.output.device}"
+        assert step.mean(graph).device.type in ("cuda", "cpu")
+
+
+# ------------------------------------------------------------------ lint
+_FACTORY = re.compile(r"torch\.(randn|rand|zeros|ones|empty|full|arange|eye)\(")
+#: (file, fragment of the line): CPU-side by design. Draws from the game's CPU generators are made
+#: on the CPU (then moved, so results do not depend on the device); index and mask bookkeeping on
+#: CPU edge lists; module initialisation before ``.to(device)``.
+ALLOWED: list[tuple[str, str]] = [
+    ("dpsgd.py", "torch.rand(n, generator=rng)"),
+    ("dpsgd.py", "torch.randn(total.shape, generator=rng"),
+    ("dpsgd_gcn.py", "loops = torch.arange(n)"),
+    ("dpsgd_gcn.py", "torch.rand(1, generator=canary_rng)"),
+    ("dpsgd_gcn.py", "torch.randn(d, generator=rng"),
+    ("edgerand.py", "torch.zeros(n * (n - 1) // 2"),
+    ("edgerand.py", "torch.rand("),
+    ("gcn.py", "torch.ones(row.numel()"),
+    ("gcn.py", "torch.zeros(num_nodes, dtype=dtype)"),
+    ("gcn.py", "loops = torch.arange(num_nodes)"),
+    ("gcn.py", "torch.ones(num_nodes, dtype=dtype)"),
+    ("lapgraph.py", "kept = torch.zeros(m"),
+    ("gaussian.py", "torch.randn(mean.shape, generator=rng"),
+    ("dpdgc/target.py", "masks = [torch.zeros(n, dtype=torch.bool)"),
+    ("dpdgc/target.py", "values = torch.ones(edge_index.size(1)"),
+    ("dpdgc/target.py", "generator=rng"),
+    ("dpdgc/target.py", "noise_buf = torch.empty(k_runs, d)"),
+    ("dpdgc/target.py", "crow = torch.zeros(n + 1, dtype=torch.long)"),
+    ("gap/model.py", "torch.rand(src.numel(), generator=g"),
+    ("gap/recorder.py", "torch.rand(1, generator=self.coins)"),
+    ("gap/model.py", "rank = torch.arange(src.numel())"),
+    ("gap/stacked.py", "torch.empty(x.shape[1:], dtype=x.dtype).bernoulli_"),
+    ("gap/stacked.py", "torch.empty(d_out"),
+    ("gap/stacked.py", "torch.ones(width)"),
+    ("gap/stacked.py", "torch.zeros(width)"),
+    ("gcon/accountant.py", "generator=rng"),
+    ("heterpoisson/accountant.py", "generator=rng"),
+    ("heterpoisson/accountant.py", "torch.empty(shape_d if per_coordinate"),
+    ("heterpoisson/model.py", "torch.zeros(1)"),
+    ("heterpoisson/target.py", "generator=rng"),
+    ("heterpoisson/target.py", "generator=gen"),
+    ("heterpoisson/target.py", "generator=canary_rng"),
+    ("heterpoisson/target.py", "is_central = torch.zeros(n"),
+    ("heterpoisson/target.py", "pos = torch.full((n,), -1"),
+    ("heterpoisson/target.py", "torch.arange(central.numel())"),
+    ("heterpoisson/target.py", "local = torch.full((n,), -1"),
+    ("heterpoisson/target.py", "torch.arange(centers.numel())"),
+    ("heterpoisson/target.py", "is_query = torch.zeros(graph.num_nodes"),
+    ("heterpoisson/target.py", "first = torch.zeros(graph.num_nodes"),
+    ("heterpoisson/target.py", "rank = torch.arange(dst.numel())"),
+    ("heterpoisson/target.py", "torch.arange(graph.num_nodes) if nodes is None"),
+]
+#: modules outside this lint (edited elsewhere, or no tensors on a device): caribou is audited by its owners
+SKIP = {"caribou.py", "accounting.py", "base.py", "trace.py", "__init__.py"}
+
+
+def test_tensor_factories_name_their_device():
+    root = Path(base.__file__).resolve().parent
+    offenders = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if path.name in SKIP and "/" not in rel or path.name == "__init__.py":
+            continue
+        for no, line in enumerate(path.read_text().splitlines(), 1):
+            code = line.split("#", 1)[0]
+            if not _FACTORY.search(code) or "device" in code or "_like(" in code:
+                continue
+            if any(rel == f and frag in code for f, frag in ALLOWED):
+                continue
+            offenders.append(f"{rel}:{no}: {line.strip()}")
+    assert not offenders, "tensor factories without device= (move the result, or allow-list it):\n" + \
+        "\n".join(offenders)
