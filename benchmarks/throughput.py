@@ -124,7 +124,7 @@ def noise_floor(spec: AuditSpec, repeats: int = 8, fits: int = 16) -> tuple[floa
     functions, shapes, dtypes, devices) on `repeats` fresh CPU generators seeded like trials. The
     last number times one ``fit_batch`` of `fits` trials after ``prepare`` (no game, no scoring).
     """
-    from audit.game import make_canary
+    from canaries.base import make as make_canary
 
     graph, target, _ = setup_run(replace(spec, trials=8))
     pair = make_canary("random-edge").worlds(graph, np.random.default_rng(0), target)

@@ -18,7 +18,10 @@ import pytest
 import torch
 
 from audit.data import load
-from audit.game import auto_attack, auto_canary, make_attack, make_canary
+from attacks.base import auto_attack
+from attacks.base import make as make_attack
+from canaries.base import auto_canary
+from canaries.base import make as make_canary
 from targets import base
 
 #: small configurations (seconds per fit on csbm)
