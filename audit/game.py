@@ -427,7 +427,8 @@ def _estimate(spec: AuditSpec, claim: targets.Claim, attack: Any, probe: Callabl
     only where the score is an exact Gaussian LLR (the attack says so on a probe release) and the
     declared noise model passed its check, so the trade-off is proven Gaussian; otherwise the
     Gaussian shape is tested on held-out trials and gdp runs on the rest, or cp on all trials when
-    the test rejects (:func:`audit.shape_check.auto_estimate`). An explicit ``--estimator`` is
+    the test rejects (:func:`audit.shape_check.auto_estimate`). So a declared model that failed
+    its check is never relied on: the score's own held-out shape decides. An explicit ``--estimator`` is
     used as asked, except that gdp and a-priori thresholds fall back to cp where the declared
     model failed its check.
     """
