@@ -357,7 +357,7 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
     if progress and todo:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=spec.trials, initial=spec.trials - len(todo), desc=f"audit {spec.target}",
+        bar = tqdm(total=spec.trials, initial=spec.trials - len(todo), desc=_progress_label(spec, canary_name, attack_name),
                    unit="trial", file=sys.stderr, dynamic_ncols=True)
     try:
         t_trials = time.time()
@@ -462,6 +462,12 @@ def _estimate(spec: AuditSpec, claim: targets.Claim, attack: Any, probe: Callabl
 
 def _policy_note(check: declared.DeclaredCheck | None) -> str:
     return declared.apply_policy(check, "cp", None, strict=False)[2]
+
+
+def _progress_label(spec: AuditSpec, canary: str, attack: str) -> str:
+    """``audit gap ε=1 [worst-edge, mechanism-lrt, bug=…, k=v]``: enough to tell two runs apart."""
+    extra = ([f"bug={spec.bug}"] if spec.bug else []) + [f"{k}={v}" for k, v in sorted(spec.params.items())]
+    return f"audit {spec.target} ε={spec.epsilon:g} [{', '.join([canary, attack, *extra])}]"
 
 
 def _declared_record(check: declared.DeclaredCheck | None, policy: str) -> dict[str, Any]:
