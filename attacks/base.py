@@ -10,12 +10,12 @@ from the user's code), or ``--attack package.module:Class`` without registering.
 """
 from __future__ import annotations
 
-import importlib
 from typing import Any, ClassVar
 
 import numpy as np
 
 from targets import base as targets
+from targets.registry import Registry
 from targets.base import Release, Target
 
 
@@ -76,20 +76,22 @@ class Attack:
 # ---------------------------------------------------------------------------------------------
 # registry
 # ---------------------------------------------------------------------------------------------
-_BUILTIN: dict[str, str] = {}
-_ATTACKS: dict[str, type[Attack]] = {}
+REGISTRY: Registry[Attack] = Registry("attack", Attack)
 
 
 def register(name: str, cls: type[Attack] | str, *, force: bool = False) -> None:
     """Register an attack class, or a ``package.module:Class`` imported on first use."""
-    if (name in _ATTACKS or name in _BUILTIN) and not force:
-        raise ValueError(f"attack {name!r} is already registered")
-    _ATTACKS.pop(name, None)
-    _BUILTIN.pop(name, None)
-    if isinstance(cls, str):
-        _BUILTIN[name] = cls
-    else:
-        _ATTACKS[name] = cls
+    REGISTRY.register(name, cls, force=force)
+
+
+def get(name: str) -> type[Attack]:
+    """An attack class by registry name, ``package.module:Class`` or ``path/to/file.py:Class``."""
+    return REGISTRY.get(name)
+
+
+def available() -> list[str]:
+    """Names of the registered attacks whose modules import (in registration order)."""
+    return REGISTRY.available()
 
 
 register("mechanism-lrt", "attacks.mechanism:MechanismLRT")
@@ -104,51 +106,6 @@ register("edge-correlation", "attacks.correlation:EdgeCorrelation")
 register("gradient-l1", "attacks.gradient:ProductLaplaceGradientCanary")
 register("fresh-query", "attacks.fresh_query:FreshQuery")
 register("adam-lrt", "attacks.adam_lrt:AdamLRT")
-
-
-def _import_spec(spec: str) -> type[Attack]:
-    module_name, _, attr = spec.partition(":")
-    module = importlib.import_module(module_name)
-    try:
-        cls = getattr(module, attr)
-    except AttributeError:
-        raise ValueError(f"module {module_name!r} has no attribute {attr!r}") from None
-    if not (isinstance(cls, type) and issubclass(cls, Attack)):
-        raise ValueError(f"{spec!r} is not an Attack subclass")
-    return cls
-
-
-def available() -> list[str]:
-    """Names of the registered attacks whose modules import (in registration order)."""
-    names = []
-    for name in dict.fromkeys([*_BUILTIN, *_ATTACKS]):
-        try:
-            get(name)
-        except (ImportError, ValueError):
-            continue
-        names.append(name)
-    return names
-
-
-def get(name: str) -> type[Attack]:
-    """An attack class by registry name, or by ``package.module:Class`` for a user's own attack."""
-    if name in _ATTACKS:
-        return _ATTACKS[name]
-    if name in _BUILTIN:
-        try:
-            cls = _import_spec(_BUILTIN[name])
-        except ModuleNotFoundError as err:
-            if err.name == _BUILTIN[name].partition(":")[0]:
-                raise ValueError(f"attack {name!r} is not available in this version") from None
-            raise
-        _ATTACKS[name] = cls
-        return cls
-    if ":" in name:
-        try:
-            return _import_spec(name)
-        except ModuleNotFoundError as err:
-            raise ValueError(f"cannot import {name!r}: {err}") from None
-    raise ValueError(f"unknown attack {name!r}; known: {', '.join(sorted(available()))}")
 
 
 def make(name: str) -> Attack:

@@ -10,13 +10,13 @@ Adding a canary: a class deriving from :class:`Canary` (``name``, ``unit``, ``wo
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
 
 from targets import base as targets
+from targets.registry import Registry
 
 
 @dataclass
@@ -57,75 +57,37 @@ class Canary:
 # ---------------------------------------------------------------------------------------------
 # registry
 # ---------------------------------------------------------------------------------------------
-_BUILTIN: dict[str, str] = {
-    "random-edge": "canaries.edge:RandomEdge",
-    "worst-edge": "canaries.edge:WorstCaseEdge",
-    "worst-directed-edge": "canaries.edge:WorstDirectedEdge",
-    "low-degree-edge": "canaries.edge:LowDegreeEdge",
-    "feature-extreme-edge": "canaries.edge:FeatureExtremeEdge",
-    "search-edge": "canaries.edge:SensitivitySearchEdge",
-    "remove-node": "canaries.node:RemoveNode",
-    "insert-node": "canaries.node:InsertNode",
-    "insert-hub-node": "canaries.node:InsertHubNode",
-    "dirac-gradient": "canaries.gradient:DiracGradient",
-    "spread-gradient": "canaries.gradient:SpreadGradient",
-    "split-gradient": "canaries.gradient:SplitGradient",
-    "dirac-node": "canaries.gradient:DiracNode",
-}
 #: canaries written ``name:ARGS`` (the class's ``parse(ARGS)`` builds one), e.g. ``edge:12-272``
 _PARAMETRISED: dict[str, str] = {"edge": "canaries.edge:ExplicitEdge", "witness": "canaries.witness:WitnessCanary"}
-_CANARIES: dict[str, type[Canary]] = {}
+REGISTRY: Registry[Canary] = Registry("canary", Canary, reserved=tuple(_PARAMETRISED))
+REGISTRY.register("random-edge", "canaries.edge:RandomEdge")
+REGISTRY.register("worst-edge", "canaries.edge:WorstCaseEdge")
+REGISTRY.register("worst-directed-edge", "canaries.edge:WorstDirectedEdge")
+REGISTRY.register("low-degree-edge", "canaries.edge:LowDegreeEdge")
+REGISTRY.register("feature-extreme-edge", "canaries.edge:FeatureExtremeEdge")
+REGISTRY.register("search-edge", "canaries.edge:SensitivitySearchEdge")
+REGISTRY.register("remove-node", "canaries.node:RemoveNode")
+REGISTRY.register("insert-node", "canaries.node:InsertNode")
+REGISTRY.register("insert-hub-node", "canaries.node:InsertHubNode")
+REGISTRY.register("dirac-gradient", "canaries.gradient:DiracGradient")
+REGISTRY.register("spread-gradient", "canaries.gradient:SpreadGradient")
+REGISTRY.register("split-gradient", "canaries.gradient:SplitGradient")
+REGISTRY.register("dirac-node", "canaries.gradient:DiracNode")
 
 
-def register(name: str, cls: type[Canary], *, force: bool = False) -> None:
-    if (name in _CANARIES or name in _BUILTIN) and not force:
-        raise ValueError(f"canary {name!r} is already registered")
-    _CANARIES[name] = cls
+def register(name: str, cls: type[Canary] | str, *, force: bool = False) -> None:
+    """Register a canary class, or a ``package.module:Class`` imported on first use."""
+    REGISTRY.register(name, cls, force=force)
 
 
-def _import_spec(spec: str) -> type[Canary]:
-    module_name, _, attr = spec.partition(":")
-    module = importlib.import_module(module_name)
-    try:
-        cls = getattr(module, attr)
-    except AttributeError:
-        raise ValueError(f"module {module_name!r} has no attribute {attr!r}") from None
-    if not (isinstance(cls, type) and issubclass(cls, Canary)):
-        raise ValueError(f"{spec!r} is not a Canary subclass")
-    return cls
+def get(name: str) -> type[Canary]:
+    """A canary class by registry name, ``package.module:Class`` or ``path/to/file.py:Class``."""
+    return REGISTRY.get(name)
 
 
 def available() -> list[str]:
     """Names of the registered canaries whose modules import (in registration order)."""
-    names = []
-    for name in dict.fromkeys([*_BUILTIN, *_CANARIES]):
-        try:
-            get(name)
-        except (ImportError, ValueError):
-            continue
-        names.append(name)
-    return names
-
-
-def get(name: str) -> type[Canary]:
-    """A canary class by registry name, or by ``package.module:Class`` for a user's own canary."""
-    if name in _CANARIES:
-        return _CANARIES[name]
-    if name in _BUILTIN:
-        try:
-            cls = _import_spec(_BUILTIN[name])
-        except ModuleNotFoundError as err:
-            if err.name == _BUILTIN[name].partition(":")[0]:
-                raise ValueError(f"canary {name!r} is not available in this version") from None
-            raise
-        _CANARIES[name] = cls
-        return cls
-    if ":" in name and name.partition(":")[0] not in _PARAMETRISED:
-        try:
-            return _import_spec(name)
-        except ModuleNotFoundError as err:
-            raise ValueError(f"cannot import {name!r}: {err}") from None
-    raise ValueError(f"unknown canary {name!r}; known: {', '.join(sorted(available()))}")
+    return REGISTRY.available()
 
 
 def make(name: str) -> Canary:
@@ -133,7 +95,7 @@ def make(name: str) -> Canary:
     ``package.module:Class``."""
     kind, _, args = name.partition(":")
     if kind in _PARAMETRISED:
-        return _import_spec(_PARAMETRISED[kind]).parse(args)
+        return REGISTRY.load(_PARAMETRISED[kind]).parse(args)
     return get(name)()
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib
 import inspect
 import math
 import threading
@@ -26,6 +25,7 @@ from typing import Any, ClassVar, Generic, TypeVar, cast
 import torch
 
 from targets.accounting import check_delta, check_epsilon
+from targets.registry import Registry
 
 LEVELS = ("api", "weights", "mechanism", "trace")
 
@@ -404,64 +404,32 @@ def _jsonable(value: Any) -> Any:
 # ---------------------------------------------------------------------------------------------
 # registry
 # ---------------------------------------------------------------------------------------------
-_BUILTIN: dict[str, str] = {
-    "gaussian": "targets.gaussian:GaussianMechanism",
-    "gcn": "targets.gcn:NonPrivateGCN",
-    "caribou": "targets.caribou:Caribou",
-    "gap": "targets.gap:GAP",
-    "dpdgc": "targets.dpdgc:DPDGC",
-    "heterpoisson": "targets.heterpoisson:HeterPoisson",
-    "gcon": "targets.gcon:GCON",
-    "dpsgd-gcn": "targets.dpsgd_gcn:DPSGDGCN",
-    "edgerand": "targets.edgerand:EdgeRand",
-    "lapgraph": "targets.lapgraph:LapGraph",
-}
-_TARGETS: dict[str, type[Target]] = {}
+REGISTRY: Registry[Target] = Registry("target", Target, sort=True)
+REGISTRY.register("gaussian", "targets.gaussian:GaussianMechanism")
+REGISTRY.register("gcn", "targets.gcn:NonPrivateGCN")
+REGISTRY.register("caribou", "targets.caribou:Caribou")
+REGISTRY.register("gap", "targets.gap:GAP")
+REGISTRY.register("dpdgc", "targets.dpdgc:DPDGC")
+REGISTRY.register("heterpoisson", "targets.heterpoisson:HeterPoisson")
+REGISTRY.register("gcon", "targets.gcon:GCON")
+REGISTRY.register("dpsgd-gcn", "targets.dpsgd_gcn:DPSGDGCN")
+REGISTRY.register("edgerand", "targets.edgerand:EdgeRand")
+REGISTRY.register("lapgraph", "targets.lapgraph:LapGraph")
 
 
-def register(name: str, cls: type[Target], *, force: bool = False) -> None:
-    if (name in _TARGETS or name in _BUILTIN) and not force:
-        raise ValueError(f"target {name!r} is already registered")
-    _TARGETS[name] = cls
+def register(name: str, cls: type[Target] | str, *, force: bool = False) -> None:
+    """Register a target class (or a ``package.module:Class`` imported on first use)."""
+    REGISTRY.register(name, cls, force=force)
 
 
-def _import_spec(spec: str) -> type[Target]:
-    module_name, _, attr = spec.rpartition(":")
-    module = _load_file(module_name) if module_name.endswith(".py") else importlib.import_module(module_name)
-    try:
-        cls = getattr(module, attr)
-    except AttributeError:
-        raise ValueError(f"module {module_name!r} has no attribute {attr!r}") from None
-    if not (isinstance(cls, type) and issubclass(cls, Target)):
-        raise ValueError(f"{spec!r} is not a Target subclass")
-    return cls
+def get(name: str) -> type[Target]:
+    """A target class by registry name, ``package.module:Class`` or ``path/to/file.py:Class``."""
+    return REGISTRY.get(name)
 
 
-def _load_file(path: str) -> Any:
-    """A module from a source file (``--target path/to/file.py:Class``), registered under a name
-    derived from its resolved path and content, so every worker loading the same file shares it."""
-    import hashlib
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    file = Path(path).expanduser().resolve()
-    if not file.is_file():
-        raise ValueError(f"no such file: {path}")
-    # keyed by path and content: an edited file is a new module (and a new code identity)
-    name = f"_user_target_{file.stem}_{hashlib.sha256(str(file).encode() + file.read_bytes()).hexdigest()[:12]}"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, file)
-        if spec is None or spec.loader is None:
-            raise ValueError(f"cannot import {path}: not a Python source file")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        try:
-            spec.loader.exec_module(module)
-        except Exception:
-            del sys.modules[name]
-            raise
-    return sys.modules[name]
+def available() -> list[str]:
+    """Names of the registered targets whose modules import."""
+    return REGISTRY.available()
 
 
 def config_help(config_cls: type) -> list[dict[str, str]]:
@@ -492,40 +460,6 @@ def check_release(release: Any, target: Target) -> Release:
         raise ValueError(f"target {type(target).__module__}.{type(target).__name__}: fit() returned "
                          f"{type(release).__name__}, not a targets.base.Release (wrap its views in Release(...))")
     return release
-
-
-def available() -> list[str]:
-    """Names of the registered targets whose modules import."""
-    names = []
-    for name in sorted(set(_BUILTIN) | set(_TARGETS)):
-        try:
-            get(name)
-        except (ImportError, ValueError):
-            continue
-        names.append(name)
-    return names
-
-
-def get(name: str) -> type[Target]:
-    """A target class by registry name, or by ``package.module:Class`` for a user's own trainer."""
-    if name in _TARGETS:
-        return _TARGETS[name]
-    if name in _BUILTIN:
-        try:
-            cls = _import_spec(_BUILTIN[name])
-        except ModuleNotFoundError as err:
-            if err.name == _BUILTIN[name].partition(":")[0]:
-                raise ValueError(f"target {name!r} is not available in this version") from None
-            raise
-        _TARGETS[name] = cls
-        return cls
-    if ":" in name:
-        try:
-            return _import_spec(name)
-        except ModuleNotFoundError as err:
-            raise ValueError(f"cannot import {name!r}: {err}") from None
-    known = ", ".join(available())
-    raise ValueError(f"unknown target {name!r}; known: {known} (or package.module:Class)")
 
 
 def build(name: str, *, epsilon: float | None = None, delta: float | None = None,

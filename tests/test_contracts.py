@@ -48,4 +48,4 @@ def test_attack_registry_round_trip():
         assert not Probe.reads_probe
     finally:
         attacks.register("probe-attack", attacks.get("mechanism-lrt"), force=True)
-        attacks._ATTACKS.pop("probe-attack")
+        attacks.REGISTRY.unregister("probe-attack")
