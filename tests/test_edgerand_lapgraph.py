@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from attacks.linkteller import run_linkteller
-from audit.data import add_edge, csbm, load
+from audit.data import add_edge, csbm
 from audit.testing import audit_claim
 from targets.edgerand import EdgeRand, upper_adjacency, upper_pairs
 from targets.lapgraph import LapGraph
@@ -17,13 +17,8 @@ FAST = {"epochs": 30}
 
 
 @pytest.fixture(scope="module")
-def graph():
-    return load("csbm")
-
-
-@pytest.fixture(scope="module")
-def small():
-    return csbm(n=200, seed=3)
+def small(make_csbm):
+    return make_csbm(n=200, seed=3)
 
 
 def _is_undirected_simple(g) -> bool:
@@ -33,14 +28,14 @@ def _is_undirected_simple(g) -> bool:
 
 
 @pytest.mark.parametrize("cls", [EdgeRand, LapGraph])
-def test_contract_and_claim(cls, graph):
+def test_contract_and_claim(cls, csbm):
     t = cls(epsilon=2.0)
     assert t.unit.value == "edge" and set(t.levels) == {"api", "weights"} and "no-noise" in t.bugs
-    c = t.claim(graph)
+    c = t.claim(csbm)
     assert c.epsilon == 2.0 and c.delta == 1e-5 and c.unit == "edge"
     assert "pure" in c.accountant and c.details["pure_dp"] is True
-    assert cls(epsilon=2.0, delta=1e-7).claim(graph).delta == 1e-7
-    assert t.public_params(graph) == {}
+    assert cls(epsilon=2.0, delta=1e-7).claim(csbm).delta == 1e-7
+    assert t.public_params(csbm) == {}
     with pytest.raises(ValueError):
         cls(unit="node")
 
