@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from audit.data import csbm, degrees, has_edge
+from audit import data
+from audit.data import degrees, has_edge
 from canaries import base as canaries
 from canaries.edge import (FeatureExtremeEdge, LowDegreeEdge, RandomEdge, SensitivitySearchEdge,
                            WorstCaseEdge, noiseless_change)
@@ -125,7 +126,7 @@ def test_search_is_deterministic_and_needs_a_map(csbm):
 def test_search_beats_random_on_caribou():
     """CARIBOU's edge sensitivity depends on the edge (degree-normalised propagation): the searched
     canary moves the noiseless X(K) far more than random edges do."""
-    g = csbm(n=300, seed=1)
+    g = data.csbm(n=300, seed=1)
     t = build("caribou", epsilon=1.0)
     search = SensitivitySearchEdge(random=16, per_strategy=8, refine=1).worlds(g, np.random.default_rng(0), t)
     rnd = [noiseless_change(t, *RandomEdge().worlds(g, np.random.default_rng(s), t)) for s in range(8)]
@@ -135,7 +136,7 @@ def test_search_beats_random_on_caribou():
 def test_worst_directed_edge_adds_one_entry_and_gap_charges_it():
     from canaries.edge import WorstDirectedEdge
 
-    g = csbm(n=120, classes=3, features=8, seed=5)
+    g = data.csbm(n=120, classes=3, features=8, seed=5)
     target = build("gap", epsilon=2.0, encoder_epochs=5, epochs=1)
     pair = WorstDirectedEdge(candidates=16).worlds(g, np.random.default_rng(0), target)
     u, v = pair.info["edge"]
