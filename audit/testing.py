@@ -146,6 +146,9 @@ def target_checks(target: Any, *, params: dict[str, Any] | None = None, dataset:
         t.prepare(g)
         a, b = _fingerprint(t.fit(g, rng(7)), g), _fingerprint(t.fit(g, rng(7)), g)
         assert _same(a, b), f"{cls.__name__}: two fits with the same seed release different views"
+        # and the seed is used: another one changes what is released (some view moves)
+        c = _fingerprint(t.fit(g, rng(8)), g)
+        assert not _same(a, c), f"{cls.__name__}: fits with different seeds release the same views"
 
     def calibration() -> None:
         g = graph()

@@ -20,8 +20,31 @@ def data_dir() -> Path:
 
 
 @pytest.fixture(scope="module")
-def csbm():
-    """The embedded default graph, loaded once per test module."""
-    from audit.data import load
+def make_csbm():
+    """A factory of contextual-SBM graphs, ``make_csbm(n=..., seed=...)`` (``audit.data.csbm``'s
+    arguments), each built once per test module; with no argument, the embedded default graph
+    (``load("csbm")``). Module-scoped, like the per-file fixtures it replaces, so a test that
+    mutates a graph never leaks into another module."""
+    from audit.data import csbm, load
 
-    return load("csbm")
+    cache = {}
+
+    def make(**kwargs):
+        key = tuple(sorted(kwargs.items()))
+        if key not in cache:
+            cache[key] = csbm(**kwargs) if kwargs else load("csbm")
+        return cache[key]
+
+    return make
+
+
+@pytest.fixture(scope="module")
+def csbm(make_csbm):
+    """The embedded default graph (``load("csbm")``), loaded once per test module."""
+    return make_csbm()
+
+
+@pytest.fixture(scope="module")
+def small_csbm(make_csbm):
+    """A 120-node, 3-class, 8-feature graph (seed 3): the gradient, LiRA, GMIA and Adam-LRT tests'."""
+    return make_csbm(n=120, classes=3, features=8, seed=3)

@@ -7,14 +7,8 @@ from attacks.adam_lrt import AdamLRT, ColumnLaw, column_map
 from audit import game
 from audit.estimators import select_threshold
 from canaries import base as canaries
-from audit.data import csbm
 from canaries.edge import CanaryPair, ExplicitEdge
 from targets.gcon import GCON, Problem, sample_noise
-
-
-@pytest.fixture(scope="module")
-def small():
-    return csbm(n=120, classes=3, features=8, seed=3)
 
 
 def _column(n1: int = 40, seed: int = 0) -> Problem:
@@ -30,11 +24,11 @@ def _laplace(n: int, beta: float, seed: int) -> torch.Tensor:
     return -torch.sign(u) * torch.log1p(-2 * u.abs()) / beta
 
 
-def test_adam_map_replays_the_released_theta(small):
+def test_adam_map_replays_the_released_theta(small_csbm):
     target = GCON(epsilon=1, encoder_hidden=1, adam_lr=0.1, bug="approximate-minimizer")
-    rel = target.fit(small, torch.Generator().manual_seed(5))
+    rel = target.fit(small_csbm, torch.Generator().manual_seed(5))
     assert rel.info["solver"] == {"name": "adam", "steps": 10, "lr": 0.1}
-    p = rel.info["noise_free_problem"](small)
+    p = rel.info["noise_free_problem"](small_csbm)
     noise = sample_noise(1, p.y.size(1), rel.info["beta"], torch.Generator().manual_seed(5))  # fit's first draw
     for j in range(p.y.size(1)):
         replay = column_map(p, j, noise[0, j:j + 1], 10, 0.1)
@@ -70,8 +64,8 @@ def test_density_matches_a_histogram_away_from_the_folds():
     assert checked >= 5
 
 
-def test_the_attack_needs_adam_and_one_feature(small):
-    pair = ExplicitEdge(0, 1).worlds(small, np.random.default_rng(0))
+def test_the_attack_needs_adam_and_one_feature(small_csbm):
+    pair = ExplicitEdge(0, 1).worlds(small_csbm, np.random.default_rng(0))
     exact = GCON(epsilon=1, encoder_hidden=1).fit(pair.g1, torch.Generator().manual_seed(0))
     with pytest.raises(ValueError, match="needs a release computed by Adam"):
         AdamLRT().score(exact, pair)
@@ -80,20 +74,20 @@ def test_the_attack_needs_adam_and_one_feature(small):
         AdamLRT(grid=101).score(wide, pair)
 
 
-def test_explicit_edge_canary(small):
-    u, v = (int(x) for x in small.edge_index[:, 0])
-    have = canaries.make(f"edge:{u}-{v}").worlds(small, np.random.default_rng(0))
-    assert have.info["in_graph"] and have.g1 is small and have.g0.edge_index.size(1) == small.edge_index.size(1) - 2
+def test_explicit_edge_canary(small_csbm):
+    u, v = (int(x) for x in small_csbm.edge_index[:, 0])
+    have = canaries.make(f"edge:{u}-{v}").worlds(small_csbm, np.random.default_rng(0))
+    assert have.info["in_graph"] and have.g1 is small_csbm and have.g0.edge_index.size(1) == small_csbm.edge_index.size(1) - 2
     with pytest.raises(ValueError, match="edge:U-V"):
         canaries.make("edge:3")
     with pytest.raises(ValueError, match="nodes"):
-        canaries.make("edge:0-100000").worlds(small, np.random.default_rng(0))
+        canaries.make("edge:0-100000").worlds(small_csbm, np.random.default_rng(0))
     assert isinstance(have, CanaryPair)
 
 
-def test_threshold_is_fixed_from_the_two_laws_alone(small):
+def test_threshold_is_fixed_from_the_two_laws_alone(small_csbm):
     target = GCON(epsilon=1, encoder_hidden=1, adam_lr=0.5, bug="approximate-minimizer")
-    pair = ExplicitEdge(0, 5).worlds(small, np.random.default_rng(0))
+    pair = ExplicitEdge(0, 5).worlds(small_csbm, np.random.default_rng(0))
     probe = target.fit(pair.g0, torch.Generator().manual_seed(123))
     attack = AdamLRT(grid=2001)
     out, inn = attack.simulate(probe, pair, n=2000)

@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 import torch
 
-from audit.data import load
 from attacks.base import auto_attack
 from attacks.base import make as make_attack
 from canaries.base import auto_canary
@@ -57,11 +56,6 @@ def _fit_and_score(name: str, device: str, graph) -> tuple[object, float]:
     return release, score
 
 
-@pytest.fixture(scope="module")
-def graph():
-    return load("csbm")
-
-
 def test_every_target_is_covered():
     assert set(base.available()) <= set(FAST)
 
@@ -75,7 +69,7 @@ def _raise(*_a, **_k):
 
 
 @pytest.mark.parametrize("name", sorted(FAST))
-def test_cpu_run_never_touches_cuda(name, graph, monkeypatch):
+def test_cpu_run_never_touches_cuda(name, csbm, monkeypatch):
     if name not in base.available():
         pytest.skip(f"{name} is not in this version")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
@@ -94,20 +88,20 @@ def test_cpu_run_never_touches_cuda(name, graph, monkeypatch):
         return to(self, *args, **kwargs)
 
     monkeypatch.setattr(torch.Tensor, "to", guarded_to)
-    release, _ = _fit_and_score(name, "cpu", graph)
+    release, _ = _fit_and_score(name, "cpu", csbm)
     for step in release.mechanism or []:
         assert step.output.device.type == "cpu"
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 @pytest.mark.parametrize("name", sorted(FAST))
-def test_cuda_smoke(name, graph):
+def test_cuda_smoke(name, csbm):
     if name not in base.available():
         pytest.skip(f"{name} is not in this version")
-    release, _ = _fit_and_score(name, "cuda", graph)
+    release, _ = _fit_and_score(name, "cuda", csbm)
     for step in release.mechanism or []:
         assert step.output.device.type == "cuda", f"{name}: {step.name} released on {step.output.device}"
-        assert step.mean(graph).device.type in ("cuda", "cpu")
+        assert step.mean(csbm).device.type in ("cuda", "cpu")
 
 
 # ------------------------------------------------------------------ lint

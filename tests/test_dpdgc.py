@@ -5,18 +5,13 @@ import numpy as np
 import pytest
 import torch
 
-from audit.data import add_edge, load
+from audit.data import add_edge
 from targets.accounting import gaussian_rdp
 from targets.base import build, resolve
 from targets.dpdgc import (ORDERS, DPDGC, DPDGCConfig, bound_column_degree, lemma_f1_epsilon,
                            wor_gaussian_rdp)
 
 FAST = dict(epochs_encoder=3, epochs_classifier=3)
-
-
-@pytest.fixture(scope="module")
-def graph():
-    return load("csbm")
 
 
 def fit(graph, seed=0, **kw):
@@ -45,82 +40,71 @@ def test_wor_rdp_matches_dp_accounting():
     (dict(unit="node", k=0, epsilon=16), 1e-4, 1.886),      # Cora N_0 (no Gaussian term)
     (dict(unit="edge", epsilon=1), 1e-5, 15.06),            # Cora edge
 ])
-def test_cora_worked_numbers(graph, kw, delta, sigma):
+def test_cora_worked_numbers(csbm, kw, delta, sigma):
     # spec §3.6: m = 2031, B = 64, 100 + 100 epochs → T = 3173 per module; within 1 %
-    claim = build("dpdgc", delta=delta, num_train=2031, batch_size=64, **kw).claim(graph)
+    claim = build("dpdgc", delta=delta, num_train=2031, batch_size=64, **kw).claim(csbm)
     assert claim.details["steps_encoder"] == 3173
     assert claim.details["noise_multiplier"] == pytest.approx(sigma, rel=0.01)
     assert claim.epsilon == pytest.approx(kw["epsilon"], rel=1e-3)
     assert claim.delta == delta
 
 
-def test_facebook_worked_number(graph):
+def test_facebook_worked_number(csbm):
     claim = build("dpdgc", unit="node", k=1, epsilon=16, delta=1e-5, num_train=19805,
-                  batch_size=256).claim(graph)
+                  batch_size=256).claim(csbm)
     assert claim.details["noise_multiplier"] == pytest.approx(1.402, rel=0.01)
 
 
-def test_noise_applied_cora_k(graph):
+def test_noise_applied_cora_k(csbm):
     # spec §3.6 table: Z std = 1.914·c·√k; DP-Emb noise_mult 7.66 (linear g) / 5.41 (√g) for k=1
     kw = dict(unit="node", epsilon=16, delta=1e-4, num_train=2031, norm_scale=1.0)
-    d = build("dpdgc", k=5, **kw).claim(graph).details
+    d = build("dpdgc", k=5, **kw).claim(csbm).details
     assert d["noise_std"] == pytest.approx(4.28, rel=0.01)
-    d = build("dpdgc", k=1, **kw).claim(graph).details
+    d = build("dpdgc", k=1, **kw).claim(csbm).details
     assert d["encoder_noise_multiplier"] == pytest.approx(7.66, rel=0.01)
     assert d["classifier_noise_std"] == pytest.approx(3.83, rel=0.01)
-    d = build("dpdgc", k=1, group_scaling="sqrt", **kw).claim(graph).details
+    d = build("dpdgc", k=1, group_scaling="sqrt", **kw).claim(csbm).details
     assert d["encoder_noise_multiplier"] == pytest.approx(5.41, rel=0.01)
 
 
-def test_calibration_round_trip(graph):
+def test_calibration_round_trip(csbm):
     for eps in (0.5, 3.0):
         t = build("dpdgc", epsilon=eps)
-        d = t.claim(graph).details
+        d = t.claim(csbm).details
         sigma = d["noise_multiplier"]
         rdp = t._rdp(sigma, d["sampling_rate"], d["steps_encoder"], d["steps_classifier"])
-        back = lemma_f1_epsilon(ORDERS, rdp, t.claim(graph).delta)[0]
+        back = lemma_f1_epsilon(ORDERS, rdp, t.claim(csbm).delta)[0]
         assert back <= eps and back == pytest.approx(eps, rel=1e-4)
         # slightly less noise would overshoot the target: σ is the smallest that fits
         rdp2 = t._rdp(sigma * 0.999, d["sampling_rate"], d["steps_encoder"], d["steps_classifier"])
-        assert lemma_f1_epsilon(ORDERS, rdp2, t.claim(graph).delta)[0] > eps
+        assert lemma_f1_epsilon(ORDERS, rdp2, t.claim(csbm).delta)[0] > eps
 
 
-def test_delta_rule(graph):
-    m = int(graph.train_mask.sum())
-    e = graph.edge_index.size(1)
-    assert build("dpdgc").claim(graph).delta == 10.0 ** -len(str(e))
-    assert build("dpdgc", unit="node", k=2).claim(graph).delta == 10.0 ** -len(str(m))
+def test_delta_rule(csbm):
+    m = int(csbm.train_mask.sum())
+    e = csbm.edge_index.size(1)
+    assert build("dpdgc").claim(csbm).delta == 10.0 ** -len(str(e))
+    assert build("dpdgc", unit="node", k=2).claim(csbm).delta == 10.0 ** -len(str(m))
 
 
-def test_claim_details(graph):
-    c = build("dpdgc", epsilon=2).claim(graph)
+def test_claim_details(csbm):
+    c = build("dpdgc", epsilon=2).claim(csbm)
     for key in ("noise_multiplier", "noise_std", "sensitivity", "steps_encoder", "sampling_rate", "order"):
         assert key in c.details
     assert c.details["sensitivity"] == pytest.approx(1e-8)
     assert c.details["components"] == ["SGD_enc(wor)", "Gaussian(Z)"]
     assert "directed" in c.unit
-    n = build("dpdgc", unit="node", epsilon=2, max_degree=10).claim(graph).details
+    n = build("dpdgc", unit="node", epsilon=2, max_degree=10).claim(csbm).details
     assert n["sensitivity"] == pytest.approx(1e-8 * math.sqrt(20)) and n["group_size"] == 21
     assert build("dpdgc", unit="node", node_group="paper", max_degree=10).group_size() == 11
 
 
 # ------------------------------------------------------------------ release
-def test_determinism_by_seed(graph):
-    _, a = fit(graph, 0)
-    _, b = fit(graph, 0)
-    _, c = fit(graph, 1)
-    za, zb, zc = (r.mechanism[0].output for r in (a, b, c))
-    assert torch.equal(za, zb)
-    assert torch.equal(a.api(graph), b.api(graph))
-    assert torch.equal(a.weights["emb.W"], b.weights["emb.W"])
-    assert not torch.allclose(za, zc)
-
-
-def test_release_views(graph):
-    t, r = fit(graph)
+def test_release_views(csbm):
+    t, r = fit(csbm)
     assert r.levels == ("api", "weights", "mechanism")
-    p = r.api(graph, [0, 5, 7])
-    assert p.shape == (3, int(graph.y.max()) + 1)
+    p = r.api(csbm, [0, 5, 7])
+    assert p.shape == (3, int(csbm.y.max()) + 1)
     assert torch.allclose(p.sum(1), torch.ones(3), atol=1e-5)
     acc = resolve(r.info["accuracy"])
     assert 0.0 <= acc["test"] <= 1.0 and r.info["fresh_noise_per_query"] is False
@@ -128,68 +112,68 @@ def test_release_views(graph):
     assert torch.allclose(norms, torch.full_like(norms, 1e-8), rtol=1e-5)  # projected rows
 
 
-def test_noise_has_claimed_scale(graph):
-    t, r = fit(graph, epsilon=2)
+def test_noise_has_claimed_scale(csbm):
+    t, r = fit(csbm, epsilon=2)
     step = r.mechanism[0]
-    resid = step.output - step.mean(graph)
-    assert step.noise_std == pytest.approx(t.claim(graph).details["noise_std"])
+    resid = step.output - step.mean(csbm)
+    assert step.noise_std == pytest.approx(t.claim(csbm).details["noise_std"])
     # 600×64 entries: the sample std is within ~0.5 % of the truth; allow 3 %
     assert resid.std().item() == pytest.approx(step.noise_std, rel=0.03)
     assert abs(resid.mean().item()) < 0.05 * step.noise_std
 
 
-def test_mean_follows_canary_edge(graph):
-    _, r = fit(graph)
+def test_mean_follows_canary_edge(csbm):
+    _, r = fit(csbm)
     step, w = r.mechanism[0], r.weights["emb.W"].double()
-    ei = graph.edge_index
-    u, v = 0, next(j for j in range(1, graph.num_nodes) if not ((ei[0] == 0) & (ei[1] == j)).any())
-    diff = step.mean(add_edge(graph, u, v)) - step.mean(graph)
+    ei = csbm.edge_index
+    u, v = 0, next(j for j in range(1, csbm.num_nodes) if not ((ei[0] == 0) & (ei[1] == j)).any())
+    diff = step.mean(add_edge(csbm, u, v)) - step.mean(csbm)
     assert torch.allclose(diff[u], w[v]) and torch.allclose(diff[v], w[u])
     assert diff.abs().sum(1).nonzero().view(-1).tolist() == sorted([u, v])
 
 
-def test_node_mode_degree_bound(graph):
-    ei = graph.edge_index
-    kept = bound_column_degree(ei, graph.num_nodes, 3, seed=7)
-    assert torch.bincount(kept[1], minlength=graph.num_nodes).max() <= 3
-    assert torch.equal(kept, bound_column_degree(ei, graph.num_nodes, 3, seed=7))
-    assert not torch.equal(kept, bound_column_degree(ei, graph.num_nodes, 3, seed=8))
-    t, r = fit(graph, unit="node", max_degree=3, epsilon=16)
+def test_node_mode_degree_bound(csbm):
+    ei = csbm.edge_index
+    kept = bound_column_degree(ei, csbm.num_nodes, 3, seed=7)
+    assert torch.bincount(kept[1], minlength=csbm.num_nodes).max() <= 3
+    assert torch.equal(kept, bound_column_degree(ei, csbm.num_nodes, 3, seed=7))
+    assert not torch.equal(kept, bound_column_degree(ei, csbm.num_nodes, 3, seed=8))
+    t, r = fit(csbm, unit="node", max_degree=3, epsilon=16)
     step = r.mechanism[0]
     # the bound's hash seed is not released: the auditor's mean uses a public seed, no exact LLR
     assert step.noise_std is None
     seed = r.info["degree_hash_seed"]
-    adj = t._adjacency(t._edges(graph, seed), graph.num_nodes, torch.float64)
+    adj = t._adjacency(t._edges(csbm, seed), csbm.num_nodes, torch.float64)
     run_mean = torch.sparse.mm(adj, r.weights["emb.W"].double()) + r.weights["emb.b"].double()
-    assert (step.output - run_mean).std().item() == pytest.approx(t.claim(graph).details["noise_std"], rel=0.03)
-    assert not torch.equal(step.mean(graph), run_mean) or seed == 0
+    assert (step.output - run_mean).std().item() == pytest.approx(t.claim(csbm).details["noise_std"], rel=0.03)
+    assert not torch.equal(step.mean(csbm), run_mean) or seed == 0
 
 
 # ------------------------------------------------------------------ bugs
-def test_no_noise_bug(graph):
-    t, r = fit(graph, bug="no-noise")
+def test_no_noise_bug(csbm):
+    t, r = fit(csbm, bug="no-noise")
     step = r.mechanism[0]
-    assert torch.equal(step.output, step.mean(graph))
-    assert step.noise_std == t.claim(graph).details["noise_std"] > 0  # the claim is unchanged
+    assert torch.equal(step.output, step.mean(csbm))
+    assert step.noise_std == t.claim(csbm).details["noise_std"] > 0  # the claim is unchanged
     assert r.info["encoder_noise_std"] == 0.0
 
 
-def test_norm_noop_bug(graph):
-    t, r = fit(graph, bug="norm-noop")
+def test_norm_noop_bug(csbm):
+    t, r = fit(csbm, bug="norm-noop")
     c = t.config.norm_scale
     norms = r.weights["emb.W"].norm(dim=1)
     # true sensitivity of Z under one directed entry is max_j ‖W_j‖; the claim is c
     assert norms.max().item() > 1e5 * c
-    assert t.claim(graph).details["sensitivity"] == pytest.approx(c)
-    _, ok = fit(graph)
+    assert t.claim(csbm).details["sensitivity"] == pytest.approx(c)
+    _, ok = fit(csbm)
     assert ok.weights["emb.W"].norm(dim=1).max().item() <= c * (1 + 1e-5)
 
 
-def test_sqrt_group_noise_bug(graph):
+def test_sqrt_group_noise_bug(csbm):
     kw = dict(unit="node", k=8, epsilon=16)
-    t, good = fit(graph, **kw)
-    _, bad = fit(graph, bug="sqrt-group-noise", **kw)
-    sigma = t.claim(graph).details["noise_multiplier"]
+    t, good = fit(csbm, **kw)
+    _, bad = fit(csbm, bug="sqrt-group-noise", **kw)
+    sigma = t.claim(csbm).details["noise_multiplier"]
     assert good.info["encoder_noise_std"] == pytest.approx(2 * sigma * 9)
     assert bad.info["encoder_noise_std"] == pytest.approx(2 * sigma * 3)
     assert not torch.equal(good.weights["emb.W"], bad.weights["emb.W"])
@@ -208,16 +192,16 @@ def test_bad_config_rejected(kw, word):
         DPDGCConfig(**kw)
 
 
-def test_unknown_bug_and_num_train_mismatch(graph):
+def test_unknown_bug_and_num_train_mismatch(csbm):
     with pytest.raises(ValueError, match="unknown bug"):
         build("dpdgc", bug="nope")
     with pytest.raises(ValueError, match="accounting only"):
-        build("dpdgc", num_train=2031, **FAST).fit(graph, torch.Generator().manual_seed(0))
+        build("dpdgc", num_train=2031, **FAST).fit(csbm, torch.Generator().manual_seed(0))
 
 
-def test_published_and_paper_split(graph):
+def test_published_and_paper_split(csbm):
     assert DPDGC.published_accuracy[("cora", "k=1", 16.0)] == 59.98
     assert DPDGC.published_accuracy[("cora", "edge", 1.0)] == 77.71
-    tr, va, te = build("dpdgc", split="paper")._masks(graph)
+    tr, va, te = build("dpdgc", split="paper")._masks(csbm)
     assert int(va.sum()) == 60 and int(te.sum()) == 90 and int(tr.sum()) == 450
     assert not (tr & va).any() and not (tr & te).any()

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from attacks.linkteller import run_linkteller
-from audit.data import add_edge, csbm, load
+from audit import data
+from audit.data import add_edge
 from audit.testing import audit_claim
 from targets.edgerand import EdgeRand, upper_adjacency, upper_pairs
 from targets.lapgraph import LapGraph
@@ -17,13 +18,8 @@ FAST = {"epochs": 30}
 
 
 @pytest.fixture(scope="module")
-def graph():
-    return load("csbm")
-
-
-@pytest.fixture(scope="module")
-def small():
-    return csbm(n=200, seed=3)
+def small(make_csbm):
+    return make_csbm(n=200, seed=3)
 
 
 def _is_undirected_simple(g) -> bool:
@@ -33,27 +29,27 @@ def _is_undirected_simple(g) -> bool:
 
 
 @pytest.mark.parametrize("cls", [EdgeRand, LapGraph])
-def test_contract_and_claim(cls, graph):
+def test_contract_and_claim(cls, csbm):
     t = cls(epsilon=2.0)
     assert t.unit.value == "edge" and set(t.levels) == {"api", "weights"} and "no-noise" in t.bugs
-    c = t.claim(graph)
+    c = t.claim(csbm)
     assert c.epsilon == 2.0 and c.delta == 1e-5 and c.unit == "edge"
     assert "pure" in c.accountant and c.details["pure_dp"] is True
-    assert cls(epsilon=2.0, delta=1e-7).claim(graph).delta == 1e-7
-    assert t.public_params(graph) == {}
+    assert cls(epsilon=2.0, delta=1e-7).claim(csbm).delta == 1e-7
+    assert t.public_params(csbm) == {}
     with pytest.raises(ValueError):
         cls(unit="node")
 
 
 def test_edgerand_calibration_is_direct():
     for eps in (0.5, 1.0, 4.0, 8.0):
-        d = EdgeRand(epsilon=eps).claim(csbm(n=50)).details
+        d = EdgeRand(epsilon=eps).claim(data.csbm(n=50)).details
         assert d["s"] == pytest.approx(2 / (math.exp(eps) + 1))
         assert d["likelihood_ratio"] == pytest.approx(math.exp(eps))
-    d = EdgeRand(epsilon=2.0, variant="density").claim(csbm(n=50)).details
+    d = EdgeRand(epsilon=2.0, variant="density").claim(data.csbm(n=50)).details
     assert d["eps_link"] + d["eps_density"] == pytest.approx(2.0)
     assert d["p"] / (1 - d["p"]) == pytest.approx(math.exp(d["eps_link"]))
-    d = LapGraph(epsilon=3.0).claim(csbm(n=50)).details
+    d = LapGraph(epsilon=3.0).claim(data.csbm(n=50)).details
     assert d["eps_count"] == pytest.approx(0.03) and d["entry_laplace_scale"] == pytest.approx(1 / 2.97)
 
 
@@ -143,7 +139,7 @@ def test_api_runs_on_perturbed_edges_and_inductive_queries(small):
     r = t.fit(small, torch.Generator().manual_seed(0))
     p = r.view("api")(None, torch.arange(5))
     assert p.shape == (5, int(small.y.max()) + 1) and torch.allclose(p.sum(1), torch.ones(5, dtype=p.dtype))
-    sub = csbm(n=60, seed=9)
+    sub = data.csbm(n=60, seed=9)
     q = r.view("api")(sub, None)
     assert q.shape[0] == 60 and torch.isfinite(q).all()
 

@@ -9,7 +9,7 @@ import torch
 
 from attacks.base import make as make_attack
 from attacks.gmia import GMIA, attack_features, induced_subgraph, isolate_nodes, run_gmia
-from audit.data import csbm, load
+from audit.data import load
 from audit.estimators import auc
 from canaries.node import RemoveNode
 from targets.gcn import NonPrivateGCN
@@ -17,11 +17,6 @@ from targets.gcn import NonPrivateGCN
 KEYS = {"auc", "tpr_at_fpr_1pct", "tpr_at_fpr_0.1pct", "precision", "recall", "accuracy", "shadow_auc",
         "target_train_accuracy", "target_test_accuracy", "shadow_train_accuracy", "shadow_test_accuracy",
         "n_members", "n_non_members", "per_class", "setting"}
-
-
-@pytest.fixture(scope="module")
-def small():
-    return csbm(n=120, classes=3, features=8, seed=3)
 
 
 @pytest.fixture(scope="module")
@@ -43,14 +38,14 @@ def test_sorted_features_pad_truncate_and_label():
     assert torch.allclose(withy[:, -1], torch.tensor([0.1, 0.5]))
 
 
-def test_subgraph_and_isolation_helpers(small):
+def test_subgraph_and_isolation_helpers(small_csbm):
     nodes = np.arange(0, 120, 2)
-    sub = induced_subgraph(small, nodes)
-    assert sub.num_nodes == 60 and torch.equal(sub.x, small.x[::2]) and torch.equal(sub.train_mask, small.train_mask[::2])
+    sub = induced_subgraph(small_csbm, nodes)
+    assert sub.num_nodes == 60 and torch.equal(sub.x, small_csbm.x[::2]) and torch.equal(sub.train_mask, small_csbm.train_mask[::2])
     keep = set(nodes.tolist())
-    expect = sum(1 for u, v in small.edge_index.t().tolist() if u in keep and v in keep)
+    expect = sum(1 for u, v in small_csbm.edge_index.t().tolist() if u in keep and v in keep)
     assert sub.edge_index.size(1) == expect
-    train = induced_subgraph(small, nodes, masks="train")
+    train = induced_subgraph(small_csbm, nodes, masks="train")
     assert train.train_mask.all() and not train.val_mask.any() and not train.test_mask.any()
     iso = isolate_nodes(sub, [0, 1])
     assert not ((iso.edge_index == 0) | (iso.edge_index == 1)).any()
@@ -68,35 +63,35 @@ def test_run_gmia_returns_the_documented_keys():
     assert run_gmia(NonPrivateGCN(epochs=100), load("csbm"), rng=0, epochs=50) == r  # same seed, same result
 
 
-def test_game_attack_trains_once_and_separates_worlds(small, target):
-    pair = RemoveNode().worlds(small, np.random.default_rng(0), target)
+def test_game_attack_trains_once_and_separates_worlds(small_csbm, target):
+    pair = RemoveNode().worlds(small_csbm, np.random.default_rng(0), target)
     releases = [(i % 2, target.fit(pair.world(i % 2), torch.Generator().manual_seed(10_000 + i)))
                 for i in range(12)]
     a = GMIA(shadow_target=target, label_feature=True, epochs=50)
     scores = {0: [], 1: []}
     for b, rel in releases:
-        scores[b].append(a.score(rel, pair, small))
+        scores[b].append(a.score(rel, pair, small_csbm))
     assert all(math.isfinite(s) for v in scores.values() for s in v)
     assert auc(scores[0], scores[1]) >= 0.8
     model = a.attack_model(pair)
     assert pair.info["node"] not in model["shadow_nodes"]  # the canary is not in the shadow graph
     # same instance, same release -> same score; a fresh instance scoring in another order agrees
     b0, r0 = releases[0]
-    assert a.score(r0, pair, small) == scores[b0][0]
+    assert a.score(r0, pair, small_csbm) == scores[b0][0]
     fresh = GMIA(shadow_target=target, label_feature=True, epochs=50)
-    assert fresh.score(releases[3][1], pair, small) == scores[1][1]
+    assert fresh.score(releases[3][1], pair, small_csbm) == scores[1][1]
     assert fresh.attack_model(pair)["model"] is model["model"]  # trained once per process and pair
 
 
-def test_paper_attack_is_deterministic_and_needs_a_target(small, target):
-    pair = RemoveNode().worlds(small, np.random.default_rng(1), target)
+def test_paper_attack_is_deterministic_and_needs_a_target(small_csbm, target):
+    pair = RemoveNode().worlds(small_csbm, np.random.default_rng(1), target)
     rel = target.fit(pair.g1, torch.Generator().manual_seed(3))
     with pytest.raises(ValueError, match="shadow models need the target"):
-        GMIA(epochs=5).score(rel, pair, small)
+        GMIA(epochs=5).score(rel, pair, small_csbm)
     a = GMIA(epochs=20)
     a.bind_target(target)
-    s = a.score(rel, pair, small)
-    assert math.isfinite(s) and a.score(rel, pair, small) == s
+    s = a.score(rel, pair, small_csbm)
+    assert math.isfinite(s) and a.score(rel, pair, small_csbm) == s
 
 
 @pytest.mark.slow

@@ -8,17 +8,11 @@ from scipy.special import kve
 
 from attacks.gradient import FullVectorGradientCanary, ProjectedGradientCanary, sml_log_integral
 from audit import game
-from audit.data import csbm
 from canaries.gradient import DiracGradient
 from targets.dpsgd_gcn import DPSGDGCN, dpsgd_epsilon
 from targets.heterpoisson import HeterPoisson
 
 TARGET = "targets.dpsgd_gcn:DPSGDGCN"
-
-
-@pytest.fixture(scope="module")
-def graph():
-    return csbm(n=120, classes=3, features=8, seed=3)
 
 
 def _scores(target, pair, attack, trials, seed=0):
@@ -33,30 +27,30 @@ def _scores(target, pair, attack, trials, seed=0):
 # ---------------------------------------------------------------------------------------------
 # the DP-SGD reference
 # ---------------------------------------------------------------------------------------------
-def test_dpsgd_calibration_round_trip(graph):
+def test_dpsgd_calibration_round_trip(small_csbm):
     for eps in (2.0, 8.0):
         t = DPSGDGCN(epsilon=eps, steps=10)
-        c = t.claim(graph)
+        c = t.claim(small_csbm)
         assert c.epsilon <= eps and c.epsilon == pytest.approx(eps, rel=1e-4)
         sigma = c.details["noise_multiplier"]
         again, _ = dpsgd_epsilon(sigma, sampling_rate=c.details["sampling_rate"], steps=10, delta=c.delta)
         assert again == pytest.approx(c.epsilon, rel=1e-9)
         assert c.gdp_mu == pytest.approx(math.sqrt(10) / sigma)  # q = 1 on this graph
-    sub = DPSGDGCN(epsilon=2.0, steps=10, sampling_rate=0.2).claim(graph)
+    sub = DPSGDGCN(epsilon=2.0, steps=10, sampling_rate=0.2).claim(small_csbm)
     assert sub.gdp_mu is None and sub.details["noise_multiplier"] < DPSGDGCN(epsilon=2.0, steps=10).claim(
-        graph).details["noise_multiplier"]  # amplification by subsampling
+        small_csbm).details["noise_multiplier"]  # amplification by subsampling
 
 
-def test_dpsgd_noise_scale_and_no_noise_bug(graph):
+def test_dpsgd_noise_scale_and_no_noise_bug(small_csbm):
     t = DPSGDGCN(noise_multiplier=2.0, clip_norm=0.7, steps=5, hidden=0)
-    rel = t.fit(graph, torch.Generator().manual_seed(0))
+    rel = t.fit(small_csbm, torch.Generator().manual_seed(0))
     noise = torch.cat([s.noisy - s.clean for s in rel.view("trace")]).double()
     assert noise.std().item() == pytest.approx(1.4, rel=0.1)
     assert all(float(s.clean.norm()) <= 0.7 * s.central.numel() + 1e-4 for s in rel.view("trace"))
     bug = DPSGDGCN(noise_multiplier=2.0, clip_norm=0.7, steps=5, hidden=0, bug="no-noise")
-    rel = bug.fit(graph, torch.Generator().manual_seed(0))
+    rel = bug.fit(small_csbm, torch.Generator().manual_seed(0))
     assert all(torch.equal(s.noisy, s.clean) for s in rel.view("trace"))
-    assert bug.claim(graph).epsilon == t.claim(graph).epsilon
+    assert bug.claim(small_csbm).epsilon == t.claim(small_csbm).epsilon
 
 
 # ---------------------------------------------------------------------------------------------
@@ -66,16 +60,16 @@ def test_dpsgd_noise_scale_and_no_noise_bug(graph):
     lambda: DPSGDGCN(noise_multiplier=1.0, steps=6, sampling_rate=0.5),
     lambda: HeterPoisson(noise_multiplier=1.0, steps=4, hidden=8, sampling_rate=0.5),
 ])
-def test_canary_pair_differs_only_by_the_canary(graph, make):
+def test_canary_pair_differs_only_by_the_canary(small_csbm, make):
     target = make()
-    pair = DiracGradient().worlds(graph, np.random.default_rng(0), target)
+    pair = DiracGradient().worlds(small_csbm, np.random.default_rng(0), target)
     gc = pair.g1.canary_gradient
-    d = target.dimension(graph)
+    d = target.dimension(small_csbm)
     j = pair.info["coordinate"]
-    assert gc.shape == (d,) and float(gc[j]) == target.claim(graph).details["clip_norm"]
+    assert gc.shape == (d,) and float(gc[j]) == target.claim(small_csbm).details["clip_norm"]
     assert int((gc != 0).sum()) == 1
-    assert pair.g0 is graph and getattr(pair.g0, "canary_gradient", None) is None
-    assert pair.g1.x is graph.x and torch.equal(pair.g1.edge_index, graph.edge_index)
+    assert pair.g0 is small_csbm and getattr(pair.g0, "canary_gradient", None) is None
+    assert pair.g1.x is small_csbm.x and torch.equal(pair.g1.edge_index, small_csbm.edge_index)
     r0 = target.fit(pair.g0, torch.Generator().manual_seed(7)).view("trace")
     r1 = target.fit(pair.g1, torch.Generator().manual_seed(7)).view("trace")
     assert len(r0) == len(r1)
@@ -88,15 +82,15 @@ def test_canary_pair_differs_only_by_the_canary(graph, make):
     assert torch.allclose(first, expect, atol=1e-5)
 
 
-def test_canary_coordinate_is_rarely_used(graph):
+def test_canary_coordinate_is_rarely_used(small_csbm):
     target = DPSGDGCN(noise_multiplier=1.0, steps=4)
-    pair = DiracGradient().worlds(graph, np.random.default_rng(1), target)
+    pair = DiracGradient().worlds(small_csbm, np.random.default_rng(1), target)
     probe = DPSGDGCN(noise_multiplier=1.0, steps=4, bug="no-noise").fit(
-        graph, torch.Generator().manual_seed(99)).view("trace")
+        small_csbm, torch.Generator().manual_seed(99)).view("trace")
     usage = torch.stack([s.clean.abs() for s in probe]).sum(0)
     assert usage[pair.info["coordinate"]] < usage.median()
     assert "probe" in pair.info["chosen_by"]
-    again = DiracGradient().worlds(graph, np.random.default_rng(1), target)
+    again = DiracGradient().worlds(small_csbm, np.random.default_rng(1), target)
     assert again.info["coordinate"] == pair.info["coordinate"]
 
 
@@ -112,10 +106,10 @@ def test_sml_log_integral_matches_bessel(d):
     assert np.allclose(sml_log_integral(r2, d, std), exact, atol=1e-8)
 
 
-def test_gaussian_llr_has_the_right_mean_in_each_world(graph):
+def test_gaussian_llr_has_the_right_mean_in_each_world(small_csbm):
     sigma, steps = 3.0, 8
     target = DPSGDGCN(noise_multiplier=sigma, steps=steps, hidden=0)
-    pair = DiracGradient().worlds(graph, np.random.default_rng(0), target)
+    pair = DiracGradient().worlds(small_csbm, np.random.default_rng(0), target)
     s0, s1 = _scores(target, pair, FullVectorGradientCanary(), 120)
     mu2 = steps / sigma**2  # each world's LLR is N(±μ²/2, μ²)
     se = math.sqrt(mu2 / 60)
@@ -125,18 +119,18 @@ def test_gaussian_llr_has_the_right_mean_in_each_world(graph):
     assert p1.mean() - p0.mean() == pytest.approx(steps, abs=4 * sigma * math.sqrt(2 * steps / 30))
 
 
-def test_sml_llr_sign_in_each_world(graph):
+def test_sml_llr_sign_in_each_world(small_csbm):
     target = HeterPoisson(noise_multiplier=0.6, steps=3, hidden=4)
-    pair = DiracGradient().worlds(graph, np.random.default_rng(0), target)
+    pair = DiracGradient().worlds(small_csbm, np.random.default_rng(0), target)
     assert pair.info["noise"] == "sml"
     s0, s1 = _scores(target, pair, FullVectorGradientCanary(), 60)
     assert s1.mean() > 0 > s0.mean()  # E_1 LLR = KL(P1||P0) > 0 > −KL(P0||P1) = E_0 LLR
     assert (s1 > 0).mean() > 0.5 > (s0 > 0).mean()
 
 
-def test_mixture_llr_under_poisson_sampling(graph):
+def test_mixture_llr_under_poisson_sampling(small_csbm):
     target = DPSGDGCN(noise_multiplier=1.0, steps=4, sampling_rate=0.3, hidden=0)
-    pair = DiracGradient().worlds(graph, np.random.default_rng(0), target)
+    pair = DiracGradient().worlds(small_csbm, np.random.default_rng(0), target)
     attack = FullVectorGradientCanary()
     rel = target.fit(pair.g1, torch.Generator().manual_seed(3))
     ell = attack.step_llrs(rel, pair)
@@ -148,8 +142,8 @@ def test_mixture_llr_under_poisson_sampling(graph):
     lambda bug: DPSGDGCN(epsilon=2.0, steps=4, bug=bug),
     lambda bug: HeterPoisson(epsilon=2.0, steps=2, hidden=4, bug=bug),
 ])
-def test_no_noise_bug_separates_perfectly(graph, make):
-    pair = DiracGradient().worlds(graph, np.random.default_rng(0), make(None))
+def test_no_noise_bug_separates_perfectly(small_csbm, make):
+    pair = DiracGradient().worlds(small_csbm, np.random.default_rng(0), make(None))
     target = make("no-noise")
     for attack in (FullVectorGradientCanary(), ProjectedGradientCanary()):
         s0, s1 = _scores(target, pair, attack, 12)
@@ -171,25 +165,25 @@ def test_game_end_to_end(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # the spread canary and the product-Laplace statistic (per-coordinate noise laws)
 # ---------------------------------------------------------------------------------------------
-def test_spread_canary_has_the_clip_norm_and_a_large_l1_norm(graph):
+def test_spread_canary_has_the_clip_norm_and_a_large_l1_norm(small_csbm):
     from canaries.gradient import SpreadGradient
 
     target = HeterPoisson(noise_multiplier=0.6, steps=2, hidden=4)
-    pair = SpreadGradient().worlds(graph, np.random.default_rng(0), target)
+    pair = SpreadGradient().worlds(small_csbm, np.random.default_rng(0), target)
     gc = pair.g1.canary_gradient.double()
-    d = target.dimension(graph)
+    d = target.dimension(small_csbm)
     clip = pair.info["clip_norm"]
     assert gc.norm().item() == pytest.approx(clip, rel=1e-6)
     assert gc.abs().sum().item() == pytest.approx(math.sqrt(d) * clip, rel=1e-5)
     assert pair.info["coordinate"] is None and "fixed direction" in pair.info["chosen_by"]
 
 
-def test_product_laplace_llr_is_exact_and_beats_projection_on_per_coordinate_noise(graph):
+def test_product_laplace_llr_is_exact_and_beats_projection_on_per_coordinate_noise(small_csbm):
     from attacks.gradient import ProductLaplaceGradientCanary
     from canaries.gradient import SpreadGradient
 
     target = HeterPoisson(noise_multiplier=0.6, steps=1, hidden=4, bug="per-coordinate-scale")
-    pair = SpreadGradient().worlds(graph, np.random.default_rng(0), target)
+    pair = SpreadGradient().worlds(small_csbm, np.random.default_rng(0), target)
     attack = ProductLaplaceGradientCanary()
     rel = target.fit(pair.g1, torch.Generator().manual_seed(1))
     step = rel.view("trace")[0]
@@ -233,11 +227,11 @@ def test_product_laplace_cp_bound_is_valid_on_the_exact_laplace_mechanism():
     assert above <= 1
 
 
-def test_split_canary_has_the_clip_norm_on_three_coordinates(graph):
+def test_split_canary_has_the_clip_norm_on_three_coordinates(small_csbm):
     from canaries.gradient import SplitGradient
 
     target = HeterPoisson(noise_multiplier=0.6, steps=1, hidden=4)
-    pair = SplitGradient().worlds(graph, np.random.default_rng(0), target)
+    pair = SplitGradient().worlds(small_csbm, np.random.default_rng(0), target)
     gc = pair.g1.canary_gradient.double()
     clip = pair.info["clip_norm"]
     assert int((gc != 0).sum()) == 3 and bool((gc[-3:] > 0).all())

@@ -3,7 +3,6 @@ import numpy as np
 import pytest
 import torch
 
-from audit.data import csbm
 from canaries.node import InsertNode, RemoveNode
 from targets.dpsgd_gcn import DPSGDGCN
 from targets.heterpoisson import HeterPoisson
@@ -12,8 +11,8 @@ MASKS = ("train_mask", "val_mask", "test_mask")
 
 
 @pytest.fixture(scope="module")
-def graph():
-    return csbm(n=150, classes=3, features=8, seed=5)
+def graph(make_csbm):
+    return make_csbm(n=150, classes=3, features=8, seed=5)
 
 
 def _edges(g):
