@@ -429,8 +429,7 @@ def _estimate(spec: AuditSpec, claim: targets.Claim, attack: Any, probe: Callabl
     Gaussian shape is tested on held-out trials and gdp runs on the rest, or cp on all trials when
     the test rejects (:func:`audit.shape_check.auto_estimate`). So a declared model that failed
     its check is never relied on: the score's own held-out shape decides. An explicit ``--estimator`` is
-    used as asked, except that gdp and a-priori thresholds fall back to cp where the declared
-    model failed its check.
+    used as asked, at a held-out threshold where the declared model failed its check.
     """
     from audit.shape_check import auto_estimate
 
@@ -456,7 +455,12 @@ def _estimate(spec: AuditSpec, claim: targets.Claim, attack: Any, probe: Callabl
         drawn = attack.model_scores(probe(), pair)
         if drawn is not None:
             prior = estimators.select_threshold("cp", *drawn, **kw)
-    method, prior, policy = declared.apply_policy(check, method, prior, strict=False)
+    fallback, prior, policy = declared.apply_policy(check, method, prior, strict=False)
+    if fallback != method:
+        # asked for explicitly: kept, at a held-out threshold. gdp at one held-out threshold is a
+        # valid test of a μ-GDP claim whatever the scores' law (the claim bounds every test's
+        # FPR/FNR pair by its Gaussian trade-off curve); only the a-priori threshold assumed the model
+        policy += f"; --estimator {method} kept as asked, at a held-out threshold"
     return estimators.estimate(out_s, in_s, method=method, threshold=prior, **kw), why, policy
 
 
