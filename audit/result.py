@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: keys written only by multi-run audits (a one-run audit writes ``mode`` instead)
-_MULTI_ONLY = ("batch", "cached_per_worker", "trials_played", "trials_wall_s", "reused_trials")
+#: fields added later, written only when set
+_OPTIONAL = ("code", "power", "declared", "reused_trials", "estimator_choice")
+_MULTI_ONLY = ("batch", "cached_per_worker", "trials_played", "trials_wall_s")
 
 
 def verdict(eps_lb: float, claimed: float) -> str:
@@ -84,6 +86,9 @@ class Result:
                 out.pop(k)
         else:
             out.pop("mode")
+        for k in _OPTIONAL:  # absent from records written before they existed: keep those round trips exact
+            if out[k] is None:
+                out.pop(k)
         out.update(self.extra)
         return out
 

@@ -10,7 +10,8 @@ from targets.base import MechanismStep, Release
 
 def _spec(bug):
     return AuditSpec(target="caribou", epsilon=1.0, bug=bug, params={"encoder_epochs": "10"},
-                     canary="low-degree-edge", attack="edge-correlation", trials=160, seed=3)
+                     canary="low-degree-edge", attack="edge-correlation", trials=160, seed=3,
+                     estimator="gdp")  # a μ-GDP claim, tested at one held-out threshold
 
 
 def test_catches_the_missing_projection(tmp_path):
