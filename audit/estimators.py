@@ -2,12 +2,13 @@
 
 One entry point, :func:`estimate`, over two score samples (higher score = "the canary was in"):
 
-* ``cp`` — Clopper–Pearson on FPR and FNR (Jagielski et al. 2020) on *every* trial: a fixed grid
-  of OUT-rank thresholds (FP counts 0, 1, 2, 4, … below n/2), the OUT side a simultaneous CP band
-  (0.6β over the grid), the IN side CP at each grid threshold (0.4β over the grid); ε from §0's
-  "high score says IN" inequality, maximised over the grid (:func:`_cp_grid`). Rigorous, no
-  assumption on the mechanism. With ``select_fraction`` (or a ``threshold``) the former
-  one-threshold version (each rate at β/2, both §0 inequalities).
+* ``cp`` — exact binomial tests on *every* trial: a fixed grid of OUT-rank thresholds (FP counts
+  0, 1, 2, 4, … below n/2, and 0.19n, 0.35n); at each, one joint test of (FPR, TPR) against
+  "TPR ≤ e^ε FPR + δ" (OUT's FPR at an OUT order statistic is ≤ a Beta variable whatever the
+  score law; IN's TP count is binomial given the threshold), Bonferroni over the grid; ε is the
+  largest ε rejected (:func:`_cp_grid`). Rigorous, no assumption on the mechanism. With
+  ``select_fraction`` (or a ``threshold``) the former one-threshold Clopper–Pearson version (each
+  rate at β/2, both §0 inequalities).
 * ``fdp`` — a simultaneous confidence band for the attack's ROC (both worlds), and the largest ε at δ
   and μ that every curve inside it contradicts (:mod:`audit.trade_off`). Assumption-free.
 * ``one-run-fdp`` — one-run audit with the f-DP (Gaussian curve) analysis of Mahloujifar et al.,
@@ -31,6 +32,7 @@ number of guesses is chosen from a fixed grid with a Bonferroni correction.
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -48,8 +50,8 @@ from targets.accounting import check_delta, gdp_epsilon
 METHODS = ("cp", "gdp", "bayes", "one-run", "fdp", "one-run-fdp")
 _SELECT_FRACTION = {"cp": 0.5, "gdp": 0.2, "bayes": 0.5}  # cp: only when a split is asked for
 _CP_GRID_RATIO = 2.0    # consecutive false-positive counts of cp's threshold grid differ by this factor
-_CP_OUT_SHARE = 0.6     # share of cp's β spent on the OUT world's FPR band (the rest on FNR)
 _CP_TWO_SIDED = False   # cp spends its whole β on the "s ≥ t says IN" direction (see _cp_grid)
+_CP_MID = (0.19, 0.35)  # extra OUT false-positive fractions in cp's grid (low ε: the best FPR is large)
 _ONE_RUN_GRID = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)  # guesses as a fraction of m
 
 
@@ -198,55 +200,103 @@ def _count_grid(n: int, ratio: float = _CP_GRID_RATIO, limit: float = 0.5) -> np
     return np.array(sorted(ks), dtype=int)
 
 
-def _cp_grid(out: np.ndarray, inn: np.ndarray, delta: float, beta: float, ratio: float = _CP_GRID_RATIO,
-             two_sided: bool = _CP_TWO_SIDED, out_share: float | None = None) -> tuple[float, float, int, int]:
+def _cp_counts(n: int, ratio: float = _CP_GRID_RATIO) -> np.ndarray:
+    """cp's OUT false-positive counts: :func:`_count_grid` and the fractions ``_CP_MID`` of n."""
+    ks = _count_grid(n, ratio)
+    if n > 0:
+        ks = np.unique(np.concatenate([ks, np.floor(np.asarray(_CP_MID) * n).astype(int)]))
+    return ks[(ks >= 0) & (ks < max(n, 1))]
+
+
+_MIX_LEVELS = np.unique(np.concatenate([np.linspace(0.0, 1.0 - 1e-3, 1000), 1.0 - np.logspace(-3, -12, 200), [1.0]]))
+
+
+@functools.lru_cache(maxsize=128)
+def _mix_nodes(n_out: int, ks: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Quadrature of V ~ Beta(k + 1, n_out − k) for each k: bin masses (the steps of ``_MIX_LEVELS``)
+    and each bin's upper quantile (the last bin's upper end is 1)."""
+    w = np.diff(_MIX_LEVELS)
+    q = beta_dist.ppf(_MIX_LEVELS[1:][None, :], np.asarray(ks)[:, None] + 1, n_out - np.asarray(ks)[:, None])
+    q[:, -1] = 1.0
+    return w, np.nan_to_num(q, nan=1.0)
+
+
+def _mix_p_value(eps: np.ndarray, tp: np.ndarray, n_in: int, w: np.ndarray, q: np.ndarray,
+                 delta: float) -> np.ndarray:
+    """Upper bound on P(Bin(n_in, min(1, e^ε V + δ)) ≥ tp), V ~ Beta(k + 1, n_out − k), per row.
+
+    An upper Riemann sum over `_mix_nodes`' bins (the tail is increasing in V), so never below the
+    exact value."""
+    from scipy.special import betainc
+    p = np.minimum(1.0, np.exp(eps)[:, None] * q + delta)
+    t = np.asarray(tp, dtype=float)[:, None]
+    s = betainc(np.maximum(t, 1.0), np.maximum(n_in - t + 1.0, 1e-300), p)
+    s = np.where(t <= 0, 1.0, np.where(t > n_in, 0.0, s))
+    return (s * w).sum(axis=1)
+
+
+def _mix_eps(tp: np.ndarray, ks: np.ndarray, n_out: int, n_in: int, delta: float, level: float) -> np.ndarray:
+    """Per grid count k: sup{ε ≥ 0 : the test of k rejects (ε, δ)-DP at `level`} (0 if none)."""
+    w, q = _mix_nodes(int(n_out), tuple(int(k) for k in ks))
+    tp = np.asarray(tp)
+    lo, hi = np.zeros(ks.size), np.full(ks.size, 40.0)
+    ok = _mix_p_value(lo, tp, n_in, w, q, delta) <= level
+    for _ in range(32):  # 40 / 2^32: ε to 1e-8
+        mid = 0.5 * (lo + hi)
+        r = _mix_p_value(mid, tp, n_in, w, q, delta) <= level
+        lo, hi = np.where(r, mid, lo), np.where(r, hi, mid)
+    return np.where(ok, lo, 0.0)
+
+
+def _cp_one_direction(out: np.ndarray, inn: np.ndarray, delta: float, beta: float
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(ε per grid count, thresholds, FP, FN) for "s ≥ t says IN" at total level β (see _cp_grid)."""
+    n0, n1 = out.size, inn.size
+    ks = _cp_counts(n0)
+    thresholds = np.nextafter(np.sort(out)[n0 - 1 - ks], np.inf)
+    fp, fn = _rates_at(out, inn, thresholds)
+    return _mix_eps(n1 - fn, ks, n0, n1, delta, beta / ks.size), thresholds, fp, fn
+
+
+def _cp_grid(out: np.ndarray, inn: np.ndarray, delta: float, beta: float,
+             two_sided: bool = _CP_TWO_SIDED) -> tuple[float, float, int, int]:
     """cp on every trial: (ε lower bound, threshold, FP, FN) at the best threshold of a grid.
 
     The grid is anchored on the OUT world's order statistics: for each count k of a fixed grid K
-    (:func:`_count_grid`, chosen before any score is seen), t_k is the lowest threshold with at
-    most k OUT scores ≥ t_k. Validity, β/2 for each world:
+    (:func:`_cp_counts`, chosen before any score is seen), t_k is the lowest threshold with at
+    most k OUT scores ≥ t_k. For each k one exact test of "(ε, δ)-DP", at level β/|K| (Bonferroni
+    over K):
 
-    * OUT: for a fixed k, P(∃t: N_out(t) ≤ k and FPR(t) > CP_upper(k, n_out, β')) ≤ β' (the event
-      is N_out(t*) ≤ k at the largest t* with FPR(t*) > CP_upper, a binomial with success
-      probability above the CP bound), for any score law, ties included. With β' = β/(2|K|) and a
-      union over K, FPR(t) ≤ CP_upper(k', n_out, β') for every t at once, k' the smallest grid count
-      ≥ N_out(t); so the data-chosen t_k cost nothing more.
-    * IN: the thresholds are functions of the OUT scores alone, which are independent of the IN
-      scores; given them, FN(t_k) ~ Binomial(n_in, FNR(t_k)) and a CP bound at β/(2|T|) for each
-      threshold (at most |K| of them) holds jointly (Bonferroni over |K|).
+    * OUT: write each OUT score as Q(U_i), Q the law's quantile function and U_i iid uniform (any
+      law, ties included); the scores ≥ t are those with U_i above a cut, so N_out(t_k) ≤ k gives
+      FPR(t_k) ≤ V_(k+1), the (k+1)-th smallest of V_i = 1 − U_i, and V_(k+1) ~ Beta(k + 1, n_out − k).
+    * IN: t_k is a function of the OUT scores alone, independent of the IN scores; given it,
+      TP(t_k) ~ Binomial(n_in, TPR(t_k)), and (ε, δ)-DP gives TPR(t_k) ≤ e^ε FPR(t_k) + δ ≤
+      e^ε V_(k+1) + δ. So TP(t_k) is stochastically below Y ~ Binomial(n_in, min(1, e^ε V + δ)),
+      V ~ Beta(k + 1, n_out − k), and P(Y ≥ TP) (:func:`_mix_p_value`, an upper bound by quadrature)
+      is a valid p-value.
 
-    ε is the §0 bound from the two upper bounds, maximised over the grid. One-sided by default
-    (ln((1 − δ − FNR)/FPR), the direction "high score says IN" can certify); `two_sided` mirrors
-    the grid (counts n_out − 1 − k) and adds the other §0 inequality.
+    This is one joint test of the pair (FPR, TPR) per threshold — not a Clopper–Pearson rectangle
+    (an upper bound on FPR and one on FNR, each at its own share of β), which spends β on both
+    tails separately. ε is the largest ε rejected at some k. `two_sided` adds the mirrored test
+    (IN and OUT swapped, scores negated: the other §0 inequality), each direction at β/2.
     """
+    if two_sided:
+        a = _cp_grid(out, inn, delta, beta / 2)
+        b = _cp_grid(-inn, -out, delta, beta / 2)
+        if b[0] > a[0]:  # report the mirrored threshold in the original orientation ("s ≤ t says IN")
+            return b[0], -b[1], b[3], b[2]
+        return a
     n0, n1 = out.size, inn.size
-    ks = _count_grid(n0, ratio, limit=1.0 if two_sided else 0.5)
-    if two_sided:
-        ks = np.unique(np.concatenate([ks, n0 - 1 - ks]))
-        ks = ks[ks >= 0]
-    so = np.sort(out)
-    thresholds = np.unique(np.nextafter(so[n0 - 1 - ks], np.inf))
-    fp, fn = _rates_at(out, inn, thresholds)
-    b_out = beta * (_CP_OUT_SHARE if out_share is None else out_share)
-    band = _cp_upper_vec(ks, n0, b_out / ks.size)
-    fpr_ub = band[np.searchsorted(ks, fp, side="left")]
-    fnr_ub = _cp_upper_vec(fn, n1, (beta - b_out) / ks.size)  # |T| ≤ |K|: Bonferroni over K
-    if two_sided:
-        eps = eps_from_rates(fpr_ub, fnr_ub, delta)
-    else:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            eps = np.log(np.clip(1.0 - delta - fnr_ub, 0, None)) - np.log(fpr_ub)
-        eps = np.fmax(np.where(np.isnan(eps), -np.inf, eps), 0.0)
+    eps, thresholds, fp, fn = _cp_one_direction(out, inn, delta, beta)
     i = int(np.argmax(eps - 1e-12 * (fp / n0 + fn / n1)))
     return float(eps[i]), float(thresholds[i]), int(fp[i]), int(fn[i])
 
 
 def _cp_grid_max(n_out: int, n_in: int, delta: float, beta: float) -> float:
     """`_cp_grid`'s bound for a perfect attack (no errors) with these trial counts."""
-    ks = _count_grid(n_out)
-    fpr_ub = float(_cp_upper_vec(np.array([0]), n_out, beta * _CP_OUT_SHARE / ks.size)[0])
-    fnr_ub = float(_cp_upper_vec(np.array([0]), n_in, beta * (1 - _CP_OUT_SHARE) / ks.size)[0])
-    return max(0.0, math.log(max(1.0 - delta - fnr_ub, 1e-300)) - math.log(fpr_ub))
+    ks = _cp_counts(n_out)
+    return float(np.max(_mix_eps(np.full(ks.size, n_in), ks, n_out, n_in, delta, beta / ks.size)))
 
 
 def _gdp_mu_bound(fp, fn, n_out, n_in, beta):

@@ -121,11 +121,11 @@ def test_threshold_is_chosen_on_held_out_trials():
 
 
 def test_max_certifiable_grows_with_trials_and_bounds_every_estimate():
-    # the held-out split's ceiling is the spec's vector; cp on every trial pays a Bonferroni grid
+    # the held-out split's ceiling is the spec's vector; cp on every trial pays a Bonferroni grid of exact joint tests
     assert est.max_certifiable_eps("cp", 500, 500, delta=DELTA, select_fraction=0.5) == pytest.approx(4.906, abs=1e-3)
     small = est.max_certifiable_eps("cp", 500, 500, delta=DELTA)
     big = est.max_certifiable_eps("cp", 5000, 5000, delta=DELTA)
-    assert small == pytest.approx(4.467, abs=1e-3) and big > small
+    assert small == pytest.approx(4.510, abs=1e-3) and big > small
     # 1,000 trials per world, all counted, beat 500 evaluated after a 50% hold-out
     assert est.max_certifiable_eps("cp", 1000, 1000, delta=DELTA) > 4.906
     out, inn = _quantile_scores(10.0, 2000)

@@ -42,26 +42,32 @@ def test_count_grid():
 
 
 def test_cp_perfect_separation_exact():
-    """OUT 0..99, IN 100..199: the t_0 threshold has FP = FN = 0, and CP_upper(0, n, b) = 1 − b^(1/n)."""
+    """OUT 0..99, IN 100..199: the t_0 threshold has FP = FN = 0; the bound is the perfect attack's
+    (max_certifiable_eps) and the p-value at it is β/|K| (the Bonferroni level of the grid)."""
     out, inn = np.arange(100.0), np.arange(100.0, 200.0)
     e = est.estimate(out, inn, delta=DELTA, method="cp")
-    k = 7  # |{0, 1, 2, 4, 8, 16, 32}|
-    u_out, u_in = 1 - (0.05 * 0.6 / k) ** (1 / 100), 1 - (0.05 * 0.4 / k) ** (1 / 100)
-    assert e.eps_lb == pytest.approx(math.log((1 - DELTA - u_in) / u_out), abs=1e-9)
     assert e.eps_lb == pytest.approx(e.max_certifiable_eps, abs=1e-9)
     assert e.counts["fp"] == 0 and e.counts["fn"] == 0 and 99 < e.threshold < 100
+    ks = est._cp_counts(100)
+    assert ks.tolist() == [0, 1, 2, 4, 8, 16, 19, 32, 35]
+    w, q = est._mix_nodes(100, (0,))
+    p = est._mix_p_value(np.array([e.eps_lb]), np.array([100]), 100, w, q, DELTA)[0]
+    assert p == pytest.approx(0.05 / ks.size, rel=1e-6)
+    # the quadrature is an upper bound on the exact p-value E[min(1, e^ε V + δ)^100], V ~ Beta(1, 100)
+    from scipy.integrate import quad
+    exact = quad(lambda v: min(1.0, math.exp(e.eps_lb) * v + DELTA) ** 100 * 100 * (1 - v) ** 99, 0, 1, limit=200)[0]
+    assert exact <= p <= exact * 1.15  # conservative by under 15% at n = 100
 
 
 def test_cp_known_quantile_grid():
     """OUT 0..999, IN 500..1499 (half overlap). At the grid count k the threshold is just above
-    OUT's (k+1)-th largest, 999 − k, so FP = k and FN = 500 − k (for k ≤ 500); the bound is the
-    §0 direction at CP bounds with β·0.6/|K| and β·0.4/|K|, maximised over K — recomputed here."""
+    OUT's (k+1)-th largest, 999 − k, so FP = k and TP = 500 + k (for k ≤ 500); the bound is the
+    largest per-k ε of the exact tests at β/|K| — recomputed here."""
     out, inn = np.arange(1000.0), np.arange(500.0, 1500.0)
-    ks = est._count_grid(1000)
-    u_out = est._cp_upper_vec(ks, 1000, 0.03 / ks.size)
-    u_in = est._cp_upper_vec(500 - ks, 1000, 0.02 / ks.size)
-    want = max(0.0, float(np.max(np.log(1 - DELTA - u_in) - np.log(u_out))))
+    ks = est._cp_counts(1000)
+    want = float(np.max(est._mix_eps(500 + ks, ks, 1000, 1000, DELTA, 0.05 / ks.size)))
     assert est.estimate(out, inn, delta=DELTA, method="cp").eps_lb == pytest.approx(want, abs=1e-9)
+    assert want > 0
 
 
 def test_fdp_perfect_separation_exact_and_mu():
