@@ -75,7 +75,7 @@ def test_fdp_perfect_separation_exact_and_mu():
     e = est.fdp(out, inn, delta=DELTA)
     # each world β/2 over the band's 28 grid counts: {0, 1, 2, 4, 8, 16, 32}, {99 − those} and
     # 16 arcsine-spaced interior counts (two of which coincide with the geometric ones)
-    from audit.trade_off import _band_grid
+    from audit.estimators.trade_off import _band_grid
     assert _band_grid(100).tolist() == [0, 1, 2, 3, 4, 7, 8, 13, 16, 19, 27, 32, 36, 45, 54, 63, 67, 72, 80, 83,
                                         86, 91, 92, 95, 96, 97, 98, 99]
     u = 1 - (0.025 / 28) ** (1 / 100)
@@ -85,7 +85,7 @@ def test_fdp_perfect_separation_exact_and_mu():
 
 
 def test_fdp_band_contradicts_gaussian_claims():
-    from audit.trade_off import gaussian_tradeoff
+    from audit.estimators.trade_off import gaussian_tradeoff
     rng = np.random.default_rng(0)
     out, inn, _ = _gaussian(rng, 5000, 4.4)  # μ = 1
     band = est.fdp_band(out, inn)
@@ -233,7 +233,7 @@ def test_one_run_ties_do_not_leak_membership():
     assert exceed <= _allowed(reps)
 
 
-@pytest.mark.parametrize("module", ["audit.trade_off", "audit.sequential", "audit.shape_check"])
+@pytest.mark.parametrize("module", ["audit.estimators.trade_off", "audit.sequential", "audit.shape_check"])
 def test_modules_import_in_any_order(module):
     import subprocess
     import sys

@@ -29,7 +29,7 @@ import numpy as np
 from scipy.special import ndtr, ndtri
 from scipy.stats import norm
 
-from audit import estimators as _e
+import audit.estimators.core as _e
 from targets.accounting import check_delta, gdp_epsilon
 
 _BAND_RATIO = 2.0
@@ -217,3 +217,13 @@ def one_run_fdp(scores_out: Sequence[float], scores_in: Sequence[float], *, delt
               "steinke_eps": steinke}
     return _e.Estimate(eps, (eps, math.inf), "one-run-fdp", None, max(maxc, eps), confidence, delta, mu_lb=mu,
                        counts=counts, assumption="Gaussian trade-off curve (rejects μ-GDP claims)")
+
+
+def _one_run_fdp_ceiling(m: int, delta: float, beta: float) -> float:
+    """What perfect guesses (all correct) certify under :func:`one_run_fdp` with m canaries."""
+    grid = _one_run_fdp_grid(m)
+    return max(one_run_fdp_epsilon(m, k, k, delta, beta / len(grid)) for k in grid)
+
+
+_e.EXTENSIONS["fdp"] = _e.Extension(estimate=fdp)
+_e.EXTENSIONS["one-run-fdp"] = _e.Extension(estimate=one_run_fdp, ceiling=_one_run_fdp_ceiling)

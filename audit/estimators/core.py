@@ -10,9 +10,9 @@ One entry point, :func:`estimate`, over two score samples (higher score = "the c
   ``select_fraction`` (or a ``threshold``) the former one-threshold Clopper–Pearson version (each
   rate at β/2, both §0 inequalities).
 * ``fdp`` — a simultaneous confidence band for the attack's ROC (both worlds), and the largest ε at δ
-  and μ that every curve inside it contradicts (:mod:`audit.trade_off`). Assumption-free.
+  and μ that every curve inside it contradicts (:mod:`audit.estimators.trade_off`). Assumption-free.
 * ``one-run-fdp`` — one-run audit with the f-DP (Gaussian curve) analysis of Mahloujifar et al.,
-  Steinke et al.'s bound on the same guesses beside it (:func:`audit.trade_off.one_run_fdp`).
+  Steinke et al.'s bound on the same guesses beside it (:func:`audit.estimators.trade_off.one_run_fdp`).
 * Sequential audits with early stopping: :class:`audit.sequential.SequentialAudit`. gdp's
   assumption checked on held-out trials: :func:`audit.shape_check.gaussian_shape_check`,
   :func:`audit.shape_check.choose_method`, :func:`audit.shape_check.auto_estimate`.
@@ -48,6 +48,18 @@ from attacks.metrics import rates_at as _rates_at
 from targets.accounting import check_delta, gdp_epsilon
 
 METHODS = ("cp", "gdp", "bayes", "one-run", "fdp", "one-run-fdp")
+
+
+@dataclass(frozen=True)
+class Extension:
+    """An estimator implemented in a module built on this one (:mod:`audit.estimators.trade_off`),
+    which registers it in :data:`EXTENSIONS` when imported (``audit.estimators`` imports it)."""
+
+    estimate: Callable[..., Any]
+    ceiling: Callable[[int, float, float], float] | None = None  # one-run: m, delta, beta -> max ε
+
+
+EXTENSIONS: dict[str, Extension] = {}
 _SELECT_FRACTION = {"cp": 0.5, "gdp": 0.2, "bayes": 0.5}  # cp: only when a split is asked for
 _CP_GRID_RATIO = 2.0    # consecutive false-positive counts of cp's threshold grid differ by this factor
 _CP_TWO_SIDED = False   # cp spends its whole β on the "s ≥ t says IN" direction (see _cp_grid)
@@ -400,12 +412,8 @@ def estimate(scores_out: Sequence[float], scores_in: Sequence[float], *, delta: 
         raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
     if method == "one-run":
         return one_run(out, inn, delta=delta, confidence=confidence)
-    if method == "one-run-fdp":
-        from audit.trade_off import one_run_fdp
-        return one_run_fdp(out, inn, delta=delta, confidence=confidence)
-    if method == "fdp":
-        from audit.trade_off import fdp
-        return fdp(out, inn, delta=delta, confidence=confidence)
+    if method in EXTENSIONS:  # the trade-off (f-DP) estimators of audit.estimators.trade_off
+        return EXTENSIONS[method].estimate(out, inn, delta=delta, confidence=confidence)
     beta = 1.0 - confidence
     if method == "cp" and threshold is None and select_fraction is None:
         # every trial counts: a fixed grid of OUT-rank thresholds, Bonferroni-corrected (_cp_grid)
@@ -490,10 +498,8 @@ def max_certifiable_eps(method: str, n_out: int, n_in: int, *, delta: float, con
     if method in ("one-run", "one-run-fdp"):
         m = n_out + n_in
         grid = _one_run_grid(m)
-        if method == "one-run-fdp":
-            from audit.trade_off import _one_run_fdp_grid, one_run_fdp_epsilon
-            g = _one_run_fdp_grid(m)
-            return max(one_run_fdp_epsilon(m, k, k, delta, beta / len(g)) for k in g)
+        if method in EXTENSIONS:
+            return EXTENSIONS[method].ceiling(m, delta, beta)
         return max(one_run_epsilon(m, r, r, delta, beta / len(grid)) for r in grid)
     raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
 
@@ -595,21 +601,3 @@ def one_run(scores_out: np.ndarray, scores_in: np.ndarray, *, delta: float, conf
 ESTIMATORS: dict[str, Callable[..., Estimate]] = {
     m: (lambda m_: (lambda o, i, **kw: estimate(o, i, method=m_, **kw)))(m) for m in METHODS
 }
-
-
-# the trade-off (f-DP) estimators, sequential audits and the shape check live in their own modules
-# (which import this one); they are re-exported here lazily, so either side can be imported first
-_LAZY = {
-    **{n: "audit.trade_off" for n in ("RocBand", "fdp", "fdp_band", "one_run_fdp", "one_run_fdp_epsilon",
-                                      "one_run_fdp_mu", "gaussian_tradeoff")},
-    **{n: "audit.sequential" for n in ("Decision", "SequentialAudit", "look_schedule")},
-    **{n: "audit.shape_check" for n in ("ShapeCheck", "choose_method", "gaussian_shape_check", "auto_estimate")},
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
