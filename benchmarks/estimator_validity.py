@@ -16,7 +16,6 @@ Gaussian row is a validity claim.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
 from pathlib import Path
@@ -26,23 +25,16 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from audit import estimators as est  # noqa: E402
 from audit.shape_check import auto_estimate  # noqa: E402
-from targets.accounting import gdp_mu  # noqa: E402
+from audit.estimators.known import gaussian, laplace  # noqa: E402
+from audit.estimators.known import randomized_response as rr  # noqa: E402
 
 DELTA = 1e-5
 
 
-def gaussian(rng, n, eps):
-    mu = gdp_mu(eps, DELTA)
-    return rng.standard_normal(n), rng.standard_normal(n) + mu, eps
 
 
-def laplace(rng, n, eps):
-    return rng.laplace(0, 1 / eps, n), rng.laplace(1, 1 / eps, n), eps + 2 * math.log1p(-DELTA)
 
 
-def rr(rng, n, eps):
-    p = math.exp(eps) / (1 + math.exp(eps))
-    return (rng.random(n) > p).astype(float), (rng.random(n) < p).astype(float), math.log((p - DELTA) / (1 - p))
 
 
 MECH = {"gaussian": (gaussian, 2.49), "laplace": (laplace, 1.37), "rr": (rr, 1.3)}

@@ -1,5 +1,4 @@
 """Estimator tests: the spec's test vectors, and coverage on mechanisms whose exact ε is known."""
-import math
 
 import numpy as np
 import pytest
@@ -7,6 +6,8 @@ from scipy.stats import binom, norm
 
 from audit import estimators as est
 from targets.accounting import gdp_epsilon, gdp_mu
+from audit.estimators.known import gaussian as _gaussian, laplace as _laplace  # noqa: E402
+from audit.estimators.known import randomized_response as _randomized_response  # noqa: E402
 
 DELTA = 1e-5
 
@@ -52,19 +53,10 @@ def test_bound_below_truth_and_reasonably_tight_on_noiseless_grid(method):
 
 
 # --- coverage: the bound exceeds the true ε at most β of the time (binomial slack) ---------
-def _gaussian(rng, n, eps):
-    mu = gdp_mu(eps, DELTA)
-    return rng.standard_normal(n), rng.standard_normal(n) + mu, eps
 
 
-def _laplace(rng, n, eps):
-    # Laplace mechanism, sensitivity 1, scale 1/ε: δ(ε') = 1 − e^{(ε'−ε)/2}, so ε(δ) = ε + 2 ln(1 − δ)
-    return rng.laplace(0, 1 / eps, n), rng.laplace(1, 1 / eps, n), eps + 2 * math.log1p(-DELTA)
 
 
-def _randomized_response(rng, n, eps):
-    p = math.exp(eps) / (1 + math.exp(eps))
-    return (rng.random(n) > p).astype(float), (rng.random(n) < p).astype(float), math.log((p - DELTA) / (1 - p))
 
 
 @pytest.mark.parametrize("mechanism", [_gaussian, _laplace, _randomized_response])

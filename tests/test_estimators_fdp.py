@@ -9,6 +9,8 @@ from scipy.stats import binom
 from audit import estimators as est
 from audit.shape_check import auto_estimate
 from targets.accounting import gdp_epsilon, gdp_mu
+from audit.estimators.known import MECHANISMS, gaussian as _gaussian, laplace as _laplace  # noqa: E402
+from audit.estimators.known import randomized_response as _rr  # noqa: E402
 
 DELTA = 1e-5
 
@@ -17,21 +19,12 @@ def _allowed(reps: int, beta: float = 0.05) -> int:
     return int(binom.ppf(0.999, reps, beta))
 
 
-def _gaussian(rng, n, eps):
-    mu = gdp_mu(eps, DELTA)
-    return rng.standard_normal(n), rng.standard_normal(n) + mu, eps
 
 
-def _laplace(rng, n, eps):
-    return rng.laplace(0, 1 / eps, n), rng.laplace(1, 1 / eps, n), eps + 2 * math.log1p(-DELTA)
 
 
-def _rr(rng, n, eps):
-    p = math.exp(eps) / (1 + math.exp(eps))
-    return (rng.random(n) > p).astype(float), (rng.random(n) < p).astype(float), math.log((p - DELTA) / (1 - p))
 
 
-MECHANISMS = {"gaussian": _gaussian, "laplace": _laplace, "rr": _rr}
 
 
 # --- known answers --------------------------------------------------------------------------

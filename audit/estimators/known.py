@@ -1,0 +1,36 @@
+"""Score samples from mechanisms whose exact ε is known: the ground truth of estimator tests.
+
+Each function draws ``n`` OUT and ``n`` IN scores and returns ``(out, in, ε at δ)``:
+
+* ``gaussian``: OUT ~ N(0, 1), IN ~ N(μ, 1) with μ the μ-GDP parameter of ε at δ (so the true ε
+  at δ is ε exactly).
+* ``laplace``: the Laplace mechanism, sensitivity 1, scale 1/ε: δ(ε') = 1 − e^{(ε'−ε)/2}, so
+  ε(δ) = ε + 2 ln(1 − δ).
+* ``randomized_response``: a bit kept with probability p = e^ε/(1 + e^ε): ε(δ) = ln((p − δ)/(1 − p)).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from targets.accounting import gdp_mu
+
+DELTA = 1e-5
+
+
+def gaussian(rng: np.random.Generator, n: int, eps: float, delta: float = DELTA):
+    mu = gdp_mu(eps, delta)
+    return rng.standard_normal(n), rng.standard_normal(n) + mu, eps
+
+
+def laplace(rng: np.random.Generator, n: int, eps: float, delta: float = DELTA):
+    return rng.laplace(0, 1 / eps, n), rng.laplace(1, 1 / eps, n), eps + 2 * math.log1p(-delta)
+
+
+def randomized_response(rng: np.random.Generator, n: int, eps: float, delta: float = DELTA):
+    p = math.exp(eps) / (1 + math.exp(eps))
+    return (rng.random(n) > p).astype(float), (rng.random(n) < p).astype(float), math.log((p - delta) / (1 - p))
+
+
+MECHANISMS = {"gaussian": gaussian, "laplace": laplace, "rr": randomized_response}
