@@ -38,6 +38,7 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
+from canaries.base import Canary
 from canaries.edge import CanaryPair
 from canaries.node import isolate
 from graphs.datasets import graph_from_dict, graph_to_dict
@@ -106,7 +107,7 @@ def build_target(doc: dict[str, Any]) -> Any:
     return build(doc["target"], **cfg)
 
 
-class WitnessCanary:
+class WitnessCanary(Canary):
     """The witness pair as the game's two worlds (``--canary witness:FILE``; pair it with
     ``--dataset witness:FILE``). ``worlds`` returns the witness's (g0, g1) whatever graph it is
     given, and says in ``info`` whether that graph was the witness's base graph."""

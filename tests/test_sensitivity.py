@@ -120,6 +120,11 @@ def test_witness_save_load_recompute_and_canary(small, tmp_path):
     assert torch.equal(base.edge_index, doc["g1"].edge_index) and torch.equal(base.x, doc["g1"].x)
     pair = W.WitnessCanary(r.witness).worlds(base, np.random.default_rng(0))
     assert pair.info["given_graph_is_witness_graph"]
+    # the name the command line passes goes through the canary registry's contract check
+    from canaries.base import make
+
+    assert make(f"witness:{r.witness}").worlds(base, np.random.default_rng(0)).info["edge" if "edge" in pair.info
+                                                                                    else "node"] is not None
     assert pair.g1.edge_index.size(1) > pair.g0.edge_index.size(1)
 
 
