@@ -1,0 +1,106 @@
+"""``--canary auto`` on the mechanism and trace levels: play the probe's witness where it is worse.
+
+A DP claim holds for every neighbouring pair in its domain, so the auditor may choose the input.
+:func:`choose` runs the sensitivity probe (:mod:`canaries.sensitivity`; cached on disk per target
+configuration, dataset and seed), takes the step whose best pair has the largest measured/claimed
+Δ, and plays that witness when
+
+* the target can take the witness's input through its own pipeline (:func:`canaries.playable.plan`),
+* and the witness's ratio beats the given graph's, where the target's own input X is used (the
+  given graph's ``realised`` ratio: what a canary on it can reach), by more than float tolerance.
+
+The ratio, not Δ, is compared: the claim's noise scales with its claimed Δ, so the privacy loss of
+the step is (measured/claimed) × the claim's μ. Otherwise the game keeps the given graph and the
+ordinary auto canary. Either way :attr:`Choice.record` says what was compared and why.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from canaries import sensitivity
+from canaries.playable import plan
+from targets import base as targets
+
+#: the witness must beat the given graph's ratio by this relative margin to be played
+MARGIN = 1e-6
+
+
+@dataclass
+class Choice:
+    """What ``--canary auto`` plays: the witness (``play``) or the given graph."""
+
+    play: bool
+    record: dict[str, Any]
+    target_name: str = ""
+    params: dict[str, str] = field(default_factory=dict)
+    dataset: str = ""
+    canary: str = ""
+
+
+def probe_key(target: targets.Target, dataset: str, seed: int, options: dict[str, Any]) -> str:
+    config = dataclasses.asdict(target.config)
+    text = json.dumps([type(target).__module__, type(target).__qualname__, config, dataset, seed, options],
+                      sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+#: probe options ``--canary auto`` uses (the command's defaults)
+PROBE_OPTIONS: dict[str, Any] = {"candidates": 32, "max_nodes": 5, "use_families": True}
+
+
+def cached_probe(target: targets.Target, graph: Any, *, dataset: str, seed: int, out: str | Path,
+                 options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The probe's report (``ProbeReport.to_dict``), from ``out/sensitivity/<key>/`` when there."""
+    options = dict(PROBE_OPTIONS if options is None else options)
+    folder = Path(out) / "sensitivity" / probe_key(target, dataset, seed, options)
+    path = folder / "report.json"
+    if path.exists():
+        doc = json.loads(path.read_text())
+        doc["cached"] = str(path)
+        return doc
+    report = sensitivity.probe(target, graph, seed=seed, out=folder, dataset=dataset, **options)
+    doc = report.to_dict()
+    folder.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, default=str))
+    doc["cached"] = None
+    return doc
+
+
+def given_ratio(step: dict[str, Any]) -> float | None:
+    """The best ratio a canary on the given graph reaches with the target's own input X."""
+    row = step["by_search"].get("given graph [realised X]") or step["by_search"].get("given graph [sampled X]")
+    return None if row is None else float(row["ratio"])
+
+
+def choose(target: targets.Target, graph: Any, *, dataset: str, seed: int, out: str | Path,
+           params: dict[str, str] | None = None, options: dict[str, Any] | None = None) -> Choice:
+    """Run (or reuse) the probe and decide whether the game plays its witness (module doc)."""
+    doc = cached_probe(target, graph, dataset=dataset, seed=seed, out=out, options=options)
+    record: dict[str, Any] = {"probe": doc.get("cached") or "run now", "probe_seconds": doc["seconds"]}
+    steps = [s for s in doc["steps"] if s.get("witness") and s.get("ratio") is not None]
+    if not steps:
+        record["chosen_by"] = "given graph: " + (doc.get("unprobed") or "the probe found no pair in the claim's domain")
+        return Choice(False, record)
+    best = max(steps, key=lambda s: s["ratio"])
+    given = given_ratio(best)
+    record.update({"step": best["step"], "witness": best["witness"], "witness_ratio": best["ratio"],
+                   "witness_found_by": best["found_by"], "given_ratio": given,
+                   "violation": bool(best["violation"])})
+    how = plan(best["witness"], params)
+    if how is None:
+        record["chosen_by"] = (f"given graph: {target.name}'s step cannot take the witness's input "
+                               "(canaries.playable)")
+        return Choice(False, record)
+    if given is not None and best["ratio"] <= given * (1 + MARGIN):
+        record["chosen_by"] = (f"given graph: the witness's measured/claimed Δ {best['ratio']:.4g} does not beat "
+                               f"the given graph's {given:.4g}")
+        return Choice(False, record)
+    record["chosen_by"] = (f"sensitivity witness: measured/claimed Δ {best['ratio']:.4g} against the given graph's "
+                           f"{'—' if given is None else f'{given:.4g}'}; played as {how.how}")
+    record["played_as"] = " ".join(how.argv())
+    return Choice(True, record, how.target, how.params, how.dataset, how.canary)
