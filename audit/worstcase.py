@@ -64,6 +64,8 @@ def cached_probe(target: targets.Target, graph: Any, *, dataset: str, seed: int,
         doc["cached"] = str(path)
         return doc
     report = sensitivity.probe(target, graph, seed=seed, out=folder, dataset=dataset, **options)
+    if target.name == "gcon":  # spec §7.1's tight canary: its X is realised through raw features
+        report.gcon = sensitivity.gcon_tight_canary(target, graph, out=folder)
     doc = report.to_dict()
     folder.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, default=str))
@@ -82,15 +84,22 @@ def choose(target: targets.Target, graph: Any, *, dataset: str, seed: int, out: 
     """Run (or reuse) the probe and decide whether the game plays its witness (module doc)."""
     doc = cached_probe(target, graph, dataset=dataset, seed=seed, out=out, options=options)
     record: dict[str, Any] = {"probe": doc.get("cached") or "run now", "probe_seconds": doc["seconds"]}
-    steps = [s for s in doc["steps"] if s.get("witness") and s.get("ratio") is not None]
-    if not steps:
+    candidates = [{"step": s["step"], "witness": s["witness"], "ratio": s["ratio"], "found_by": s["found_by"],
+                   "violation": bool(s["violation"]), "given": given_ratio(s)}
+                  for s in doc["steps"] if s.get("witness") and s.get("ratio") is not None]
+    gcon = doc.get("gcon") or {}
+    if gcon.get("witness") and candidates:
+        candidates.append({**candidates[0], "witness": gcon["witness"], "ratio": gcon["psi_ratio"],
+                           "found_by": "GCON tight canary (spec §7.1)", "violation": False})
+    if not candidates:
         record["chosen_by"] = "given graph: " + (doc.get("unprobed") or "the probe found no pair in the claim's domain")
         return Choice(False, record)
-    best = max(steps, key=lambda s: s["ratio"])
-    given = given_ratio(best)
+    # the largest ratio, and among equal ratios one the target can take
+    candidates.sort(key=lambda c: (-round(c["ratio"], 9), plan(c["witness"], params) is None))
+    best = candidates[0]
+    given = best["given"]
     record.update({"step": best["step"], "witness": best["witness"], "witness_ratio": best["ratio"],
-                   "witness_found_by": best["found_by"], "given_ratio": given,
-                   "violation": bool(best["violation"])})
+                   "witness_found_by": best["found_by"], "given_ratio": given, "violation": best["violation"]})
     how = plan(best["witness"], params)
     if how is None:
         record["chosen_by"] = (f"given graph: {target.name}'s step cannot take the witness's input "

@@ -104,3 +104,22 @@ def test_auto_canary_on_the_mechanism_level_plays_the_witness(tmp_path):
     record = json.loads(next(tmp_path.glob("caribou-*.json")).read_text())
     assert record["canary"]["input_choice"]["witness_ratio"] == pytest.approx(choice["witness_ratio"])
     assert np.isfinite(result.auc)
+
+
+def test_choose_prefers_a_playable_witness_among_equal_ratios(caribou_witness, small, tmp_path):
+    """GCON's probe finds ψ/Ψ on an atlas graph with an adversarial X (not playable) and the tight
+    canary (playable through raw features) at the same ratio: the game plays the tight canary."""
+    doc = json.loads(open(caribou_witness.witness).read())
+    atlas, tight = tmp_path / "atlas.json", tmp_path / "tight.json"
+    atlas.write_text(json.dumps({**doc, "target": "dpdgc"}))
+    tight.write_text(json.dumps({**doc, "target": "gcon", "gcon": {"psi_ratio": 0.5}}))
+    target = build("gcon")
+    folder = tmp_path / "sensitivity" / worstcase.probe_key(target, "t", 0, PROBE)
+    folder.mkdir(parents=True)
+    step = {"step": "Z", "witness": str(atlas), "ratio": 0.5, "found_by": "atlas", "violation": False,
+            "by_search": {"given graph [realised X]": {"ratio": 0.1}}}
+    (folder / "report.json").write_text(json.dumps({"steps": [step], "seconds": 0.0,
+                                                    "gcon": {"witness": str(tight), "psi_ratio": 0.5}}))
+    choice = worstcase.choose(target, small, dataset="t", seed=0, out=tmp_path, options=PROBE)
+    assert choice.play and choice.record["witness"] == str(tight) and choice.canary == f"witness:{tight}"
+    assert choice.record["given_ratio"] == 0.1
