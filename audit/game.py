@@ -346,7 +346,7 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
         # the probe's witness where the target takes it and it beats the given graph (audit.worstcase)
         from audit import worstcase
 
-        choice = worstcase.choose(build_target(spec), graph, dataset=spec.dataset, seed=spec.seed, out=out,
+        choice = worstcase.choose(build_target(spec), graph, level=level, dataset=spec.dataset, out=out,
                                   params=spec.params)
         if choice.play:
             target_cls, canary_name = choice.target_name, choice.canary

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from canaries import sensitivity
-from canaries.playable import plan
+from canaries.playable import PLAYABLE, plan
 from targets import base as targets
 
 #: the witness must beat the given graph's ratio by this relative margin to be played
@@ -42,35 +42,52 @@ class Choice:
     canary: str = ""
 
 
-def probe_key(target: targets.Target, dataset: str, seed: int, options: dict[str, Any]) -> str:
+def probe_key(target: targets.Target, graph: Any, options: dict[str, Any]) -> str:
+    """The probe's cache key: the target's class and config, the graph's content, the options."""
+    from graphs.ops import fingerprint
+
     config = dataclasses.asdict(target.config)
-    text = json.dumps([type(target).__module__, type(target).__qualname__, config, dataset, seed, options],
+    text = json.dumps([type(target).__module__, type(target).__qualname__, config, fingerprint(graph), options],
                       sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+#: this process's probe reports by key (the disk cache lives under each run's --out)
+_MEMO: dict[str, dict[str, Any]] = {}
 
 
 #: probe options ``--canary auto`` uses (the command's defaults)
 PROBE_OPTIONS: dict[str, Any] = {"candidates": 32, "max_nodes": 5, "use_families": True}
 
 
-def cached_probe(target: targets.Target, graph: Any, *, dataset: str, seed: int, out: str | Path,
+def cached_probe(target: targets.Target, graph: Any, *, dataset: str, out: str | Path,
                  options: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The probe's report (``ProbeReport.to_dict``), from ``out/sensitivity/<key>/`` when there."""
+    """The probe's report (``ProbeReport.to_dict``; probe seed 0: the witness belongs to the
+    configuration and the graph, not to a run's seed), from this process's memo or
+    ``out/sensitivity/<key>/`` when there."""
     options = dict(PROBE_OPTIONS if options is None else options)
-    folder = Path(out) / "sensitivity" / probe_key(target, dataset, seed, options)
+    key = probe_key(target, graph, options)
+    folder = Path(out) / "sensitivity" / key
     path = folder / "report.json"
     if path.exists():
         doc = json.loads(path.read_text())
         doc["cached"] = str(path)
         return doc
-    report = sensitivity.probe(target, graph, seed=seed, out=folder, dataset=dataset, **options)
+    if key in _MEMO and all(Path(c).exists() for c in _witnesses(_MEMO[key])):
+        return {**_MEMO[key], "cached": "this process"}
+    report = sensitivity.probe(target, graph, seed=0, out=folder, dataset=dataset, **options)
     if target.name == "gcon":  # spec §7.1's tight canary: its X is realised through raw features
         report.gcon = sensitivity.gcon_tight_canary(target, graph, out=folder)
     doc = report.to_dict()
     folder.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, default=str))
-    doc["cached"] = None
-    return doc
+    _MEMO[key] = doc
+    return {**doc, "cached": None}
+
+
+def _witnesses(doc: dict[str, Any]) -> list[str]:
+    return [s["witness"] for s in doc["steps"] if s.get("witness")] + \
+        ([doc["gcon"]["witness"]] if (doc.get("gcon") or {}).get("witness") else [])
 
 
 def given_ratio(step: dict[str, Any]) -> float | None:
@@ -79,10 +96,14 @@ def given_ratio(step: dict[str, Any]) -> float | None:
     return None if row is None else float(row["ratio"])
 
 
-def choose(target: targets.Target, graph: Any, *, dataset: str, seed: int, out: str | Path,
+def choose(target: targets.Target, graph: Any, *, level: str, dataset: str, out: str | Path,
            params: dict[str, str] | None = None, options: dict[str, Any] | None = None) -> Choice:
     """Run (or reuse) the probe and decide whether the game plays its witness (module doc)."""
-    doc = cached_probe(target, graph, dataset=dataset, seed=seed, out=out, options=options)
+    if level != "mechanism" or target.name not in PLAYABLE:
+        return Choice(False, {"probe": "skipped", "chosen_by": (
+            f"given graph: no witness of {target.name}'s {level}-level steps can be played through its "
+            "pipeline (canaries.playable), so the probe is not run")})
+    doc = cached_probe(target, graph, dataset=dataset, out=out, options=options)
     record: dict[str, Any] = {"probe": doc.get("cached") or "run now", "probe_seconds": doc["seconds"]}
     candidates = [{"step": s["step"], "witness": s["witness"], "ratio": s["ratio"], "found_by": s["found_by"],
                    "violation": bool(s["violation"]), "given": given_ratio(s)}

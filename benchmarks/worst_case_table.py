@@ -109,8 +109,10 @@ def explain_gcon(r: dict[str, Any], out: Path) -> str:
 def explain_caribou_defaults(r: dict[str, Any], out: Path) -> str:
     a = r["audit"]
     det = a["claim"]["details"]
-    return (f"one hop X⁽ᴷ⁾ is released while the claim composes M = {det['M']:.3f} noisy hops (K = {det['hops']}): "
-            f"the contraction makes the earlier hops' changes fade, which the audit of the released hop measures")
+    mu = a["claim"].get("gdp_mu")
+    return (f"one hop X⁽ᴷ⁾ is released while the claim composes M = {det['M']:.3f} hops (K = {det['hops']}): the "
+            f"claim's μ = √M·Δ/s = {mu:.4g}, a single hop's {mu / math.sqrt(det['M']):.4g}; the audit's score reads "
+            f"μ ≈ {mu_from_auc(a['auc']):.3f} (AUC {a['auc']:.4f})")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -210,11 +212,17 @@ def main(argv: list[str] | None = None) -> int:
     done = {r["key"]: r for r in json.loads(table.read_text())} if table.exists() else {}
     wanted = [r for r in rows() if not args.rows or r.key in args.rows.split(",")]
     for row in wanted:
-        if args.report_only:
+        if args.report_only:  # summaries and explanations again from the stored JSON
+            if row.key in done:
+                rec = done[row.key]
+                rec["summary"] = summarise(rec)
+                rec["summary"]["explanation"] = row.explain(rec, out) if row.explain else ""
             continue
         print(f"{row.key} ...", file=sys.stderr, flush=True)
         done[row.key] = run_row(row, out)
         out.mkdir(parents=True, exist_ok=True)
+        table.write_text(json.dumps(list(done.values()), indent=1, default=str))
+    if args.report_only and done:
         table.write_text(json.dumps(list(done.values()), indent=1, default=str))
     order = [r.key for r in rows()]
     print(markdown(sorted(done.values(), key=lambda r: order.index(r["key"]) if r["key"] in order else 99)))

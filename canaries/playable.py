@@ -3,8 +3,8 @@
 A witness (:mod:`canaries.witness`) fixes a graph, a canary and the step's held-fixed input X. The
 game can play it only where the target's released step really reads that X. Per target:
 
-* ``gaussian``: X̂ has unit rows and an edge moves A·X̂ by √2 for every such X̂: the witness graph
-  alone realises the witness Δ.
+* ``gaussian``: not played: X̂ has unit rows and every edge of any graph moves A·X̂ by exactly √2,
+  so the given graph is already a worst case.
 * ``gap``: every hop's input has unit rows (rownorm), and a directed edge or a node moves a hop
   by the same amount for every unit-row input: the witness graph alone realises the witness Δ.
 * ``caribou`` (edge level): X⁽⁰⁾ is the edge-free encoder's row-normalised embedding of the
@@ -106,13 +106,16 @@ class Plan:
 
 #: the X a target's step reads, and how a witness X reaches it (None: not playable)
 HOW = {
-    "gaussian": "the witness graph: A·X̂ moves by √2 under an edge for every unit-row X̂",
     "gap": "the witness graph; every hop's input has unit rows and the hop's change under a directed edge "
            "or a node is the same for every unit-row input",
     "caribou": "PCMP given the witness's X⁽⁰⁾ (canaries.playable:CaribouGivenInput): the edge-level claim is "
                "conditional on the edge-free encoder's output, Eq. 6 bounds every unit-row X⁽⁰⁾",
     "gcon": "the tight canary's raw features ±scale·a, mapped by GCON's own encoder",
 }
+
+
+#: targets whose mechanism-level witnesses :func:`plan` can play (``--canary auto`` probes only these)
+PLAYABLE = tuple(HOW)
 
 
 def plan(path: str, params: dict[str, str] | None = None) -> Plan | None:
@@ -126,6 +129,6 @@ def plan(path: str, params: dict[str, str] | None = None) -> Plan | None:
     if name == "caribou" and doc["config"].get("unit", "edge") == "edge" and doc["x"] is not None:
         return Plan("canaries.playable:CaribouGivenInput", f"witness:{path}", f"witness:{path}",
                     {**keep, "x0": str(path)}, HOW[name])
-    if name in ("gaussian", "gap") or (name == "gcon" and "gcon" in doc):
+    if name == "gap" or (name == "gcon" and "gcon" in doc):
         return Plan(name, f"witness:{path}", f"witness:{path}", keep, HOW[name])
     return None

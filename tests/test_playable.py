@@ -84,13 +84,19 @@ def test_projected_float32_rows_are_rescaled_before_the_llr():
 
 
 def test_choose_plays_caribou_witness_and_keeps_gaussian(small, tmp_path):
-    car = worstcase.choose(build("caribou", **FAST), small, dataset="t", seed=0, out=tmp_path, options=PROBE)
+    car = worstcase.choose(build("caribou", **FAST), small, level="mechanism", dataset="t", out=tmp_path,
+                           options=PROBE)
     assert car.play and car.canary.startswith("witness:") and car.target_name.endswith("CaribouGivenInput")
     assert car.record["witness_ratio"] > car.record["given_ratio"]
-    again = worstcase.choose(build("caribou", **FAST), small, dataset="t", seed=0, out=tmp_path, options=PROBE)
+    again = worstcase.choose(build("caribou", **FAST), small, level="mechanism", dataset="t", out=tmp_path,
+                             options=PROBE)
     assert again.record["probe"].endswith("report.json") and again.record["witness"] == car.record["witness"]
-    gauss = worstcase.choose(build("gaussian"), small, dataset="t", seed=0, out=tmp_path, options=PROBE)
-    assert not gauss.play and "does not beat" in gauss.record["chosen_by"]  # √2 everywhere: exact
+    gap = worstcase.choose(build("gap", hops=1, hidden_dim=8, encoder_epochs=2, epochs=1), small,
+                           level="mechanism", dataset="t", out=tmp_path, options=PROBE)
+    assert not gap.play and "does not beat" in gap.record["chosen_by"]  # a directed edge moves a hop by 1
+    for target, level in ((build("gaussian"), "mechanism"), (build("caribou", **FAST), "trace")):
+        skipped = worstcase.choose(target, small, level=level, dataset="t", out=tmp_path, options=PROBE)
+        assert not skipped.play and skipped.record["probe"] == "skipped"
 
 
 def test_auto_canary_on_the_mechanism_level_plays_the_witness(tmp_path):
@@ -114,12 +120,12 @@ def test_choose_prefers_a_playable_witness_among_equal_ratios(caribou_witness, s
     atlas.write_text(json.dumps({**doc, "target": "dpdgc"}))
     tight.write_text(json.dumps({**doc, "target": "gcon", "gcon": {"psi_ratio": 0.5}}))
     target = build("gcon")
-    folder = tmp_path / "sensitivity" / worstcase.probe_key(target, "t", 0, PROBE)
+    folder = tmp_path / "sensitivity" / worstcase.probe_key(target, small, PROBE)
     folder.mkdir(parents=True)
     step = {"step": "Z", "witness": str(atlas), "ratio": 0.5, "found_by": "atlas", "violation": False,
             "by_search": {"given graph [realised X]": {"ratio": 0.1}}}
     (folder / "report.json").write_text(json.dumps({"steps": [step], "seconds": 0.0,
                                                     "gcon": {"witness": str(tight), "psi_ratio": 0.5}}))
-    choice = worstcase.choose(target, small, dataset="t", seed=0, out=tmp_path, options=PROBE)
+    choice = worstcase.choose(target, small, level="mechanism", dataset="t", out=tmp_path, options=PROBE)
     assert choice.play and choice.record["witness"] == str(tight) and choice.canary == f"witness:{tight}"
     assert choice.record["given_ratio"] == 0.1
