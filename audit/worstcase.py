@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from canaries import sensitivity
-from canaries.playable import PLAYABLE, plan
+from canaries.playable import plan, takes_witness
 from targets import base as targets
 
 #: the witness must beat the given graph's ratio by this relative margin to be played
@@ -99,10 +99,10 @@ def given_ratio(step: dict[str, Any]) -> float | None:
 def choose(target: targets.Target, graph: Any, *, level: str, dataset: str, out: str | Path,
            params: dict[str, str] | None = None, options: dict[str, Any] | None = None) -> Choice:
     """Run (or reuse) the probe and decide whether the game plays its witness (module doc)."""
-    if level != "mechanism" or target.name not in PLAYABLE:
+    if level != "mechanism" or not takes_witness(target):
         return Choice(False, {"probe": "skipped", "chosen_by": (
-            f"given graph: no witness of {target.name}'s {level}-level steps can be played through its "
-            "pipeline (canaries.playable), so the probe is not run")})
+            f"given graph: no witness of {target.name}'s {level}-level steps in this configuration can be "
+            "played through its pipeline (canaries.playable), so the probe is not run")})
     doc = cached_probe(target, graph, dataset=dataset, out=out, options=options)
     record: dict[str, Any] = {"probe": doc.get("cached") or "run now", "probe_seconds": doc["seconds"]}
     candidates = [{"step": s["step"], "witness": s["witness"], "ratio": s["ratio"], "found_by": s["found_by"],

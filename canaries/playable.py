@@ -7,11 +7,13 @@ game can play it only where the target's released step really reads that X. Per 
   so the given graph is already a worst case.
 * ``gap``: every hop's input has unit rows (rownorm), and a directed edge or a node moves a hop
   by the same amount for every unit-row input: the witness graph alone realises the witness Δ.
-* ``caribou`` (edge level): X⁽⁰⁾ is the edge-free encoder's row-normalised embedding of the
-  features. The claim (Theorem 6/8, specs/caribou.md §2.3) is conditional on X⁽⁰⁾ — the encoder
-  never sees an edge, its output is identical in both worlds and Eq. 6 bounds the hop over every
-  unit-row X — so the game plays PCMP given the witness's X⁽⁰⁾: :class:`CaribouGivenInput`
-  replaces only the embedding, every hop is the target's own code.
+* ``caribou`` (edge level, ``hops=1``): X⁽⁰⁾ is the edge-free encoder's row-normalised embedding
+  of the features. The claim (Theorem 6/8, specs/caribou.md §2.3) is conditional on X⁽⁰⁾ — the
+  encoder never sees an edge, its output is identical in both worlds and Eq. 6 bounds the hop over
+  every unit-row X — so the game plays PCMP given the witness's X⁽⁰⁾: :class:`CaribouGivenInput`
+  replaces only the embedding, every hop is the target's own code. Only with one hop: hop k > 1
+  reads the previous noisy hop, not the witness's X, so the witness realises hop 1's Δ alone (on the
+  16-regular witness, ``release-all-hops`` at K = 20 audits at ε_lb 3.19 against 8, on csbm at 9.8–11.4).
 * ``gcon``: the tight canary realises its X through raw features (``witness-gcon-tight.json``).
 * ``dpdgc`` (X = DP-Emb's released W, itself noisy) and ``heterpoisson`` (sampled batches): not
   playable on an adversarial X; their witnesses come from the given graph.
@@ -108,14 +110,18 @@ class Plan:
 HOW = {
     "gap": "the witness graph; every hop's input has unit rows and the hop's change under a directed edge "
            "or a node is the same for every unit-row input",
-    "caribou": "PCMP given the witness's X⁽⁰⁾ (canaries.playable:CaribouGivenInput): the edge-level claim is "
+    "caribou": "one PCMP hop given the witness's X⁽⁰⁾ (canaries.playable:CaribouGivenInput): the edge-level claim is "
                "conditional on the edge-free encoder's output, Eq. 6 bounds every unit-row X⁽⁰⁾",
     "gcon": "the tight canary's raw features ±scale·a, mapped by GCON's own encoder",
 }
 
 
-#: targets whose mechanism-level witnesses :func:`plan` can play (``--canary auto`` probes only these)
-PLAYABLE = tuple(HOW)
+def takes_witness(target: Any) -> bool:
+    """Whether :func:`plan` can play a mechanism-level witness of this target configuration
+    (``--canary auto`` probes only these)."""
+    if target.name == "caribou":
+        return target.config.unit == "edge" and target.config.hops == 1
+    return target.name in HOW
 
 
 def plan(path: str, params: dict[str, str] | None = None) -> Plan | None:
@@ -126,7 +132,8 @@ def plan(path: str, params: dict[str, str] | None = None) -> Plan | None:
     doc = W.load(path)
     name = doc["target"]
     keep = dict(params or {})
-    if name == "caribou" and doc["config"].get("unit", "edge") == "edge" and doc["x"] is not None:
+    if name == "caribou" and doc["config"].get("unit", "edge") == "edge" and doc["config"].get("hops") == 1 \
+            and doc["x"] is not None:
         return Plan("canaries.playable:CaribouGivenInput", f"witness:{path}", f"witness:{path}",
                     {**keep, "x0": str(path)}, HOW[name])
     if name == "gap" or (name == "gcon" and "gcon" in doc):

@@ -94,7 +94,8 @@ def test_choose_plays_caribou_witness_and_keeps_gaussian(small, tmp_path):
     gap = worstcase.choose(build("gap", hops=1, hidden_dim=8, encoder_epochs=2, epochs=1), small,
                            level="mechanism", dataset="t", out=tmp_path, options=PROBE)
     assert not gap.play and "does not beat" in gap.record["chosen_by"]  # a directed edge moves a hop by 1
-    for target, level in ((build("gaussian"), "mechanism"), (build("caribou", **FAST), "trace")):
+    deep = build("caribou", **{**FAST, "hops": 3})  # hop k > 1 reads the noisy hop k − 1, not the witness's X
+    for target, level in ((build("gaussian"), "mechanism"), (build("caribou", **FAST), "trace"), (deep, "mechanism")):
         skipped = worstcase.choose(target, small, level=level, dataset="t", out=tmp_path, options=PROBE)
         assert not skipped.play and skipped.record["probe"] == "skipped"
 
