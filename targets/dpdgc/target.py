@@ -12,7 +12,7 @@ from torch import nn
 from graphs import ops as graph_ops
 from targets.accounting import gap_delta, gaussian_rdp, gdp_epsilon
 from targets.base import Claim, Lazy, LazyDict, MechanismStep, Release, Target, TargetConfig, seeded
-from targets.dpdgc.accountant import ORDERS, calibrated_sigma, dpdgc_rdp, lemma_f1_epsilon
+from targets.dpdgc.accountant import ORDERS, calibrated_sigma, dpdgc_epsilon, dpdgc_rdp, lemma_f1_epsilon
 from targets.dpdgc import dpemb
 from targets.dpdgc.config import DPDGCConfig
 from targets.dpdgc.model import _ce, _LinkX, bound_column_degree
@@ -65,7 +65,8 @@ class DPDGC(Target[DPDGCConfig]):
         super().__init__(config, **overrides)
         self._claims: dict[tuple, Claim] = {}
         self._last: tuple[torch.Tensor, torch.Tensor, int] | None = None
-        self._adj_cache: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._adj_cache: dict[tuple, dpemb.Adjacency] = {}
+        self._adj64_cache: dict[tuple, torch.Tensor] = {}
 
     # ------------------------------------------------------------------ structure
     def _masks(self, graph: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -147,7 +148,7 @@ class DPDGC(Target[DPDGCConfig]):
         batch, t_enc, t_clf = self._schedule(m)
         q = batch / m
         sigma = calibrated_sigma(cfg.epsilon, delta, q, t_enc, t_clf, cfg.level, self.z_sensitivity() > 0)
-        eps, order = lemma_f1_epsilon(ORDERS, self._rdp(sigma, q, t_enc, t_clf), delta)
+        eps, order = dpdgc_epsilon(sigma, q, t_enc, t_clf, self.z_sensitivity() > 0, cfg.level, delta)
         g = self.group_size()
         f_g = g if cfg.group_scaling == "linear" else math.sqrt(g)
         dz = self.z_sensitivity()
@@ -203,6 +204,19 @@ class DPDGC(Target[DPDGCConfig]):
     def _adjacency(self, edge_index: torch.Tensor, n: int, dtype: torch.dtype) -> torch.Tensor:
         values = torch.ones(edge_index.size(1), dtype=dtype)
         return torch.sparse_coo_tensor(edge_index, values, (n, n), check_invariants=False).coalesce().to(self.device)
+
+    def _adjacency64(self, graph: Any, seed: int) -> torch.Tensor:
+        """A of `graph` (float64, on the device) after the degree bound from `seed` (node GDP),
+        cached per (edge set, seed): every release reads its own A and both worlds' means."""
+        key = (graph.num_nodes, graph_ops.fingerprint(graph.edge_index),
+               seed if self.config.level == "node" else None)
+        hit = self._adj64_cache.get(key)
+        if hit is None:
+            hit = self._adjacency(self._edges(graph, seed), graph.num_nodes, torch.float64)
+            if len(self._adj64_cache) >= 8:
+                self._adj64_cache.clear()  # (atomic: the scoring thread may read it meanwhile)
+            self._adj64_cache[key] = hit
+        return hit
 
     def _adjacencies(self, edge_index: torch.Tensor, n: int) -> dpemb.Adjacency:
         """A in the forms DP-Emb reads (CSR on the device, row degrees; sparse matrices on CUDA),
@@ -395,13 +409,11 @@ class DPDGC(Target[DPDGCConfig]):
         mean_seed = 0 if bounded else hash_seed
 
         def mean(g: Any) -> torch.Tensor:
-            adj = self._adjacency(self._edges(g, mean_seed), g.num_nodes, torch.float64)
-            return torch.sparse.mm(adj, w64) + b64
+            return torch.sparse.mm(self._adjacency64(g, mean_seed), w64) + b64
 
         z_std = 0.0 if self.bug("no-noise") else claim.details["noise_std"]
         noise = torch.randn(n, cfg.hidden, generator=rng, dtype=torch.float64).to(dev)
-        adj_run = self._adjacency(edges, n, torch.float64)
-        z = (torch.sparse.mm(adj_run, w64) + b64) + z_std * noise
+        z = (torch.sparse.mm(self._adjacency64(graph, hash_seed), w64) + b64) + z_std * noise
         clf_seed = int(torch.randint(0, 2**62, (1,), generator=rng))
 
         def train() -> tuple[nn.Module, dict[str, float]]:
@@ -487,6 +499,5 @@ class DPDGC(Target[DPDGCConfig]):
         if self._last is None:
             self.fit(graph, torch.Generator().manual_seed(0))
         w, b, hash_seed = self._last
-        adj = self._adjacency(self._edges(graph, hash_seed), graph.num_nodes, torch.float64)
-        return torch.sparse.mm(adj, w.double()) + b.double()
+        return torch.sparse.mm(self._adjacency64(graph, hash_seed), w.double()) + b.double()
 
