@@ -37,6 +37,7 @@ class Adjacency:
     and on CUDA the sparse matrix and its transpose (``index_add_`` would be atomic there)."""
 
     crow: torch.Tensor
+    deg: torch.Tensor  # entries per row (crow[i + 1] − crow[i])
     cols: torch.Tensor
     vals: torch.Tensor
     grad_factor: torch.Tensor  # √(deg_i + 1): ‖∂loss_i/∂(W, b)‖ = √(deg_i + 1)·‖g_i‖
@@ -131,6 +132,8 @@ def _train_stack(adj: Adjacency, sched: Schedule, y: torch.Tensor, train_idx: to
     y_dev = y.to(dev)
     runs = torch.arange(k_runs, device=dev)[:, None]  # K × 1
     arange_b = torch.arange(batch, device=dev)[None, :]
+    bags = torch.arange(k_runs * batch, device=dev)
+    bases = torch.div(bags, batch, rounding_mode="floor") * (n + 1)
     for t in range(sched.steps):
         perms = []
         for k, rng in enumerate(rngs):
@@ -142,7 +145,7 @@ def _train_stack(adj: Adjacency, sched: Schedule, y: torch.Tensor, train_idx: to
             pre_all = torch.sparse.mm(adj.sparse[0], w.transpose(0, 1).reshape(n, k_runs * h)).view(n, k_runs, h)
             pre = pre_all[idx, runs] + params[:, n, None, :]
         else:
-            pre, entries = _batch_rows(params, idx, adj)
+            pre, entries = _batch_rows(params, idx, adj, bags, bases)
         act = torch.ops.aten.elu(pre, _ALPHA, _SCALE, 1.0)  # SELU
         probs = torch.softmax(torch.bmm(act, head), dim=2)  # K × B × C
         probs[runs, arange_b, y_dev[idx]] -= 1.0  # ∂CE/∂logits
@@ -186,21 +189,20 @@ def _train_stack(adj: Adjacency, sched: Schedule, y: torch.Tensor, train_idx: to
     return [(params[k, :n].clone(), params[k, n].clone(), head[k].contiguous()) for k in range(k_runs)]
 
 
-def _batch_rows(params: torch.Tensor, idx: torch.Tensor, adj: Adjacency
+def _batch_rows(params: torch.Tensor, idx: torch.Tensor, adj: Adjacency, bags: torch.Tensor, bases: torch.Tensor
                 ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]]:
     """(A W_k + b_k) at run k's batch rows (K × B × h), from the batch rows' entries of A only,
-    each bag summed in A's column order (``embedding_bag``: the same floats for any K); with those entries (slot k·B + i, row of W_k[j] in the flat parameters, value) for
-    the backward pass."""
+    each bag summed in A's column order (``embedding_bag``: the same floats for any K); with
+    those entries (slot k·B + i, row of W_k[j] in the flat parameters, value) for the backward
+    pass. `bags` = 0 … K·B − 1, `bases` = k·(n + 1) for each slot."""
     k_runs, n1, h = params.shape
-    batch = idx.size(1)
     flat = idx.reshape(-1)
-    dev = params.device
-    start = adj.crow[flat]
-    counts = adj.crow[flat + 1] - start
+    start, counts = adj.crow[flat], adj.deg[flat]
     offsets = torch.cumsum(counts, 0) - counts
-    slot = torch.repeat_interleave(torch.arange(k_runs * batch, device=dev), counts, output_size=int(offsets[-1] + counts[-1]))
-    entry = (start - offsets)[slot] + torch.arange(slot.numel(), device=dev)
-    target = torch.div(slot, batch, rounding_mode="floor") * n1 + adj.cols[entry]
+    total = int(offsets[-1] + counts[-1])
+    slot = torch.repeat_interleave(bags, counts, output_size=total)
+    entry = (start - offsets)[slot] + torch.arange(total, device=params.device)
+    target = bases[slot] + adj.cols[entry]
     val = None if adj.unit else adj.vals[entry]
     pre = F.embedding_bag(target, params.view(k_runs * n1, h), offsets, mode="sum", per_sample_weights=val)
-    return pre.view(k_runs, batch, h) + params[:, n1 - 1, None, :], (slot, target, None if val is None else val[:, None])
+    return pre.view(k_runs, idx.size(1), h) + params[:, n1 - 1, None, :], (slot, target, None if val is None else val[:, None])

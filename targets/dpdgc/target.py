@@ -232,9 +232,10 @@ class DPDGC(Target[DPDGCConfig]):
             if self.device.type != "cpu":  # sparse products there (index_add_ would be atomic: unordered)
                 sparse = (adj.to(self.device), self._adjacency(edge_index.flip(0), n, torch.float32))
             vals = adj.values()
-            hit = dpemb.Adjacency(crow=crow.to(self.device), cols=cols.to(self.device), vals=vals.to(self.device),
-                                  grad_factor=torch.sqrt(torch.bincount(edge_index[0].cpu(), minlength=n).float() + 1.0).to(self.device),
-                                  unit=bool((vals == 1).all()), sparse=sparse)
+            factor = torch.sqrt(torch.bincount(edge_index[0].cpu(), minlength=n).float() + 1.0)
+            hit = dpemb.Adjacency(crow=crow.to(self.device), deg=(crow[1:] - crow[:-1]).to(self.device),
+                                  cols=cols.to(self.device), vals=vals.to(self.device),
+                                  grad_factor=factor.to(self.device), unit=bool((vals == 1).all()), sparse=sparse)
             if len(self._adj_cache) >= 2:
                 self._adj_cache.pop(next(iter(self._adj_cache)))
             self._adj_cache[key] = hit
