@@ -87,8 +87,11 @@ def train(adj: Adjacency, sched: Schedule, y: torch.Tensor, train_idx: torch.Ten
 
     threads_before = torch.get_num_threads()
     try:
-        with ThreadPoolExecutor(max_workers=len(groups), thread_name_prefix="dpemb") as pool:
-            done = list(pool.map(one, groups))
+        if len(groups) == 1:
+            done = [one(groups[0])]
+        else:
+            with ThreadPoolExecutor(max_workers=len(groups), thread_name_prefix="dpemb") as pool:
+                done = list(pool.map(one, groups))
     finally:
         torch.set_num_threads(threads_before)
     return [run for group in done for run in group]
