@@ -81,7 +81,8 @@ def _step_score(step: MechanismStep, means: _Means) -> float:
     if step.noise_std and step.row_projected:
         width = step.output.shape[1]
         scale = torch.sqrt((means.mid * means.mid).sum(1, keepdim=True) + width * step.noise_std**2).clamp_min(1.0)
-        inside = o.norm(dim=1, keepdim=True) < 1 - 1e-9  # the ball projection left it alone
+        # the ball projection left it alone; a projected float32 row's norm is 1 only to ~1e-7
+        inside = o.norm(dim=1, keepdim=True) < 1 - 1e-5
         o = torch.where(inside, o, o * scale)
         return float(((o - m0) * d).sum() - 0.5 * means.dd) / step.noise_std**2
     if step.noise_std:

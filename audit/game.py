@@ -19,7 +19,7 @@ import platform
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -344,9 +344,22 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
         raise ValueError(f"target {target.name!r} offers no {level!r} view; it offers {', '.join(target.levels)}")
     if level not in attack.levels:
         raise ValueError(f"attack {attack_name!r} works on {', '.join(attack.levels)}, not {level!r}")
+    target_cls, choice = spec.target, None
+    if spec.canary == "auto" and level in ("mechanism", "trace"):
+        # the probe's witness where the target takes it and it beats the given graph (audit.worstcase)
+        from audit import worstcase
+
+        choice = worstcase.choose(build_target(spec), graph, level=level, dataset=spec.dataset, out=out,
+                                  params=spec.params)
+        if choice.play:
+            target_cls, canary_name = choice.target_name, choice.canary
+            graph, target, claim = setup_run(replace(spec, target=target_cls, params=choice.params,
+                                                     dataset=choice.dataset))
     canary_rng = np.random.default_rng([spec.seed, 0xCA4A])
     canary = canaries.make(canary_name)
     pair = canary.worlds(graph, canary_rng, target)
+    if choice is not None:
+        pair.info["input_choice"] = choice.record
 
     out = Path(out)
     store = Store(out / "audit.sqlite")
@@ -354,7 +367,7 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
     key = run_key(spec, code)
     todo = _resume(store, key, spec, code, fresh=fresh, quiet=sequential)
     batch = batch_size(spec.batch, target, level)
-    setup = _Setup(spec.target, target.config, pair, graph, attack_name, spec.seed, batch=batch, pipeline=pipeline)
+    setup = _Setup(target_cls, target.config, pair, graph, attack_name, spec.seed, batch=batch, pipeline=pipeline)
     bar = None
     if progress and todo:
         from tqdm.auto import tqdm

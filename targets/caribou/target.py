@@ -395,11 +395,15 @@ class Caribou(Target[CaribouConfig]):
         released = hops if self.bug("release-all-hops") else [xk]
         steps: list[MechanismStep] = []
         for k, out in enumerate(released):
-            if self.bug("release-all-hops"):
+            if self.bug("release-all-hops") or c.hops == 1:
+                # X(k+1) = Π(CGL(X(k)) + N(0, s²)) given X(k): one hop's exact law (with hops=1 the
+                # release itself), declared with the pre-projection mean
                 prev = x0 if k == 0 else hops[k - 1]
                 mean = (lambda g, prev=prev: cgl(g, prev, x0, c.contraction, c.alpha1, c.beta))
+                projected = c.projection == "ball" if self.bug("release-all-hops") else not self.bug("no-projection")
                 steps.append(MechanismStep(output=out, mean=mean, noise_std=claim.details["noise_std"],
-                                           name=f"X({k + 1}) given X({k})", row_projected=c.projection == "ball"))
+                                           name=f"X({k + 1}) given X({k})", row_projected=projected,
+                                           mean_key=None if mean_key is None or k else (*mean_key, "X(1) given X(0)")))
             else:
                 steps.append(MechanismStep(output=out, mean=lambda g: self.pcmp(g, x0, 0.0, None)[-1],
                                            name=f"X({c.hops}) (noiseless PCMP as mean)", mean_key=mean_key))
