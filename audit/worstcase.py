@@ -115,9 +115,10 @@ def choose(target: targets.Target, graph: Any, *, level: str, dataset: str, out:
     if not candidates:
         record["chosen_by"] = "given graph: " + (doc.get("unprobed") or "the probe found no pair in the claim's domain")
         return Choice(False, record)
-    # the largest ratio, and among equal ratios one the target can take
-    candidates.sort(key=lambda c: (-round(c["ratio"], 9), plan(c["witness"], params) is None))
-    best = candidates[0]
+    # the largest ratio, and among ratios equal to it within the probe's tolerance one the target can take
+    top = max(c["ratio"] for c in candidates)
+    tied = [c for c in candidates if c["ratio"] >= top * (1 - sensitivity.RTOL)]
+    best = next((c for c in tied if plan(c["witness"], params) is not None), tied[0])
     given = best["given"]
     record.update({"step": best["step"], "witness": best["witness"], "witness_ratio": best["ratio"],
                    "witness_found_by": best["found_by"], "given_ratio": given, "violation": best["violation"]})

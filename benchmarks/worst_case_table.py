@@ -84,7 +84,8 @@ def explain_hop_share(r: dict[str, Any], out: Path) -> str:
     eps = gdp_eps(mu, a["claimed_delta"])
     return (f"the released hop alone is a Gaussian with μ = Δ/s = {det['sensitivity']:.4g}/{det['noise_std']:.4g} = "
             f"{mu:.4f}, i.e. ε = {eps:.3f} at δ = {a['claimed_delta']:.3g}; the claim composes it with the encoder's "
-            f"and the classifier's DP-SGD (RDP at the best order: {det.get('rdp_at_best_order')}); "
+            f"and the classifier's DP-SGD (RDP at order {det.get('best_order')}: "
+            f"{', '.join(f'{k} {v:.3f}' for k, v in (det.get('rdp_at_best_order') or {}).items())}); "
             f"ε_lb / ε_hop = {a['eps_lb'] / eps:.2f}")
 
 
@@ -96,6 +97,12 @@ def explain_dpdgc(r: dict[str, Any], out: Path) -> str:
             f"{det['sensitivity'] / det['noise_std']:.4f}, exact ε = {eps_z:.3f} at δ = {a['claimed_delta']:.3g}; the "
             f"claim composes it with DP-Emb's DP-SGD ({', '.join(det['components'])}); ε_lb / ε_Z = "
             f"{a['eps_lb'] / eps_z:.2f}")
+
+
+def explain_heterpoisson(r: dict[str, Any], out: Path) -> str:
+    s = r["summary"]
+    return (f"a violation with Δ at its claim (ratio {s['ratio']:.3f}): the excess is the SML noise law's (one "
+            f"Laplace scale draw per step reveals itself in the update's norm), not the sensitivity's")
 
 
 def explain_gcon(r: dict[str, Any], out: Path) -> str:
@@ -136,7 +143,7 @@ def rows() -> list[Row]:
              "worst-directed-edge", "--estimator", "gdp", "--trials", "8000"], explain=explain_dpdgc),
         Row("heterpoisson-1", "HeterPoisson, one step", ["--target", "heterpoisson", "--set", "steps=1"],
             ["--target", "heterpoisson", "--set", "steps=1", "--attack", "gradient-lrt", "--level", "trace",
-             "--estimator", "cp", "--trials", "4000"]),
+             "--estimator", "cp", "--trials", "4000"], explain=explain_heterpoisson),
         Row("gcon", "GCON", ["--target", "gcon", "--gcon-tight"],
             ["--target", "gcon", *MECH, "--canary", "auto", "--trials", "10000"], explain=explain_gcon),
         Row("caribou", "CARIBOU (defaults)", ["--target", "caribou"],
@@ -180,7 +187,14 @@ def summarise(rec: dict[str, Any]) -> dict[str, Any]:
             "found_by": best["found_by"], "probe_violation": rec["probe"]["violation"],
             "eps_lb": a["eps_lb"], "claimed_eps": claimed, "tightness": tight, "verdict": a["verdict"],
             "method": a["method"], "trials": a["trials"], "auc": a["auc"], "canary": a["canary"].get("canary"),
-            "input": choice.get("chosen_by", "the given graph (explicit canary)")}
+            "input": _input(a, choice)}
+
+
+def _input(a: dict[str, Any], choice: dict[str, Any]) -> str:
+    if choice.get("played_as"):
+        return (f"witness ({choice['witness_found_by']}; Δ ratio {choice['witness_ratio']:.3f} against the given "
+                f"graph's {'—' if choice.get('given_ratio') is None else format(choice['given_ratio'], '.3f')})")
+    return f"csbm, canary {a['canary'].get('canary')}"
 
 
 def markdown(records: list[dict[str, Any]]) -> str:

@@ -118,14 +118,14 @@ def test_choose_prefers_a_playable_witness_among_equal_ratios(caribou_witness, s
     doc = json.loads(open(caribou_witness.witness).read())
     atlas, tight = tmp_path / "atlas.json", tmp_path / "tight.json"
     atlas.write_text(json.dumps({**doc, "target": "dpdgc"}))
-    tight.write_text(json.dumps({**doc, "target": "gcon", "gcon": {"psi_ratio": 0.5}}))
+    tight.write_text(json.dumps({**doc, "target": "gcon", "gcon": {"psi_ratio": 0.5 - 1e-9}}))
     target = build("gcon")
     folder = tmp_path / "sensitivity" / worstcase.probe_key(target, small, PROBE)
     folder.mkdir(parents=True)
     step = {"step": "Z", "witness": str(atlas), "ratio": 0.5, "found_by": "atlas", "violation": False,
             "by_search": {"given graph [realised X]": {"ratio": 0.1}}}
     (folder / "report.json").write_text(json.dumps({"steps": [step], "seconds": 0.0,
-                                                    "gcon": {"witness": str(tight), "psi_ratio": 0.5}}))
+                                                    "gcon": {"witness": str(tight), "psi_ratio": 0.5 - 1e-9}}))
     choice = worstcase.choose(target, small, level="mechanism", dataset="t", out=tmp_path, options=PROBE)
     assert choice.play and choice.record["witness"] == str(tight) and choice.canary == f"witness:{tight}"
     assert choice.record["given_ratio"] == 0.1

@@ -33,8 +33,9 @@ _BETA1, _BETA2, _EPS = 0.9, 0.999, 1e-8
 
 @dataclass
 class Adjacency:
-    """A (one edge set) on the device, in the forms DP-Emb's steps read: CSR rows, the gradient norm factor per row,
-    and on CUDA the sparse matrix and its transpose (``index_add_`` would be atomic there)."""
+    """A (one edge set) on the device, in the forms DP-Emb's steps read: CSR rows, the gradient
+    norm factor per row, and on CUDA the sparse matrix and its transpose (``index_add_`` would
+    be atomic there)."""
 
     crow: torch.Tensor
     deg: torch.Tensor  # entries per row (crow[i + 1] − crow[i])
@@ -185,9 +186,9 @@ def _train_stack(adj: Adjacency, sched: Schedule, y: torch.Tensor, train_idx: to
                                          canary_in=True if canary is not None else None, clean=clean.cpu()))
         step.fill_(t + 1)
         noisy_blocks = blocks[1] if noisy.data_ptr() == grads.data_ptr() else list(noisy.unbind(0))
-        torch._fused_adam_(blocks[0], noisy_blocks, blocks[2], blocks[3], [], [step] * k_runs, lr=sched.lr, beta1=_BETA1,
-                           beta2=_BETA2, weight_decay=sched.weight_decay, eps=_EPS, amsgrad=False,
-                           maximize=False, grad_scale=scale, found_inf=None)
+        torch._fused_adam_(blocks[0], noisy_blocks, blocks[2], blocks[3], [], [step] * k_runs, lr=sched.lr,
+                           beta1=_BETA1, beta2=_BETA2, weight_decay=sched.weight_decay, eps=_EPS,
+                           amsgrad=False, maximize=False, grad_scale=scale, found_inf=None)
         sched.project(w)
     return [(params[k, :n].clone(), params[k, n].clone(), head[k].contiguous()) for k in range(k_runs)]
 
@@ -208,4 +209,5 @@ def _batch_rows(params: torch.Tensor, idx: torch.Tensor, adj: Adjacency, bags: t
     target = bases[slot] + adj.cols[entry]
     val = None if adj.unit else adj.vals[entry]
     pre = F.embedding_bag(target, params.view(k_runs * n1, h), offsets, mode="sum", per_sample_weights=val)
-    return pre.view(k_runs, idx.size(1), h) + params[:, n1 - 1, None, :], (slot, target, None if val is None else val[:, None])
+    rows_val = None if val is None else val[:, None]
+    return pre.view(k_runs, idx.size(1), h) + params[:, n1 - 1, None, :], (slot, target, rows_val)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
 import numpy as np
@@ -237,7 +238,7 @@ class DPDGC(Target[DPDGCConfig]):
                                   cols=cols.to(self.device), vals=vals.to(self.device),
                                   grad_factor=factor.to(self.device), unit=bool((vals == 1).all()), sparse=sparse)
             if len(self._adj_cache) >= 2:
-                self._adj_cache.pop(next(iter(self._adj_cache)))
+                self._adj_cache.clear()  # (atomic: node-GDP runs train on parallel threads)
             self._adj_cache[key] = hit
         return hit
 
@@ -380,9 +381,17 @@ class DPDGC(Target[DPDGCConfig]):
         canary = self._canary(graph, claim)
         hash_seeds = [int(torch.randint(0, 2**62, (1,), generator=rng)) for rng in rngs]
         states = [rng.get_state() for rng in rngs]  # the trace view replays DP-Emb from here (no draw)
-        if cfg.level == "node":  # one edge set per run
-            encoded = [self._train_encoders(self._edges(graph, s), n, y, train_idx, classes, sigma, [rng], canary)[0]
-                       for s, rng in zip(hash_seeds, rngs)]
+        if cfg.level == "node":  # one edge set per run: the runs train apart, one per usable core at a time
+            def alone(seed_rng: tuple[int, torch.Generator]) -> tuple:
+                edges = self._edges(graph, seed_rng[0])
+                return self._train_encoders(edges, n, y, train_idx, classes, sigma, [seed_rng[1]], canary)[0]
+
+            threads_before = torch.get_num_threads()
+            try:
+                with ThreadPoolExecutor(max_workers=dpemb.threads_for(len(rngs)), thread_name_prefix="dpemb") as pool:
+                    encoded = list(pool.map(alone, zip(hash_seeds, rngs)))
+            finally:
+                torch.set_num_threads(threads_before)  # (each run sets its thread single-threaded)
         else:
             encoded = self._train_encoders(self._edges(graph, 0), n, y, train_idx, classes, sigma, rngs, canary)
         return [self._release(graph, claim, masks, canary, hash_seed, state, enc, rng)
