@@ -388,7 +388,8 @@ class DPDGC(Target[DPDGCConfig]):
 
             threads_before = torch.get_num_threads()
             try:
-                with ThreadPoolExecutor(max_workers=dpemb.threads_for(len(rngs)), thread_name_prefix="dpemb") as pool:
+                workers = dpemb.threads_for(len(rngs), min_group=1)
+                with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dpemb") as pool:
                     encoded = list(pool.map(alone, zip(hash_seeds, rngs)))
             finally:
                 torch.set_num_threads(threads_before)  # (each run sets its thread single-threaded)
