@@ -160,7 +160,7 @@ def _train_stack(adj: Adjacency, sched: Schedule, y: torch.Tensor, train_idx: to
         probs[runs, arange_b, y_dev[idx]] -= 1.0  # ∂CE/∂logits
         gpre = torch.ops.aten.elu_backward(torch.bmm(probs, head_t), _ALPHA, _SCALE, 1.0, False, pre)
         # ‖∂loss_i/∂(W, b)‖² = (deg_i + 1)‖g_i‖²
-        norms = gpre.norm(dim=2) * adj.grad_factor[idx]
+        norms = torch.linalg.vector_norm(gpre, dim=2) * adj.grad_factor[idx]
         gs = gpre * torch.clamp(sched.clip / (norms + 1e-12), max=1.0)[..., None]
         # the clean sum onto the noise: row j of run k gathers the clipped g_i of its batch rows i
         # with A[i, j], row n (b) all of them

@@ -247,7 +247,7 @@ class DPDGC(Target[DPDGCConfig]):
         if self.bug("norm-noop"):
             return  # the reference code assigns the normalised rows into a throw-away state_dict
         c = self.config.norm_scale
-        norms = w.norm(dim=-1, keepdim=True).clamp_min(1e-300)
+        norms = torch.linalg.vector_norm(w, dim=-1, keepdim=True).clamp_min(1e-300)  # (= w.norm(dim=-1))
         factor = c / norms if self.config.projection == "sphere" else torch.clamp(c / norms, max=1.0)
         w.mul_(factor)
 
