@@ -96,7 +96,7 @@ def test_thread_groups_change_no_float(csbm, kw, monkeypatch):
     seeds = [3, 4, 5, 6, 7]
     releases = {}
     for threads in (1, 2, 5):
-        monkeypatch.setattr(dpemb, "threads_for", lambda runs, k=threads: k)
+        monkeypatch.setattr(dpemb, "threads_for", lambda runs, min_group=4, k=threads: k)
         releases[threads] = t.fit_batch(csbm, _gens(seeds))
     for j in range(len(seeds)):
         outs = [releases[k][j].mechanism[0].output for k in (1, 2, 5)]
@@ -114,3 +114,9 @@ def test_dpdgc_run_is_the_same_for_any_batch_and_jobs(tmp_path):
     rows = runs["one"][0]
     assert len(rows) == 24 and len({sc for _, _, sc in rows}) == 24
     assert all(r == runs["one"] for r in runs.values())
+
+
+def test_threads_follow_cores_and_group_size(monkeypatch):
+    monkeypatch.setattr(dpemb.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert dpemb.threads_for(16) == 2 and dpemb.threads_for(7) == 1 and dpemb.threads_for(1) == 1
+    assert dpemb.threads_for(3, 1) == 2

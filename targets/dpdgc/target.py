@@ -247,7 +247,7 @@ class DPDGC(Target[DPDGCConfig]):
         if self.bug("norm-noop"):
             return  # the reference code assigns the normalised rows into a throw-away state_dict
         c = self.config.norm_scale
-        norms = w.norm(dim=-1, keepdim=True).clamp_min(1e-300)
+        norms = torch.linalg.vector_norm(w, dim=-1, keepdim=True).clamp_min(1e-300)  # (= w.norm(dim=-1))
         factor = c / norms if self.config.projection == "sphere" else torch.clamp(c / norms, max=1.0)
         w.mul_(factor)
 
@@ -388,7 +388,8 @@ class DPDGC(Target[DPDGCConfig]):
 
             threads_before = torch.get_num_threads()
             try:
-                with ThreadPoolExecutor(max_workers=dpemb.threads_for(len(rngs)), thread_name_prefix="dpemb") as pool:
+                workers = dpemb.threads_for(len(rngs), min_group=1)
+                with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dpemb") as pool:
                     encoded = list(pool.map(alone, zip(hash_seeds, rngs)))
             finally:
                 torch.set_num_threads(threads_before)  # (each run sets its thread single-threaded)
