@@ -90,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fresh", action="store_true",
                    help="ignore trials stored by an earlier run of the same options and code (replay them)")
     p.add_argument("--fail-on-violation", action="store_true", help="exit status 1 on VIOLATION")
+    p.add_argument("--sequential", action="store_true",
+                   help="stop as soon as the verdict is settled: looks at growing numbers of trials, the "
+                        "confidence spent across them; --trials is then the most it plays")
 
     p = sub.add_parser("accounting", help="the claim and the calibrated noise, no training")
     _add_target_args(p)
@@ -120,6 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="results folder (default: a temporary one)")
+    p.add_argument("--no-sequential", action="store_true",
+                   help="play every entry's whole trial budget (default: sequential, each entry stops as soon "
+                        "as its verdict is settled; one-run entries always play their budget)")
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("attack", help="a stand-alone attack with its own metrics (AUC, TPR at low FPR)")
@@ -192,7 +198,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             one = replace(one, trials=n)
         specs.append(one)
     results = [run_audit(one, out=args.out, jobs=args.jobs, backend=args.backend, scheduler=args.scheduler,
-                         progress=not args.no_progress, fresh=args.fresh) for one in specs]
+                         progress=not args.no_progress, fresh=args.fresh, sequential=args.sequential)
+               for one in specs]
     text = "\n\n".join(report.table(r) + f"\n\nresult: {Path(args.out) / (r.run_id + '.json')}" for r in results)
     records = [r.to_dict() for r in results]
     _emit(records[0] if len(records) == 1 else records, args.json, text)
@@ -388,24 +395,30 @@ def cmd_regress(args: argparse.Namespace) -> int:
     rows, failed = [], 0
     with tempfile.TemporaryDirectory(prefix="dpgnn-regress-") as tmp:
         out = Path(args.out) if args.out else Path(tmp)
-        print("| entry | expected | got | ε_lb | claimed ε | method | trials | s |", flush=True)
-        print("|---|---|---|---|---|---|---|---|", flush=True)
+        print("| entry | expected | got | ε_lb | claimed ε | method | trials | of | stop | s |", flush=True)
+        print("|---|---|---|---|---|---|---|---|---|---|", flush=True)
         for entry in todo:
             start = time.time()
-            result = run_audit(entry.spec(args.seed), out=out, jobs=args.jobs, progress=False)
+            result = run_audit(entry.spec(args.seed), out=out, jobs=args.jobs, progress=False,
+                               sequential=not args.no_sequential)
             ok = result.verdict == entry.expect
             failed += not ok
+            seq = result.sequential or {"on": False}
             row = {"entry": entry.name, "expected": entry.expect, "got": result.verdict, "ok": ok,
                    "eps_lb": result.eps_lb, "claimed_epsilon": result.claimed_epsilon,
-                   "method": result.method, "trials": result.trials, "seconds": time.time() - start}
+                   "method": result.method, "trials": result.trials, "budget": entry.trials,
+                   "sequential": seq["on"], "stop": seq.get("reason", "fixed budget"), "seconds": time.time() - start}
             rows.append(row)
             mark = "" if ok else "  ← MISMATCH"
             eps_lb = row["eps_lb"] if isinstance(row["eps_lb"], str) else f"{row['eps_lb']:.3f}"
+            stop = f"look {seq['stopped_at_look']}: {seq['stop']}" if seq["on"] else "fixed"
             print(f"| {entry.name} | {entry.expect} | {row['got']}{mark} | {eps_lb} | "
-                  f"{row['claimed_epsilon']:.3g} | {row['method']} | {row['trials']} | {row['seconds']:.0f} |",
-                  flush=True)
+                  f"{row['claimed_epsilon']:.3g} | {row['method']} | {row['trials']} | {entry.trials} | {stop} | "
+                  f"{row['seconds']:.0f} |", flush=True)
     gaps = {k: v for k, v in catalogue.NOT_YET_CAUGHT.items() if args.target in (None, k[0])}
-    print(f"\n{len(rows) - failed}/{len(rows)} as expected; {failed} mismatch(es) (missed bug or false alarm).")
+    print(f"\n{len(rows) - failed}/{len(rows)} as expected; {failed} mismatch(es) (missed bug or false alarm). "
+          f"{sum(r['trials'] for r in rows):,} trials played of {sum(r['budget'] for r in rows):,} budgeted"
+          + (" (sequential)." if not args.no_sequential else "."))
     if gaps:
         print("Planted bugs no attack of this version catches yet:")
         for (t, bug), why in gaps.items():

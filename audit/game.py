@@ -31,6 +31,8 @@ from audit import data as datasets
 from audit import declared, estimators, provenance
 from audit.power import power
 from audit.result import Result, verdict  # noqa: F401 (verdict: re-exported)
+from audit import seq_game
+from audit.seq_game import AUTO_SHAPE, worlds
 from audit.store import Store
 from canaries import base as canaries
 from graphs.ops import add_edge
@@ -322,12 +324,13 @@ def preprocessed(target: targets.Target, graph: Any) -> Any:
 def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, backend: str = "loky",
               scheduler: str | None = None, progress: bool = True,
               on_chunk: Callable[[int], None] | None = None, pipeline: bool | None = None,
-              fresh: bool = False) -> Result:
+              fresh: bool = False, sequential: bool = False) -> Result:
     """Play (or resume) the games of `spec`, estimate, and write the result. Returns the result.
 
     Stored trials are reused only for the same options and the same code (:func:`run_key`);
     `fresh` forgets them first. `pipeline`: overlap training and scoring (see :func:`play_chunk`);
-    None = on iff CUDA.
+    None = on iff CUDA. `sequential`: stop as soon as the verdict is settled (:mod:`audit.seq_game`);
+    ``spec.trials`` is then the most it plays.
     """
     if spec.mode == "one-run":
         return run_one_run(spec, out=out, progress=progress)
@@ -362,8 +365,7 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
     store = Store(out / "audit.sqlite")
     code = provenance.code_identity(type(target), type(attack), type(canary))
     key = run_key(spec, code)
-    todo = _resume(store, key, spec, code, fresh=fresh)
-    reused = spec.trials - len(todo)
+    todo = _resume(store, key, spec, code, fresh=fresh, quiet=sequential)
     batch = batch_size(spec.batch, target, level)
     setup = _Setup(target_cls, target.config, pair, graph, attack_name, spec.seed, batch=batch, pipeline=pipeline)
     bar = None
@@ -372,35 +374,66 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
 
         bar = tqdm(total=spec.trials, initial=spec.trials - len(todo), desc=_progress_label(spec, canary_name, attack_name),
                    unit="trial", file=sys.stderr, dynamic_ncols=True)
-    try:
-        t_trials = time.time()
-        for rows in _execute(setup, _chunks(todo, jobs, max_chunk=max(100, 2 * batch)), jobs, backend, scheduler):
+    played = 0
+
+    def play(indices: list[int]) -> None:
+        """Play those of `indices` not in the store yet."""
+        nonlocal played
+        wanted = set(todo) & set(indices)
+        for rows in _execute(setup, _chunks(sorted(wanted), jobs, max_chunk=max(100, 2 * batch)), jobs, backend,
+                             scheduler):
             store.add_trials(key, rows)
+            todo.difference_update(i for i, _, _ in rows)
+            played += len(rows)
             if bar is not None:
                 bar.update(len(rows))
             if on_chunk is not None:
                 on_chunk(len(rows))
+
+    # the exact LLR, its threshold 0 and gdp rest on the target's declared noise model: test it on
+    # held-out releases first, and fall back to what assumes nothing where it fails
+    def checked() -> declared.DeclaredCheck | None:
+        return declared.check_declared(target, pair, seed=spec.seed, attack=attack, graph=graph,
+                                       n=DECLARED_CHECK_N) if level in ("mechanism", "trace") else None
+
+    probe = functools.cache(lambda: _probe(spec, target, pair) if attack.reads_probe else None)
+    t_trials = time.time()
+    seq, why_not = None, ""
+    try:
+        if sequential:
+            check = checked()
+            seq, why_not = seq_game.run(spec, claim, _plan(spec, claim, attack, probe, pair, check), play,
+                                        lambda hi: store.trials(key, limit=hi))
+        if seq is None:
+            play(list(range(spec.trials)))
     finally:
         if bar is not None:
             bar.close()
     trials_wall = time.time() - t_trials
-    rows = store.trials(key, limit=spec.trials)
+    if seq is None:
+        rows = store.trials(key, limit=spec.trials)
+        if not sequential:
+            check = checked()
+        est, why, policy = _estimate(spec, claim, attack, probe, pair, check, *worlds(rows))
+        record: dict[str, Any] = {"on": False, **({"why_not": why_not} if sequential else {})}
+    else:
+        rows, est, why, policy, record = seq.rows, seq.estimate, seq.why, seq.policy, seq.record
     bits = np.array([b for _, b, _ in rows])
     scores = np.array([s for _, _, s in rows])
-    # the exact LLR, its threshold 0 and gdp rest on the target's declared noise model: test it on
-    # held-out releases first, and fall back to what assumes nothing where it fails
-    check = declared.check_declared(target, pair, seed=spec.seed, attack=attack, graph=graph,
-                                    n=DECLARED_CHECK_N) if level in ("mechanism", "trace") else None
-    probe = functools.cache(lambda: _probe(spec, target, pair) if attack.reads_probe else None)
-    est, why, policy = _estimate(spec, claim, attack, probe, pair, check, scores[bits == 0], scores[bits == 1])
     method = est.method
-    run_id = f"{spec.target.replace(':', '.').replace('/', '.')}-{key}-{spec.trials}-{method}"
+    used = len(rows)
+    run_id = f"{spec.target.replace(':', '.').replace('/', '.')}-{key}-{spec.trials}-{method}" \
+        + (f"-seq{used}" if seq is not None else "")
     result = make_result(spec, key, target, claim, pair.info, attack_name, level, est, scores, bits,
                          wall=time.time() - t0, store_path=store.path,
                          attack_queries=attack.queries_for(pair), run_id=run_id, batch=batch,
-                         cached_per_worker=cached_work(target), trials_played=len(todo),
-                         trials_wall_s=trials_wall, code=code, reused_trials=reused,
-                         declared=_declared_record(check, policy), estimator_choice=why)
+                         cached_per_worker=cached_work(target), trials_played=played,
+                         trials_wall_s=trials_wall, code=code, reused_trials=used - played,
+                         declared=_declared_record(check, policy), estimator_choice=why, sequential=record)
+    if seq is not None:
+        result = result.replace(confidence=spec.confidence)  # the looks' levels add up to it (record)
+        if result.verdict != seq.verdict:
+            raise AssertionError(f"sequential decision {seq.verdict} but the estimate reads {result.verdict}")
     _save(store, out, result)
     return result
 
@@ -416,36 +449,36 @@ def run_key(spec: AuditSpec, code: dict[str, Any]) -> str:
     return hashlib.sha256(f"{spec.key()}:{code['key']}".encode()).hexdigest()[:16]
 
 
-def _resume(store: Store, key: str, spec: AuditSpec, code: dict[str, Any], *, fresh: bool) -> list[int]:
-    """The trial indices still to play; says what it reuses (``fresh``: forget stored trials)."""
+def _resume(store: Store, key: str, spec: AuditSpec, code: dict[str, Any], *, fresh: bool,
+            quiet: bool = False) -> set[int]:
+    """The trial indices (below the budget) still to play; says what it reuses (``fresh``: forget
+    stored trials; ``quiet``: say nothing, for a sequential run that may use only some of them)."""
     if fresh:
         store.forget(key)
     store.begin(key, {**asdict(spec), "code": code})
     done = store.done(key)
     reused = sum(1 for i in done if i < spec.trials)
-    if reused:
+    if reused and not quiet:
         created = store.created(key)
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(created)) if created else "?"
         print(f"reusing {reused:,} of {spec.trials:,} trials stored on {when} by {provenance.describe(code)} "
               f"(--fresh to replay them)", file=sys.stderr)
-    return [i for i in range(spec.trials) if i not in done]
+    return {i for i in range(spec.trials) if i not in done}
 
 
-def _estimate(spec: AuditSpec, claim: targets.Claim, attack: Any, probe: Callable[[], Any], pair: Any,
-              check: declared.DeclaredCheck | None, out_s: np.ndarray, in_s: np.ndarray
-              ) -> tuple[estimators.Estimate, str, str]:
-    """The run's estimate, why that estimator, and the declared-model policy note.
+def _plan(spec: AuditSpec, claim: targets.Claim, attack: Any, probe: Callable[[], Any], pair: Any,
+          check: declared.DeclaredCheck | None) -> tuple[str, float | None, str, str]:
+    """The estimator as fixed before any trial: (method, a-priori threshold or None, why, the
+    declared-model policy note). The method is :data:`AUTO_SHAPE` where ``auto`` leaves the choice
+    to a Gaussian-shape test on held-out trials.
 
     ``auto``: cp for a claim that is not μ-GDP; for a μ-GDP claim, gdp at the a-priori threshold 0
     only where the score is an exact Gaussian LLR (the attack says so on a probe release) and the
     declared noise model passed its check, so the trade-off is proven Gaussian; otherwise the
-    Gaussian shape is tested on held-out trials and gdp runs on the rest, or cp on all trials when
-    the test rejects (:func:`audit.shape_check.auto_estimate`). So a declared model that failed
-    its check is never relied on: the score's own held-out shape decides. An explicit ``--estimator`` is
-    used as asked, at a held-out threshold where the declared model failed its check.
+    Gaussian shape is tested on held-out trials. So a declared model that failed its check is never
+    relied on: the score's own held-out shape decides. An explicit ``--estimator`` is used as asked,
+    at a held-out threshold where the declared model failed its check.
     """
-    from audit.shape_check import auto_estimate
-
     kw = dict(delta=claim.delta, confidence=spec.confidence)
     trusted = check is not None and check.allows(False)
     if spec.estimator == "auto" and claim.gdp_mu is None:
@@ -453,12 +486,10 @@ def _estimate(spec: AuditSpec, claim: targets.Claim, attack: Any, probe: Callabl
     elif spec.estimator == "auto":
         prior = attack.natural_threshold_for(probe()) if trusted else None
         if prior is not None:
-            est = estimators.estimate(out_s, in_s, method="gdp", threshold=prior, **kw)
-            return est, ("auto: μ-GDP claim read by an exact Gaussian LLR whose declared noise model passed "
-                         "its check (trade-off proven Gaussian): gdp at the a-priori threshold"), \
+            return "gdp", prior, ("auto: μ-GDP claim read by an exact Gaussian LLR whose declared noise model "
+                                  "passed its check (trade-off proven Gaussian): gdp at the a-priori threshold"), \
                 _policy_note(check)
-        est, method, why = auto_estimate(out_s, in_s, claim_is_gdp=True, seed=spec.seed, **kw)
-        return est, f"auto: {why}", _policy_note(check)
+        return AUTO_SHAPE, None, "auto", _policy_note(check)
     else:
         method, why = spec.estimator, f"--estimator {spec.estimator}"
     # an attack may fix the threshold before any trial: an exact LLR's 0 (gdp), or the cp rule's
@@ -474,6 +505,23 @@ def _estimate(spec: AuditSpec, claim: targets.Claim, attack: Any, probe: Callabl
         # valid test of a μ-GDP claim whatever the scores' law (the claim bounds every test's
         # FPR/FNR pair by its Gaussian trade-off curve); only the a-priori threshold assumed the model
         policy += f"; --estimator {method} kept as asked, at a held-out threshold"
+    return method, prior, why, policy
+
+
+def _estimate(spec: AuditSpec, claim: targets.Claim, attack: Any, probe: Callable[[], Any], pair: Any,
+              check: declared.DeclaredCheck | None, out_s: np.ndarray, in_s: np.ndarray
+              ) -> tuple[estimators.Estimate, str, str]:
+    """The run's estimate on all its trials, why that estimator (:func:`_plan`), and the
+    declared-model policy note. :data:`AUTO_SHAPE`: the Gaussian shape is tested on held-out
+    trials and gdp runs on the rest, or cp on all trials when the test rejects
+    (:func:`audit.shape_check.auto_estimate`)."""
+    from audit.shape_check import auto_estimate
+
+    kw = dict(delta=claim.delta, confidence=spec.confidence)
+    method, prior, why, policy = _plan(spec, claim, attack, probe, pair, check)
+    if method == AUTO_SHAPE:
+        est, method, why = auto_estimate(out_s, in_s, claim_is_gdp=True, seed=spec.seed, **kw)
+        return est, f"auto: {why}", policy
     return estimators.estimate(out_s, in_s, method=method, threshold=prior, **kw), why, policy
 
 

@@ -115,6 +115,16 @@ def result_power(result: Result, scores: tuple[np.ndarray, np.ndarray] | None = 
                          "trials": result.trials}, result.confidence)
 
 
+def _sequential_line(seq: dict[str, Any]) -> str:
+    if not seq.get("on"):
+        return "off (the whole budget)" + (f": {seq['why_not']}" if seq.get("why_not") else "")
+    j = seq.get("stopped_at_look")
+    level = f"look {j}'s bound at its level 1 − {seq['look_betas'][j]:.2g}" if j is not None else "first look's bound"
+    return (f"on: {seq['trials_used']} of {seq['budget']} trials, {seq['looks_evaluated']} of "
+            f"{len(seq['looks_per_world'])} looks; stopped ({seq['stop']}): {seq['reason']}; ε_lb is the {level} "
+            f"(the looks' levels sum to the confidence)")
+
+
 def table(result: Result, scores: tuple[np.ndarray, np.ndarray] | None = None) -> str:
     """A human-readable summary of one result (with its power reading: from the result, else from
     ``scores`` or its store, else from its AUC)."""
@@ -137,6 +147,7 @@ def table(result: Result, scores: tuple[np.ndarray, np.ndarray] | None = None) -
         ("AUC", _fmt(result.auc)),
         ("TPR @ FPR 1%", _fmt(result.tpr_at_fpr.get("0.01"))),
         ("verdict", result.verdict),
+        *([("sequential", _sequential_line(result.sequential))] if result.sequential else []),
     ]
     pw = result_power(result, scores)
     if pw:

@@ -58,10 +58,13 @@ class SequentialAudit:
 
     Call :meth:`look` with all scores seen so far (each world's trials in the order they were
     played); it evaluates the latest scheduled look not yet evaluated that the data covers.
+    ``threshold``: one fixed before any trial of the looks (an exact LLR's 0, or one chosen on a
+    pilot the looks never use); every look then counts all its trials at that threshold (fdp, which
+    sweeps every threshold, ignores it).
     """
 
     def __init__(self, delta: float, claimed_eps: float, confidence: float = 0.95, method: str = "cp",
-                 max_trials: int = 8000, first_look: int = 250):
+                 max_trials: int = 8000, first_look: int = 250, threshold: float | None = None):
         if method not in _SEQ_METHODS:
             raise ValueError(f"sequential method must be one of {_SEQ_METHODS}, got {method!r}")
         if not claimed_eps > 0:
@@ -70,6 +73,7 @@ class SequentialAudit:
         self.claimed_eps = float(claimed_eps)
         self.confidence = _e._check_confidence(confidence)
         self.method = method
+        self.threshold = threshold
         self.max_trials = int(max_trials)
         self.looks = look_schedule(self.max_trials, first_look)
         beta = 1.0 - self.confidence
@@ -103,30 +107,35 @@ class SequentialAudit:
         self.spent += self.betas[j]  # skipped looks forfeit their β
         self._next = j + 1
         nj = self.looks[j]
-        est = _e.estimate(out[:nj], inn[:nj], delta=self.delta, method=self.method, confidence=1 - self.betas[j])
+        est = _e.estimate(out[:nj], inn[:nj], delta=self.delta, method=self.method, confidence=1 - self.betas[j],
+                          threshold=self.threshold)
         if est.eps_lb > self.claimed_eps:
             return self._finish(Decision(True, "violation", est, nj, j, self.spent,
                                          f"ε_lb {est.eps_lb:.3f} > claimed {self.claimed_eps} at look {j} "
                                          f"(β_j = {self.betas[j]:.2e})"))
         if j == len(self.looks) - 1:
             return self._finish(Decision(True, "consistent", est, nj, j, self.spent, "last look: no violation"))
-        proj = self._projection(est)
+        proj = self._projection(est, nj)
         if 4 * nj >= self.max_trials and proj <= self.claimed_eps:
             return self._finish(Decision(True, "consistent", est, nj, j, self.spent,
                                          f"futility: the observed rates at {self.max_trials} trials would "
                                          f"certify only {proj:.3f} ≤ {self.claimed_eps}"))
         return self._record(Decision(False, "continue", est, nj, j, self.spent, f"projected {proj:.3f}"))
 
-    def _projection(self, est: "_e.Estimate") -> float:
-        """The bound the attack's observed (FP, FN) rates would give with max_trials trials, at a
-        single threshold with no correction and at 50% confidence (optimistic on purpose: stopping
-        for futility must not waste power)."""
+    def _projection(self, est: "_e.Estimate", nj: int) -> float:
+        """The bound the attack's observed (FP, FN) rates would give at the last look, at a single
+        threshold with no correction and at 50% confidence, by the look's own method (gdp reads the
+        same counts as a larger ε than cp: projecting gdp with cp would stop audits gdp can win).
+        Optimistic on purpose: stopping for futility must not waste power."""
         c = est.counts
         if not c or "fp" not in c:
             return float("inf")
-        n = self.max_trials
+        # the last look evaluates as large a share of its trials as this one did (held-out splits)
+        n = max(1, int(round(self.max_trials * c["n_out"] / nj)))
         fp = int(round(c["fp"] / c["n_out"] * n))
         fn = int(round(c["fn"] / c["n_in"] * n))
+        if self.method == "gdp":
+            return float(_e.gdp_epsilon(float(_e._gdp_mu_bound(fp, fn, n, n, _FUTILITY_BETA)), self.delta))
         return float(_e._cp_bound(fp, fn, n, n, self.delta, _FUTILITY_BETA))
 
     def _record(self, d: Decision) -> Decision:

@@ -1,6 +1,7 @@
 """The declared-model check (audit.declared): false-alarm rate, power on the deviants, run time.
 
     python benchmarks/declared.py [--seeds 200] [--n 8] [--power-seeds 20]
+    python benchmarks/declared.py --config caribou hops=1 --config gap [--config ...] [--seeds 100]
 
 * false alarms: the correct ``gaussian`` target on csbm over ``--seeds`` seeds, at the default
   alpha (1e-3) and at 0.05 (the Bonferroni-combined test should stay at or under alpha), plus the
@@ -8,6 +9,11 @@
 * power: each deviant of ``tests/deviants.py`` over ``--power-seeds`` seeds: how often caught, and
   the reasons given;
 * time: one check (n per world) on csbm for gaussian, caribou (edge, hops=2), gap (edge, hops=1).
+
+With ``--config NAME [KEY=VALUE ...]`` (repeatable) it measures instead, per configuration, the
+check's false-alarm share as ``run`` plays it: per seed the default run's setup (dataset, pinned
+target, auto attack and canary, canary pair from the seed), then ``check_declared`` at the game's
+``DECLARED_CHECK_N`` and default alpha; a false alarm is ``ok == False`` on a correct target.
 """
 from __future__ import annotations
 
@@ -39,12 +45,44 @@ def pinned(name, graph, **params):
     return type(t)(replace_config(t.config, **pins)) if pins else t
 
 
+def config_false_alarms(name: str, params: dict[str, str], seeds: int, first: int = 0) -> str:
+    """One table row: the declared-model check's false alarms on `name` over `seeds` default-run setups."""
+    from attacks.base import auto_attack
+    from attacks.base import make as make_attack
+    from audit.game import DECLARED_CHECK_N, AuditSpec, setup_run
+    from canaries.base import auto_canary
+
+    alarms, statuses, tests, reasons = 0, collections.Counter(), [], collections.Counter()
+    t0 = time.time()
+    for s in range(first, first + seeds):
+        graph, t, _ = setup_run(AuditSpec(target=name, params=params, seed=s))
+        attack = make_attack(auto_attack(t, graph))
+        pair = make_canary(auto_canary(t, graph, attack.name)).worlds(graph, np.random.default_rng([s, 0xCA4A]), t)
+        check = declared.check_declared(t, pair, seed=s, attack=attack, graph=graph, n=DECLARED_CHECK_N)
+        alarms += not check.ok
+        if not check.ok:
+            reasons[check.reason[:120]] += 1
+        statuses[",".join(st.status for st in check.steps)] += 1
+        tests.append(check.tests)
+    label = name + "".join(f" {k}={v}" for k, v in params.items())
+    return (f"| {label} | {seeds} | {alarms} ({alarms / seeds:.3f}) | {dict(statuses)} | {int(np.median(tests))} | "
+            f"{(time.time() - t0) / seeds:.1f}s |" + (f" {dict(reasons)}" if reasons else ""))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=200)
     ap.add_argument("--n", type=int, default=8)
     ap.add_argument("--power-seeds", type=int, default=20)
+    ap.add_argument("--config", nargs="+", action="append", default=[], metavar="NAME [KEY=VALUE]",
+                    help="measure the check's false alarms on this correct configuration (repeatable)")
     args = ap.parse_args()
+    if args.config:
+        print("| configuration | seeds | false alarms (ok = False) | step statuses | tests per check | time per seed |")
+        print("|---|---|---|---|---|---|")
+        for name, *kv in args.config:
+            print(config_false_alarms(name, dict(x.split("=", 1) for x in kv), args.seeds), flush=True)
+        return
     g = load("csbm")
 
     target = pinned("gaussian", g)

@@ -7,8 +7,9 @@ per trial), each in its own temporary results folder. It reports trials/s over t
 dataset load or the canary choice) and checks identity: the scores of the trials both runs
 played must be equal (bitwise; the largest difference is printed otherwise).
 
-Rows: gaussian, caribou and gap on the ``mechanism`` view (mechanism-lrt), GAP's full training
-(api view with LinkTeller, which trains the classifier on every release), the loky backend with 1
+Rows: gaussian, caribou and gap on the ``mechanism`` view (mechanism-lrt), DPDGC's (whose
+mechanism trains DP-Emb in every trial), GAP's full training (api view with LinkTeller, which
+trains the classifier on every release), the loky backend with 1
 and 2 jobs and a Dask LocalCluster with 1 and 2 workers (caribou, batched), and CUDA (``--device
 cuda``) where available.
 
@@ -211,6 +212,8 @@ def rows_for(dataset: str, args: argparse.Namespace) -> list[Row]:
             AuditSpec(target="caribou", attack="mechanism-lrt", **common), args.trials, args.trials_one),
         Row(f"{dataset} gap / mechanism-lrt",
             AuditSpec(target="gap", attack="mechanism-lrt", **common), args.trials, args.trials_one),
+        Row(f"{dataset} dpdgc / mechanism-lrt (DP-Emb trained per trial)",
+            AuditSpec(target="dpdgc", attack="mechanism-lrt", **common), args.full_trials, args.full_trials_one),
         Row(f"{dataset} gap full training / linkteller (api)",
             AuditSpec(target="gap", attack="linkteller", level="api", **common), args.full_trials,
             args.full_trials_one),
@@ -243,8 +246,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trials", type=int, default=128, help="trials of each batched run")
     p.add_argument("--trials-one", type=int, default=0, help="trials of each batch=1 run (0: as many as --trials; "
                    "fewer trials means fewer per chunk, so the per-chunk setup weighs more on batch=1)")
-    p.add_argument("--full-trials", type=int, default=16, help="trials of the GAP full-training runs")
-    p.add_argument("--full-trials-one", type=int, default=0, help="batch=1 trials of GAP full training (0: as many)")
+    p.add_argument("--full-trials", type=int, default=16, help="trials of the full-training runs (GAP api, DPDGC)")
+    p.add_argument("--full-trials-one", type=int, default=0, help="batch=1 trials of the full-training runs "
+                   "(0: as many)")
     p.add_argument("--batch", type=int, default=0, help="batch size of the batched runs (0 = auto)")
     p.add_argument("--canary", default="random-edge", help="canary (default random-edge: no search, so the "
                    "setup stays short; the trials' cost does not depend on it)")

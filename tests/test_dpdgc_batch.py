@@ -3,8 +3,13 @@ classifier (api, its weights, the accuracy) is trained only when read, from rand
 at fit time."""
 import pytest
 import torch
+import torch.nn.functional as F
 
+from audit.game import AuditSpec, run_audit
+from audit.store import Store
 from targets.base import build, resolve
+from targets.dpdgc import dpemb
+from targets.trace import HeterPoissonTrace
 
 FAST = dict(epochs_encoder=3, epochs_classifier=2, hidden=16)
 
@@ -47,3 +52,71 @@ def test_classifier_is_lazy_and_reading_it_changes_nothing(csbm):
     assert 0 <= acc["test"] <= 1 and len(calls) == 1
     assert "clf.head.weight" in read.weights and len(calls) == 1
     assert torch.equal(read.api(csbm), unread.api(csbm)) and len(calls) == 2
+
+
+def test_dpemb_is_dp_adam_on_clipped_per_example_gradients(csbm):
+    """DP-Emb against autograd and torch.optim.Adam: every step's clean sum is the batch's
+    per-example gradients of CE(SELU(A_i W + b) R), each clipped to C; W and b follow Adam
+    (L2 weight decay) on the noisy sum / B, W's rows projected back to c."""
+    c = 0.5
+    t = build("dpdgc", epochs_encoder=1, hidden=16, batch_size=32, norm_scale=c)
+    cfg, n, h = t.config, csbm.num_nodes, 16
+    y, classes = csbm.y, int(csbm.y.max()) + 1
+    train_idx = torch.nonzero(t._masks(csbm)[0]).view(-1)
+    gen = torch.Generator().manual_seed(5)
+    w0, b0, r = dpemb._init(n, h, classes, torch.Generator().set_state(gen.get_state()))
+    trace = HeterPoissonTrace(noise="gaussian")
+    w, b, head = t._train_encoder(t._edges(csbm, 0), n, y, train_idx, classes,
+                                  t.claim(csbm).details["noise_multiplier"], gen, None, trace)
+    assert torch.equal(head, r) and len(trace) == 180 // 32
+    a = torch.zeros(n, n)
+    a[csbm.edge_index[0], csbm.edge_index[1]] = 1.0
+    ref_w = (w0 * (c / w0.norm(dim=1, keepdim=True))).requires_grad_()
+    ref_b = b0.clone().requires_grad_()
+    opt = torch.optim.Adam([ref_w, ref_b], lr=cfg.lr, weight_decay=cfg.encoder_weight_decay)
+    for step in trace:
+        clean = torch.zeros(n * h + h)
+        for i in step.central.tolist():
+            loss = F.cross_entropy((F.selu(a[i] @ ref_w + ref_b) @ r)[None], y[i:i + 1])
+            g = torch.cat([x.reshape(-1) for x in torch.autograd.grad(loss, (ref_w, ref_b))])
+            clean += g * min(1.0, cfg.clip / float(g.norm()))
+        assert torch.allclose(step.clean, clean, rtol=1e-4, atol=1e-6)
+        ref_w.grad, ref_b.grad = step.noisy[: n * h].view(n, h) / 32, step.noisy[n * h:] / 32
+        opt.step()
+        with torch.no_grad():
+            ref_w.mul_(c / ref_w.norm(dim=1, keepdim=True))
+    assert torch.allclose(w, ref_w.detach(), rtol=1e-4, atol=1e-6)
+    assert torch.allclose(b, ref_b.detach(), rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(unit="node", max_degree=5)])
+def test_thread_groups_change_no_float(csbm, kw, monkeypatch):
+    """Run groups trained on parallel threads give back each run's lone floats."""
+    t = build("dpdgc", **FAST, **kw)
+    seeds = [3, 4, 5, 6, 7]
+    releases = {}
+    for threads in (1, 2, 5):
+        monkeypatch.setattr(dpemb, "threads_for", lambda runs, min_group=4, k=threads: k)
+        releases[threads] = t.fit_batch(csbm, _gens(seeds))
+    for j in range(len(seeds)):
+        outs = [releases[k][j].mechanism[0].output for k in (1, 2, 5)]
+        assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
+
+
+def test_dpdgc_run_is_the_same_for_any_batch_and_jobs(tmp_path):
+    params = {k: str(v) for k, v in FAST.items()}
+    runs = {}
+    for name, batch, jobs in [("one", 1, 1), ("auto", 0, 1), ("odd", 3, 1), ("jobs", 0, 2)]:
+        spec = AuditSpec(target="dpdgc", params=params, trials=24, seed=2, batch=batch)
+        result = run_audit(spec, out=tmp_path / name, progress=False, jobs=jobs)
+        with Store(result["store"]) as s:
+            runs[name] = (s.trials(result["key"]), result["eps_lb"])
+    rows = runs["one"][0]
+    assert len(rows) == 24 and len({sc for _, _, sc in rows}) == 24
+    assert all(r == runs["one"] for r in runs.values())
+
+
+def test_threads_follow_cores_and_group_size(monkeypatch):
+    monkeypatch.setattr(dpemb.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert dpemb.threads_for(16) == 2 and dpemb.threads_for(7) == 1 and dpemb.threads_for(1) == 1
+    assert dpemb.threads_for(3, 1) == 2

@@ -68,9 +68,11 @@ Cost: the paper's 100 + 100 epochs give T = ⌊100·m/B⌋ steps per module; on 
 3173 + 3173 steps. The classifier is trained only when a view needs it (``api``, its weights in
 ``weights``, ``info["accuracy"]``; :class:`targets.base.Lazy`, from a generator split off at fit
 time), so a mechanism audit pays DP-Emb and Z only. ``fit_batch`` runs DP-Emb for K trials at once
-(weights stacked K × n × h, batch rows gathered from A's CSR, the noisy sum built in the noise
-buffer, one in-place Adam); run j is bitwise the lone ``fit``. Its floor is DP-Emb's own noise:
-T·(n·h + h) normal draws per trial (10.8 M on csbm), which the batched trial costs about 3× of.
+(:mod:`targets.dpdgc.dpemb`: parameters stacked K × (n + 1) × h, batch rows summed from A's CSR
+by ``embedding_bag``, the noise drawn straight into the gradient buffer, one fused Adam over the
+per-run blocks), split into one group per usable core (of ≥ 4 runs), each on its own thread; run j is
+bitwise the lone ``fit`` whatever K or the grouping. Its floor is DP-Emb's own noise: T·(n·h + h)
+normal draws per trial (10.8 M on csbm); ``benchmarks/throughput.md`` has the measured ratio.
 """
 from __future__ import annotations
 

@@ -85,6 +85,13 @@ def dpdgc_rdp(sigma: float, q: float, t_enc: int, t_clf: int, z_noise: bool, lev
 
 
 @functools.lru_cache(maxsize=256)
+def dpdgc_epsilon(sigma: float, q: float, t_enc: int, t_clf: int, z_noise: bool, level: str,
+                  delta: float) -> tuple[float, float]:
+    """(ε, α*) of one DPDGC run by Lemma F.1 (cached: every worker's target claims once per chunk)."""
+    return lemma_f1_epsilon(ORDERS, dpdgc_rdp(sigma, q, t_enc, t_clf, z_noise, level), delta)
+
+
+@functools.lru_cache(maxsize=256)
 def calibrated_sigma(epsilon: float, delta: float, q: float, t_enc: int, t_clf: int, level: str,
                      z_noise: bool) -> float:
     """The noise multiplier σ calibrated to `epsilon` (a pure function of the schedule: cached,

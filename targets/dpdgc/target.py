@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
 import numpy as np
@@ -12,11 +13,12 @@ from torch import nn
 from graphs import ops as graph_ops
 from targets.accounting import gap_delta, gaussian_rdp, gdp_epsilon
 from targets.base import Claim, Lazy, LazyDict, MechanismStep, Release, Target, TargetConfig, seeded
-from targets.dpdgc.accountant import ORDERS, calibrated_sigma, dpdgc_rdp, lemma_f1_epsilon
+from targets.dpdgc.accountant import ORDERS, calibrated_sigma, dpdgc_epsilon, dpdgc_rdp, lemma_f1_epsilon
+from targets.dpdgc import dpemb
 from targets.dpdgc.config import DPDGCConfig
 from targets.dpdgc.model import _ce, _LinkX, bound_column_degree
 from targets.dpsgd import assign_flat_grad, canary_from, clip_rows, flatten, noisy_sum, per_example_gradients
-from targets.trace import HeterPoissonTrace, TraceStep
+from targets.trace import HeterPoissonTrace
 
 #: The paper's 75/10/15 random split (spec §4.1), drawn once from this seed.
 PAPER_SPLIT_SEED = 12345
@@ -64,7 +66,8 @@ class DPDGC(Target[DPDGCConfig]):
         super().__init__(config, **overrides)
         self._claims: dict[tuple, Claim] = {}
         self._last: tuple[torch.Tensor, torch.Tensor, int] | None = None
-        self._adj_cache: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._adj_cache: dict[tuple, dpemb.Adjacency] = {}
+        self._adj64_cache: dict[tuple, torch.Tensor] = {}
 
     # ------------------------------------------------------------------ structure
     def _masks(self, graph: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -146,7 +149,7 @@ class DPDGC(Target[DPDGCConfig]):
         batch, t_enc, t_clf = self._schedule(m)
         q = batch / m
         sigma = calibrated_sigma(cfg.epsilon, delta, q, t_enc, t_clf, cfg.level, self.z_sensitivity() > 0)
-        eps, order = lemma_f1_epsilon(ORDERS, self._rdp(sigma, q, t_enc, t_clf), delta)
+        eps, order = dpdgc_epsilon(sigma, q, t_enc, t_clf, self.z_sensitivity() > 0, cfg.level, delta)
         g = self.group_size()
         f_g = g if cfg.group_scaling == "linear" else math.sqrt(g)
         dz = self.z_sensitivity()
@@ -203,9 +206,22 @@ class DPDGC(Target[DPDGCConfig]):
         values = torch.ones(edge_index.size(1), dtype=dtype)
         return torch.sparse_coo_tensor(edge_index, values, (n, n), check_invariants=False).coalesce().to(self.device)
 
-    def _adjacencies(self, edge_index: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """A in CSR form on the device: (row pointers, column indices, values), cached per edge set
-        (the last two: the two worlds of a run alternate batch by batch)."""
+    def _adjacency64(self, graph: Any, seed: int) -> torch.Tensor:
+        """A of `graph` (float64, on the device) after the degree bound from `seed` (node GDP),
+        cached per (edge set, seed): every release reads its own A and both worlds' means."""
+        key = (graph.num_nodes, graph_ops.fingerprint(graph.edge_index),
+               seed if self.config.level == "node" else None)
+        hit = self._adj64_cache.get(key)
+        if hit is None:
+            hit = self._adjacency(self._edges(graph, seed), graph.num_nodes, torch.float64)
+            if len(self._adj64_cache) >= 8:
+                self._adj64_cache.clear()  # (atomic: the scoring thread may read it meanwhile)
+            self._adj64_cache[key] = hit
+        return hit
+
+    def _adjacencies(self, edge_index: torch.Tensor, n: int) -> dpemb.Adjacency:
+        """A in the forms DP-Emb reads (CSR on the device, row degrees; sparse matrices on CUDA),
+        cached per edge set (the last two: the two worlds of a run alternate batch by batch)."""
         key = (n, graph_ops.fingerprint(edge_index))
         hit = self._adj_cache.get(key)
         if hit is None:
@@ -213,11 +229,16 @@ class DPDGC(Target[DPDGCConfig]):
             rows, cols = adj.indices()
             crow = torch.zeros(n + 1, dtype=torch.long)
             crow[1:] = torch.cumsum(torch.bincount(rows, minlength=n), 0)
-            hit = (crow.to(self.device), cols.to(self.device), adj.values().to(self.device))
+            sparse = None
             if self.device.type != "cpu":  # sparse products there (index_add_ would be atomic: unordered)
-                hit += (adj.to(self.device), self._adjacency(edge_index.flip(0), n, torch.float32))
+                sparse = (adj.to(self.device), self._adjacency(edge_index.flip(0), n, torch.float32))
+            vals = adj.values()
+            factor = torch.sqrt(torch.bincount(edge_index[0].cpu(), minlength=n).float() + 1.0)
+            hit = dpemb.Adjacency(crow=crow.to(self.device), deg=(crow[1:] - crow[:-1]).to(self.device),
+                                  cols=cols.to(self.device), vals=vals.to(self.device),
+                                  grad_factor=factor.to(self.device), unit=bool((vals == 1).all()), sparse=sparse)
             if len(self._adj_cache) >= 2:
-                self._adj_cache.pop(next(iter(self._adj_cache)))
+                self._adj_cache.clear()  # (atomic: node-GDP runs train on parallel threads)
             self._adj_cache[key] = hit
         return hit
 
@@ -226,7 +247,7 @@ class DPDGC(Target[DPDGCConfig]):
         if self.bug("norm-noop"):
             return  # the reference code assigns the normalised rows into a throw-away state_dict
         c = self.config.norm_scale
-        norms = w.norm(dim=-1, keepdim=True).clamp_min(1e-300)
+        norms = torch.linalg.vector_norm(w, dim=-1, keepdim=True).clamp_min(1e-300)  # (= w.norm(dim=-1))
         factor = c / norms if self.config.projection == "sphere" else torch.clamp(c / norms, max=1.0)
         w.mul_(factor)
 
@@ -250,138 +271,28 @@ class DPDGC(Target[DPDGCConfig]):
                         canary: torch.Tensor | None = None, trace: HeterPoissonTrace | None = None
                         ) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
         """DP-Emb's projected DP-Adam for K = ``len(rngs)`` independent runs on one adjacency, run k
-        drawing only from ``rngs[k]`` (in the order one run draws), their weights stacked (K × n × h)
-        so that every step gathers the batch rows of all K runs at once. Every per-run quantity is computed by
-        the same kernels whatever K is (elementwise ops, row norms, batched products), so run k
-        gives back the W a lone run gives (tested bitwise).
-
-        Per step and run: a fixed-size batch of B training nodes (``randperm``), per-example
-        gradients of ``logits_i = SELU(A_i W + b) R`` (closed form: ∂loss_i/∂W = a_iᵀ g_i,
-        ∂loss_i/∂b = g_i), each clipped to C, their sum plus N(0, std²) (the run's own n·h + h
-        draws), divided by B, an Adam step (L2 weight decay, as ``torch.optim.Adam``), and W's rows
-        projected. `canary` (d or T×d, not clipped) is added to every step's clipped sum; where
-        `trace` is given (one run only), each step's noisy and clean sums are appended to it.
+        drawing only from ``rngs[k]`` (in the order one run draws) and giving back the (W, b, R) a
+        lone run gives (tested bitwise): stacked K × (n + 1) × h, the batch rows gathered from A's
+        CSR, the noisy sum built on the noise, one fused Adam, the runs split over the usable cores
+        (:mod:`targets.dpdgc.dpemb`). `canary` (d or T×d, not clipped) joins every step's clipped
+        sum; where `trace` is given (one run only), each step's noisy and clean sums are appended.
         """
-        cfg, dev = self.config, self.device
-        h, k_runs = cfg.hidden, len(rngs)
-        if classes > h:
-            raise ValueError(f"DP-Emb's head needs hidden >= classes, got hidden={h} < {classes}")
-        if trace is not None and k_runs != 1:
+        cfg = self.config
+        if classes > cfg.hidden:
+            raise ValueError(f"DP-Emb's head needs hidden >= classes, got hidden={cfg.hidden} < {classes}")
+        if trace is not None and len(rngs) != 1:
             raise ValueError("a trace records one run")
-        bound = 1.0 / math.sqrt(n)
-        ws, bs, heads = [], [], []
-        for rng in rngs:
-            ws.append((torch.rand(n, h, generator=rng) * 2 - 1) * bound)
-            bs.append((torch.rand(h, generator=rng) * 2 - 1) * bound)
-            u, _, vt = torch.linalg.svd(torch.randn(h, h, generator=rng))
-            heads.append((u @ vt)[:classes].t() * math.sqrt(6.0 / h))  # R: h × C, fixed
-        w = torch.stack(ws).to(dev)  # K × n × h
-        b = torch.stack(bs).to(dev)  # K × h
-        head = torch.stack(heads).to(dev)  # K × h × C
-        self._project(w)
-        m = train_idx.numel()
-        batch, t_enc, _ = self._schedule(m)
+        batch, t_enc, _ = self._schedule(train_idx.numel())
         std = self._encoder_noise_std(sigma)
         self._encoder_std = std
-        crow, cols, vals, *sparse = self._adjacencies(edge_index, n)
-        row_deg = torch.bincount(edge_index[0], minlength=n).float().to(dev)
-        y_dev = y.to(dev)
-        runs = torch.arange(k_runs, device=dev)[:, None]  # K × 1
-        d = n * h + h
-        noise_buf = torch.empty(k_runs, d)  # drawn on CPU from each run's generator
-        m1, m2 = torch.zeros_like(w), torch.zeros_like(w)
-        mb1, mb2 = torch.zeros_like(b), torch.zeros_like(b)
-        tmp_w, tmp_b = torch.empty_like(w), torch.empty_like(b)
-        beta1, beta2, eps, lr, wd = 0.9, 0.999, 1e-8, cfg.lr, cfg.encoder_weight_decay
-        scale, alpha = 1.0507009873554805, 1.6732632423543772  # SELU's constants
-        for t in range(t_enc):
-            perms = [torch.randperm(m, generator=rng)[:batch] for rng in rngs]
-            for k, rng in enumerate(rngs):
-                torch.randn(d, generator=rng, out=noise_buf[k])
-            idx = train_idx[torch.stack(perms)].to(dev)  # K × B
-            if sparse:
-                pre_all = torch.sparse.mm(sparse[0], w.transpose(0, 1).reshape(n, k_runs * h)).view(n, k_runs, h)
-                pre = pre_all[idx, runs] + b[:, None, :]
-            else:
-                pre, (slot, target, val, run_of) = self._batch_rows(w, b, idx, crow, cols, vals)
-            act = torch.where(pre > 0, scale * pre, scale * alpha * torch.expm1(pre))
-            probs = torch.softmax(torch.bmm(act, head), dim=2)  # K × B × C
-            probs[runs, torch.arange(batch, device=dev)[None, :], y_dev[idx]] -= 1.0  # ∂CE/∂logits
-            dact = torch.bmm(probs, head.transpose(1, 2))
-            gpre = dact * torch.where(pre > 0, torch.full_like(pre, scale), scale * alpha * torch.exp(pre))
-            # ‖∂loss_i/∂(W, b)‖² = (deg_i + 1)‖g_i‖²
-            norms = gpre.norm(dim=2) * torch.sqrt(row_deg[idx] + 1.0)
-            gs = gpre * torch.clamp(cfg.clip / (norms + 1e-12), max=1.0)[..., None]
-            # the noisy sum, built on the noise: std·N, then Σ_i a_iᵀ g_i (row j of run k gathers the
-            # clipped g_i of its batch rows i with A[i, j]), then the canary
-            noise = noise_buf.to(dev)
-            noise.mul_(std)
-            stacked = noise.view(k_runs, n + 1, h)  # run k's [grad_W (n rows) | grad_b] as n + 1 rows
-            noisy_w, noisy_b = stacked[:, :n], stacked[:, n]
-            if sparse:
-                scattered = torch.zeros(n, k_runs, h, device=dev)
-                scattered[idx, runs] = gs
-                grad_w = torch.sparse.mm(sparse[1], scattered.view(n, k_runs * h)).view(n, k_runs, h)
-                noisy_w.add_(grad_w.transpose(0, 1))
-            else:
-                rows = gs.reshape(-1, h).index_select(0, slot)
-                if not bool((val == 1).all()):
-                    rows = rows * val
-                stacked.view(k_runs * (n + 1), h).index_add_(0, target + run_of, rows)
-                if trace is not None:
-                    grad_w = torch.zeros(n, h, device=dev).index_add_(0, target, rows)[None]
-            grad_b = gs.sum(1)  # K × h
-            noisy_b.add_(grad_b)
-            if canary is not None:
-                c = canary[t] if canary.dim() == 2 else canary
-                noisy_w.add_(c[: n * h].view(1, n, h))
-                noisy_b.add_(c[n * h:])
-            if trace is not None:
-                clean_w = grad_w.reshape(-1) + c[: n * h] if canary is not None else grad_w.reshape(-1)
-                clean_sum = torch.cat([clean_w, grad_b[0] + c[n * h:] if canary is not None else grad_b[0]])
-                trace.steps.append(TraceStep(noisy=torch.cat([noisy_w[0].reshape(-1), noisy_b[0]]).cpu(),
-                                             central=idx[0].cpu(), canary_in=True if canary is not None else None,
-                                             clean=clean_sum.cpu()))
-            # Adam (torch.optim.Adam's update with L2 weight decay), in place on the stacked runs
-            bc1, bc2_sqrt = 1 - beta1 ** (t + 1), math.sqrt(1 - beta2 ** (t + 1))
-            for p, g, e1, e2, tmp in ((w, noisy_w, m1, m2, tmp_w), (b, noisy_b, mb1, mb2, tmp_b)):
-                g.div_(batch)
-                if wd:
-                    g.add_(p, alpha=wd)
-                e1.lerp_(g, 1 - beta1)
-                e2.mul_(beta2).addcmul_(g, g, value=1 - beta2)
-                torch.sqrt(e2, out=tmp).div_(bc2_sqrt).add_(eps)
-                p.addcdiv_(e1, tmp, value=-lr / bc1)
-            self._project(w)
-        out = []
-        for k in range(k_runs):
-            wk = w[k].clone()
-            if not self.bug("norm-noop"):
-                assert float(wk.norm(dim=1).max()) <= cfg.norm_scale * (1 + 1e-5), "W rows exceed c"
-            out.append((wk, b[k].clone(), head[k].contiguous()))
+        sched = dpemb.Schedule(n=n, hidden=cfg.hidden, batch=batch, steps=t_enc, std=std, lr=cfg.lr,
+                               weight_decay=cfg.encoder_weight_decay, clip=cfg.clip, project=self._project)
+        out = dpemb.train(self._adjacencies(edge_index, n), sched, y, train_idx, classes, rngs, canary, trace,
+                          threads=dpemb.threads_for(len(rngs)))
+        if not self.bug("norm-noop"):
+            for w, _, _ in out:
+                assert float(w.norm(dim=1).max()) <= cfg.norm_scale * (1 + 1e-5), "W rows exceed c"
         return out
-
-    @staticmethod
-    def _batch_rows(w: torch.Tensor, b: torch.Tensor, idx: torch.Tensor, crow: torch.Tensor, cols: torch.Tensor,
-                    vals: torch.Tensor) -> tuple[torch.Tensor, tuple]:
-        """(A W_k + b_k) at run k's batch rows (K × B × h), from the batch rows' entries of A only,
-        each row accumulated serially in A's column order (CPU ``index_add_``: the same floats for
-        any K); with those entries (slot k·B + i, column, value, run) for the backward pass."""
-        (k_runs, n, h), batch = w.shape, idx.size(1)
-        flat = idx.reshape(-1)
-        counts = crow[flat + 1] - crow[flat]
-        dev = w.device
-        slot = torch.repeat_interleave(torch.arange(k_runs * batch, device=dev), counts)
-        first = torch.cumsum(counts, 0) - counts
-        entry = crow[flat][slot] + torch.arange(slot.numel(), device=dev) - first[slot]
-        col, val = cols[entry], vals[entry][:, None]
-        run_of = slot // batch
-        target = run_of * n + col  # row of W_k[j] in w.view(K·n, h)
-        rows = w.view(k_runs * n, h).index_select(0, target)
-        if not bool((val == 1).all()):
-            rows = rows * val
-        pre = torch.zeros(k_runs * batch, h, device=dev).index_add_(0, slot, rows)
-        return pre.view(k_runs, batch, h) + b[:, None, :], (slot, target, val, run_of)
 
     def _train_classifier(self, inputs: torch.Tensor, y: torch.Tensor, masks: tuple, classes: int,
                           sigma: float, rng: torch.Generator) -> tuple[nn.Module, dict[str, float]]:
@@ -470,9 +381,18 @@ class DPDGC(Target[DPDGCConfig]):
         canary = self._canary(graph, claim)
         hash_seeds = [int(torch.randint(0, 2**62, (1,), generator=rng)) for rng in rngs]
         states = [rng.get_state() for rng in rngs]  # the trace view replays DP-Emb from here (no draw)
-        if cfg.level == "node":  # one edge set per run
-            encoded = [self._train_encoders(self._edges(graph, s), n, y, train_idx, classes, sigma, [rng], canary)[0]
-                       for s, rng in zip(hash_seeds, rngs)]
+        if cfg.level == "node":  # one edge set per run: the runs train apart, one per usable core at a time
+            def alone(seed_rng: tuple[int, torch.Generator]) -> tuple:
+                edges = self._edges(graph, seed_rng[0])
+                return self._train_encoders(edges, n, y, train_idx, classes, sigma, [seed_rng[1]], canary)[0]
+
+            threads_before = torch.get_num_threads()
+            try:
+                workers = dpemb.threads_for(len(rngs), min_group=1)
+                with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dpemb") as pool:
+                    encoded = list(pool.map(alone, zip(hash_seeds, rngs)))
+            finally:
+                torch.set_num_threads(threads_before)  # (each run sets its thread single-threaded)
         else:
             encoded = self._train_encoders(self._edges(graph, 0), n, y, train_idx, classes, sigma, rngs, canary)
         return [self._release(graph, claim, masks, canary, hash_seed, state, enc, rng)
@@ -500,13 +420,11 @@ class DPDGC(Target[DPDGCConfig]):
         mean_seed = 0 if bounded else hash_seed
 
         def mean(g: Any) -> torch.Tensor:
-            adj = self._adjacency(self._edges(g, mean_seed), g.num_nodes, torch.float64)
-            return torch.sparse.mm(adj, w64) + b64
+            return torch.sparse.mm(self._adjacency64(g, mean_seed), w64) + b64
 
         z_std = 0.0 if self.bug("no-noise") else claim.details["noise_std"]
         noise = torch.randn(n, cfg.hidden, generator=rng, dtype=torch.float64).to(dev)
-        adj_run = self._adjacency(edges, n, torch.float64)
-        z = (torch.sparse.mm(adj_run, w64) + b64) + z_std * noise
+        z = (torch.sparse.mm(self._adjacency64(graph, hash_seed), w64) + b64) + z_std * noise
         clf_seed = int(torch.randint(0, 2**62, (1,), generator=rng))
 
         def train() -> tuple[nn.Module, dict[str, float]]:
@@ -592,6 +510,5 @@ class DPDGC(Target[DPDGCConfig]):
         if self._last is None:
             self.fit(graph, torch.Generator().manual_seed(0))
         w, b, hash_seed = self._last
-        adj = self._adjacency(self._edges(graph, hash_seed), graph.num_nodes, torch.float64)
-        return torch.sparse.mm(adj, w.double()) + b.double()
+        return torch.sparse.mm(self._adjacency64(graph, hash_seed), w.double()) + b.double()
 
