@@ -28,10 +28,9 @@ import torch
 
 from attacks import base as attacks
 from audit import data as datasets
-from audit import declared, estimators, provenance
+from audit import declared, estimators, provenance, seq_game
 from audit.power import power
 from audit.result import Result, verdict  # noqa: F401 (verdict: re-exported)
-from audit import seq_game
 from audit.seq_game import AUTO_SHAPE, worlds
 from audit.store import Store
 from canaries import base as canaries
