@@ -125,6 +125,14 @@ def _sequential_line(seq: dict[str, Any]) -> str:
             f"(the looks' levels sum to the confidence)")
 
 
+def _one_run_line(one: dict[str, Any]) -> str:
+    f = one["fdp_gaussian"]
+    mu = f"μ_lb {_fmt(f['mu_lb'])}" + (f" vs claimed μ {_fmt(f['claimed_mu'])}" if f.get("claimed_mu") else "")
+    return (f"Steinke et al. ε_lb {_fmt(one['steinke']['eps_lb'])} (assumption-free, the verdict's); f-DP "
+            f"(Gaussian curve) ε_lb {_fmt(f['eps_lb'])}, {mu}"
+            + ("; it refutes the μ-GDP claim" if f.get("refutes_mu_gdp_claim") else ""))
+
+
 def table(result: Result, scores: tuple[np.ndarray, np.ndarray] | None = None) -> str:
     """A human-readable summary of one result (with its power reading: from the result, else from
     ``scores`` or its store, else from its AUC)."""
@@ -148,6 +156,8 @@ def table(result: Result, scores: tuple[np.ndarray, np.ndarray] | None = None) -
         ("TPR @ FPR 1%", _fmt(result.tpr_at_fpr.get("0.01"))),
         ("verdict", result.verdict),
         *([("sequential", _sequential_line(result.sequential))] if result.sequential else []),
+        *([("one-run bounds", _one_run_line(result.one_run))] if result.one_run else []),
+        *([("canaries", result.canary["neighbourhoods"])] if result.canary.get("neighbourhoods") else []),
     ]
     pw = result_power(result, scores)
     if pw:

@@ -12,7 +12,7 @@ from typing import Any
 
 #: keys written only by multi-run audits (a one-run audit writes ``mode`` instead)
 #: fields added later, written only when set
-_OPTIONAL = ("code", "power", "declared", "reused_trials", "estimator_choice", "sequential")
+_OPTIONAL = ("code", "power", "declared", "reused_trials", "estimator_choice", "sequential", "one_run")
 _MULTI_ONLY = ("batch", "cached_per_worker", "trials_played", "trials_wall_s")
 
 
@@ -79,6 +79,8 @@ class Result:
     #: sequential or fixed budget: ``on``, and for a sequential run the looks' schedule and levels, the
     #: looks evaluated, the trials used of the budget and why it stopped (:mod:`audit.seq_game`)
     sequential: dict[str, Any] | None = None
+    #: one-run audits: both analyses of the guesses, named (Steinke et al.'s, the verdict's; f-DP's)
+    one_run: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

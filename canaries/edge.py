@@ -25,6 +25,7 @@ import torch
 from torch_geometric.data import Data
 
 from canaries.base import Canary, CanaryPair  # noqa: F401  (CanaryPair: re-exported)
+from canaries.spread import spread_non_edges
 from graphs.ops import add_directed_edge, add_edge, degrees, has_edge, remove_edge
 
 
@@ -69,11 +70,18 @@ class RandomEdge(Canary):
     name = "random-edge"
     unit = "edge"
 
-    def many(self, graph: Data, m: int, rng: np.random.Generator) -> list[CanaryPair]:
-        """m canaries for a one-run audit, each a pair (base graph, base graph + its edge)."""
-        return [CanaryPair(graph, add_edge(graph, u, v), {"canary": self.name, "edge": [u, v],
-                                                           "chosen_by": "uniform random disjoint non-edges"})
-                for u, v in disjoint_non_edges(graph, m, rng)]
+    def many(self, graph: Data, m: int, rng: np.random.Generator, hops: int | None = None) -> list[CanaryPair]:
+        """m canaries for a one-run audit, each a pair (base graph, base graph + its edge). With
+        `hops`, as many as the graph allows lie more than `hops` hops from every other canary
+        (:func:`canaries.spread.spread_non_edges`), the rest only node-disjoint."""
+        if hops is None:
+            edges, how = disjoint_non_edges(graph, m, rng), "uniform random disjoint non-edges"
+        else:
+            edges, spread = spread_non_edges(graph, m, rng, hops)
+            how = (f"random non-edges spread apart: {spread} more than {hops} hops from each other"
+                   + ("" if spread == m else f", {m - spread} more only node-disjoint among them"))
+        return [CanaryPair(graph, add_edge(graph, u, v), {"canary": self.name, "edge": [u, v], "chosen_by": how})
+                for u, v in edges]
 
     def worlds(self, graph: Data, rng: np.random.Generator, target: Any = None) -> CanaryPair:
         (u, v), = _random_non_edges(graph, 1, rng)

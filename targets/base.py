@@ -237,6 +237,13 @@ class Target(ABC, Generic[C]):
     def unit(self) -> Unit:
         return Unit(getattr(self.config, "unit", Unit.EDGE.value))
 
+    @property
+    def receptive_hops(self) -> int | None:
+        """Hops of message passing behind one released row (an edge changes the rows of nodes
+        within this many hops of it); None where unknown or unbounded. Default: ``config.hops``."""
+        hops = getattr(self.config, "hops", None)
+        return hops if isinstance(hops, int) and hops >= 0 else None
+
     @abstractmethod
     def claim(self, graph: Any) -> Claim:
         """The paper's accountant on the calibrated run for this graph."""

@@ -71,6 +71,9 @@ class GaussianMechanism(Target[GaussianConfig]):
         "half-noise": "adds noise of std σΔ/2 while claiming σΔ",
     }
 
+    #: one aggregation A·X
+    receptive_hops = 1
+
     def delta_for(self, graph: Data) -> float:
         return self.config.delta if self.config.delta is not None else 1e-5
 
