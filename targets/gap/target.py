@@ -32,6 +32,11 @@ from targets.trace import HeterPoissonTrace
 
 #: what the edge-free encoder reads of a graph: :meth:`GAP.prepare`'s cache key (by content)
 _ENCODER_INPUTS = ("x", "y", "train_mask", "val_mask")
+#: :meth:`GAP.prepare`'s results in this process, by (config, device, threads, inputs' fingerprint)
+_PREPARED: dict[tuple, dict[str, Any]] = {}
+_PREPARED_SIZE = 4
+#: the fingerprint of encoder inputs already hashed (the very same tensors)
+_input_fingerprints = _ByIdentity(4)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -120,10 +125,28 @@ class GAP(Target[GAPConfig]):
 
     def prepare(self, graph: Any) -> None:
         """Cache the edge-free encoder and its embeddings X0 (EDP only: they never read edges;
-        no-op at node level)."""
+        no-op at node level).
+
+        The encoder is a function of (config, device, threads, encoder inputs) alone (seed 0), so
+        it is kept per process (:data:`_PREPARED`): later chunks of a run in the same worker, and
+        the canary search before them, reuse it instead of training it again.
+        """
         cfg = self.config
         if cfg.node_level:
             return
+        key = _input_fingerprints.get(self._encoder_inputs(graph),
+                                      lambda: fingerprint(graph, keys=_ENCODER_INPUTS))
+        cache_key = (repr(cfg), str(self.device), torch.get_num_threads(), key)
+        if cache_key not in _PREPARED:
+            _PREPARED[cache_key] = self._prepare(graph, key)
+            while len(_PREPARED) > _PREPARED_SIZE:
+                _PREPARED.pop(next(iter(_PREPARED)))
+        self._prepared = _PREPARED[cache_key]
+        self._embeddings(self._prepared["encoder"], graph.x)
+
+    def _prepare(self, graph: Any, key: str) -> dict[str, Any]:
+        """Train the edge-free encoder (seed 0) on `graph`; what :meth:`prepare` caches."""
+        cfg = self.config
         rng = torch.Generator().manual_seed(0)
         t = self._graph_tensors(graph)
         classes = int(graph.y.max()) + 1
@@ -131,9 +154,8 @@ class GAP(Target[GAPConfig]):
             encoder = self._new_encoder(t["x"].size(1), classes)
             if encoder is not None:
                 self._train(encoder, t["x"], t, cfg.em_epochs, rng, trace=None, name="encoder")
-        self._prepared = {"key": fingerprint(graph, keys=_ENCODER_INPUTS), "encoder": encoder,
-                          "seen": _ByIdentity(), "embeddings": _ByIdentity(4), "token": object()}
-        self._embeddings(encoder, graph.x)
+        return {"key": key, "encoder": encoder, "seen": _ByIdentity(), "embeddings": _ByIdentity(4),
+                "token": object()}
 
     def cached_work(self) -> str | None:
         """What :meth:`prepare` computes once per worker and every trial reuses."""
@@ -148,7 +170,7 @@ class GAP(Target[GAPConfig]):
         key = self._encoder_inputs(graph)
 
         def same() -> bool:
-            return fingerprint(graph, keys=_ENCODER_INPUTS) == self._prepared["key"]
+            return _input_fingerprints.get(key, lambda: fingerprint(graph, keys=_ENCODER_INPUTS)) == self._prepared["key"]
 
         hit = self._prepared["seen"].get(key, same)  # compared once per graph object
         return hit, self._prepared["encoder"] if hit else None
