@@ -22,6 +22,8 @@ from targets.gap.model import (
     _Encoder,
     _per_example_flat_grads,
     bound_out_degree,
+    csr_rows,
+    differing_rows,
     rownorm,
     sum_aggregate,
     transposed_adjacency,
@@ -89,6 +91,8 @@ class GAP(Target[GAPConfig]):
             self.levels = ("api", "weights", "mechanism")
         self._prepared: dict[str, Any] | None = None
         self._adjacencies = _ByIdentity(8)  # Aᵀ per graph (edge level)
+        self._supports = _ByIdentity(4)  # rows where two graphs' Aᵀ differ
+        self._row_blocks = _ByIdentity(8)  # those rows of Aᵀ
 
     # ------------------------------------------------------------------ accounting
     def claim(self, graph: Any) -> Claim:
@@ -457,7 +461,7 @@ class GAP(Target[GAPConfig]):
         cfg = self.config
         claim, sigma, std, claimed_std, _ = self._noise(graph)
         t = self._graph_tensors(graph)
-        n, classes, b = int(graph.num_nodes), int(graph.y.max()) + 1, len(rngs)
+        classes, b = int(graph.y.max()) + 1, len(rngs)
 
         # 1. encoder (edge-free): the prepared one, or each trial's own, drawn from its generator
         cached, encoder = self._cached_encoder(graph)
@@ -536,7 +540,9 @@ class GAP(Target[GAPConfig]):
 
         mechanism = [
             MechanismStep(output=sums[k], mean=self._mean_fn(k, hs, encoder, bound_seed), noise_std=claimed_std,
-                          name=f"hop {k + 1}", mean_key=mean_key if k == 0 else None)
+                          name=f"hop {k + 1}", mean_key=mean_key if k == 0 else None,
+                          support=None if k == 0 else self._support_fn(hs[k].size(0)),
+                          mean_rows=None if k == 0 else self._mean_rows_fn(hs[k]))
             for k in range(cfg.hops)
         ]
         info = {
@@ -566,6 +572,31 @@ class GAP(Target[GAPConfig]):
             return aggregate(prev).cpu()
 
         return mean
+
+    def _support_fn(self, released_rows: int) -> Callable[[Any, Any], torch.Tensor | None]:
+        """support(g0, g1) of a hop k ≥ 2 (edge level): the rows whose in-edges differ, where the
+        graphs have the release's node count (else None: the mean reads noiseless rows)."""
+
+        def support(g0: Any, g1: Any) -> torch.Tensor | None:
+            n = int(g0.num_nodes)
+            if n != int(g1.num_nodes) or n != released_rows:
+                return None
+            return self._supports.get((g0.edge_index, g1.edge_index),
+                                      lambda: differing_rows(g0.edge_index, g1.edge_index, n))
+
+        return support
+
+    def _mean_rows_fn(self, released: torch.Tensor) -> Callable[[Any, torch.Tensor], torch.Tensor]:
+        """mean_rows(graph, rows) of a hop k ≥ 2 (edge level): rows of A_graphᵀ · (released H_k)."""
+
+        def mean_rows(graph: Any, rows: torch.Tensor) -> torch.Tensor:
+            n = int(graph.num_nodes)
+            adj = self._adjacencies.get((graph.edge_index,),
+                                        lambda: transposed_adjacency(self._private_edges(graph, 0), n))
+            part = self._row_blocks.get((graph.edge_index, rows), lambda: csr_rows(adj, rows))
+            return ((part if part.dtype == released.dtype else part.to(released.dtype)) @ released[:n]).cpu()
+
+        return mean_rows
 
     def noiseless(self, graph: Any) -> torch.Tensor | None:
         """Noiseless hop sums S_1..S_K (K × N × h) with the prepared (or a seed-0, non-private) encoder.
