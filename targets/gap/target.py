@@ -485,7 +485,7 @@ class GAP(Target[GAPConfig]):
         edges = self._private_edges(graph, bound_seeds[0])  # edge level: the graph's own edges
         aggregate = self._aggregator(graph, edges)
         first = aggregate(h0) if cached else None
-        trial_hs, trial_sums = [], []
+        trial_hs, trial_sums, last_sums = [], [], []  # H_0..H_{K-1}; S_1..S_K; S_K on the device
         for j, r in enumerate(rngs):
             h = h0 if cached else h0[j]
             hs, sums = [h], []
@@ -494,15 +494,19 @@ class GAP(Target[GAPConfig]):
                 noise = torch.randn(agg.shape, generator=r, dtype=agg.dtype).to(agg.device)
                 s_k = agg + std * noise
                 sums.append(s_k.detach().cpu())
-                h = rownorm(s_k)
-                hs.append(h)
+                if k + 1 < cfg.hops:
+                    h = rownorm(s_k)
+                    hs.append(h)
             trial_hs.append(hs)
             trial_sums.append(sums)
+            last_sums.append(s_k)
 
-        # 3. the classifiers: trained together on first use of any trial's classifier view
+        # 3. the classifiers: trained together on first use of any trial's classifier view (H_K,
+        # which only they read, is normalised then)
         cls_rngs = [child_generator(r) for r in rngs]
         query_seeds = [int(torch.randint(0, 2**62, (1,), generator=r).item()) for r in rngs]
-        batch = ClassifierBatch(cfg, self.device, trial_hs, t, classes, cls_rngs)
+        batch = ClassifierBatch(cfg, self.device, lambda: [hs + [rownorm(s)] for hs, s in zip(trial_hs, last_sums)],
+                                t, classes, cls_rngs)
         mean_key = ("gap hop 1", self._prepared["token"]) if cached else None
         return [self._edge_release(j, batch, trial_hs[j], trial_sums[j], encoders[j], bound_seeds[j],
                                    query_seeds[j], mean_key, graph, t, edges, std, claimed_std, claim, cached)
