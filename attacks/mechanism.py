@@ -36,6 +36,7 @@ DP-SGD-protected) example (GAP: "a node's removal changes ≤ D rows"; DPDGC bou
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,9 +56,13 @@ class _Means:
 
     rows: torch.Tensor | None  # indices of the rows where m1 ≠ m0 (None: every entry, for outputs that are not 2-D+)
     m0: torch.Tensor  # float64, restricted to `rows`
-    mid: torch.Tensor
+    m1: torch.Tensor
     d: torch.Tensor
     dd: torch.Tensor  # Σ d², float64 scalar
+
+    @functools.cached_property
+    def mid(self) -> torch.Tensor:  # only the projection statistic and row rescaling read it
+        return 0.5 * (self.m0 + self.m1)
 
 
 def _means(step: MechanismStep, pair: Any) -> _Means:
@@ -78,9 +83,11 @@ def _means(step: MechanismStep, pair: Any) -> _Means:
     rows = None
     if index is not None:
         keep = d.reshape(d.shape[0], -1).abs().sum(1) > 0
-        rows = index[keep]
-        m0, m1, d = m0[keep], m1[keep], d[keep]
-    return _Means(rows=rows, m0=m0, mid=0.5 * (m0 + m1), d=d, dd=(d * d).sum())
+        if bool(keep.all()):  # as the masked copies would be (contiguous), without copying
+            rows, m0, m1, d = index, m0.contiguous(), m1.contiguous(), d.contiguous()
+        else:
+            rows, m0, m1, d = index[keep], m0[keep], m1[keep], d[keep]
+    return _Means(rows=rows, m0=m0, m1=m1, d=d, dd=(d * d).sum())
 
 
 def _step_score(step: MechanismStep, means: _Means) -> float:

@@ -107,7 +107,7 @@ class MechanismStep:
             rows (a sorted index tensor) outside which ``mean(g0)`` and ``mean(g1)`` are equal
             whatever was released before, or ``None`` where the step cannot tell (then the
             auditor computes whole means); ``mean_rows(graph, rows)`` = ``mean(graph)[rows]``,
-            bitwise, without the other rows. An auditor that reads only the rows where the worlds
+            bitwise, without the other rows (for the graphs and rows of a ``support`` call). An auditor that reads only the rows where the worlds
             differ computes those.
     """
 

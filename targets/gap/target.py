@@ -492,7 +492,7 @@ class GAP(Target[GAPConfig]):
             for k in range(cfg.hops):
                 agg = first if k == 0 and cached else aggregate(h)
                 noise = torch.randn(agg.shape, generator=r, dtype=agg.dtype).to(agg.device)
-                s_k = agg + std * noise
+                s_k = noise.mul_(std).add_(agg)  # agg + std·noise, in the draw's buffer
                 sums.append(s_k.detach().cpu())
                 if k + 1 < cfg.hops:
                     h = rownorm(s_k)
@@ -581,24 +581,29 @@ class GAP(Target[GAPConfig]):
         """support(g0, g1) of a hop k ≥ 2 (edge level): the rows whose in-edges differ, where the
         graphs have the release's node count (else None: the mean reads noiseless rows)."""
 
-        def support(g0: Any, g1: Any) -> torch.Tensor | None:
+        def compute(g0: Any, g1: Any) -> tuple[int, torch.Tensor | None]:
             n = int(g0.num_nodes)
-            if n != int(g1.num_nodes) or n != released_rows:
-                return None
-            return self._supports.get((g0.edge_index, g1.edge_index),
-                                      lambda: differing_rows(g0.edge_index, g1.edge_index, n))
+            return n, differing_rows(g0.edge_index, g1.edge_index, n) if n == int(g1.num_nodes) else None
+
+        def support(g0: Any, g1: Any) -> torch.Tensor | None:
+            n, rows = self._supports.get((g0.edge_index, g1.edge_index), lambda: compute(g0, g1))
+            return rows if n == released_rows else None
 
         return support
 
     def _mean_rows_fn(self, released: torch.Tensor) -> Callable[[Any, torch.Tensor], torch.Tensor]:
         """mean_rows(graph, rows) of a hop k ≥ 2 (edge level): rows of A_graphᵀ · (released H_k)."""
 
-        def mean_rows(graph: Any, rows: torch.Tensor) -> torch.Tensor:
+        def block(graph: Any, rows: torch.Tensor) -> torch.Tensor:
             n = int(graph.num_nodes)
             adj = self._adjacencies.get((graph.edge_index,),
                                         lambda: transposed_adjacency(self._private_edges(graph, 0), n))
-            part = self._row_blocks.get((graph.edge_index, rows), lambda: csr_rows(adj, rows))
-            return ((part if part.dtype == released.dtype else part.to(released.dtype)) @ released[:n]).cpu()
+            return csr_rows(adj, rows)
+
+        def mean_rows(graph: Any, rows: torch.Tensor) -> torch.Tensor:
+            part = self._row_blocks.get((graph.edge_index, rows), lambda: block(graph, rows))  # rows × n
+            prev = released[:part.size(1)]
+            return ((part if part.dtype == prev.dtype else part.to(prev.dtype)) @ prev).cpu()
 
         return mean_rows
 
