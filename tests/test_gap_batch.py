@@ -217,3 +217,11 @@ def test_differing_rows_counts_multiplicity():
     h = torch.randn(5, 3)
     rows = torch.tensor([0, 3, 4])
     assert torch.equal(csr_rows(adj, rows) @ h, (adj @ h)[rows])
+
+
+def test_prepare_shared_per_process(csbm):
+    a, b = target(csbm), target(csbm)  # two chunks' targets, same config and graph
+    assert a._prepared is b._prepared
+    assert target(csbm, encoder_epochs=4)._prepared is not a._prepared
+    assert_same_release(a.fit(csbm, torch.Generator().manual_seed(5)),
+                        b.fit(csbm, torch.Generator().manual_seed(5)), csbm)
