@@ -36,6 +36,7 @@ DP-SGD-protected) example (GAP: "a node's removal changes ≤ D rows"; DPDGC bou
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,25 +54,40 @@ def _cpu64(t: torch.Tensor) -> torch.Tensor:
 class _Means:
     """What a step's score needs from the two worlds' means alone (shared by steps of one mean_key)."""
 
-    rows: torch.Tensor | None  # rows where m1 ≠ m0 (None: every entry, for outputs that are not 2-D+)
+    rows: torch.Tensor | None  # indices of the rows where m1 ≠ m0 (None: every entry, for outputs that are not 2-D+)
     m0: torch.Tensor  # float64, restricted to `rows`
-    mid: torch.Tensor
+    m1: torch.Tensor
     d: torch.Tensor
     dd: torch.Tensor  # Σ d², float64 scalar
 
+    @functools.cached_property
+    def mid(self) -> torch.Tensor:  # only the projection statistic and row rescaling read it
+        return 0.5 * (self.m0 + self.m1)
+
 
 def _means(step: MechanismStep, pair: Any) -> _Means:
-    m0, m1 = _cpu64(step.mean(pair.g0)), _cpu64(step.mean(pair.g1))
+    support = step.support(pair.g0, pair.g1) if step.support is not None and step.mean_rows is not None else None
+    if support is not None:  # only the rows where the worlds can differ (the others add exact zeros)
+        m0, m1 = _cpu64(step.mean_rows(pair.g0, support)), _cpu64(step.mean_rows(pair.g1, support))
+        index = support.cpu()
+    else:
+        m0, m1 = _cpu64(step.mean(pair.g0)), _cpu64(step.mean(pair.g1))
+        index = torch.arange(m0.shape[0]) if m0.dim() >= 2 else None
     node = (getattr(pair, "info", None) or {}).get("node")
-    if node is not None and m0.dim() >= 2 and 0 <= int(node) < m0.shape[0]:
-        m1 = m1.clone()
-        m1[int(node)] = m0[int(node)]  # the canary node's own row is not scored (module doc)
+    if node is not None and index is not None:
+        own = (index == int(node)).nonzero().view(-1)
+        if own.numel():
+            m1 = m1.clone()
+            m1[own] = m0[own]  # the canary node's own row is not scored (module doc)
     d = m1 - m0
     rows = None
-    if d.dim() >= 2:
-        rows = d.reshape(d.shape[0], -1).abs().sum(1) > 0
-        m0, m1, d = m0[rows], m1[rows], d[rows]
-    return _Means(rows=rows, m0=m0, mid=0.5 * (m0 + m1), d=d, dd=(d * d).sum())
+    if index is not None:
+        keep = d.reshape(d.shape[0], -1).abs().sum(1) > 0
+        if bool(keep.all()):  # as the masked copies would be (contiguous), without copying
+            rows, m0, m1, d = index, m0.contiguous(), m1.contiguous(), d.contiguous()
+        else:
+            rows, m0, m1, d = index[keep], m0[keep], m1[keep], d[keep]
+    return _Means(rows=rows, m0=m0, m1=m1, d=d, dd=(d * d).sum())
 
 
 def _step_score(step: MechanismStep, means: _Means) -> float:

@@ -159,12 +159,12 @@ class _Setup:
     pipeline: bool | None = None
 
 
-def _batches(setup: _Setup, indices: list[int]) -> list[tuple[int, list[int]]]:
-    """The chunk's trials by world (secret bit), in sub-batches of at most ``setup.batch``."""
+def _batches(setup: _Setup, bits: dict[int, int]) -> list[tuple[int, list[int]]]:
+    """The chunk's trials (index → secret bit) by world, in sub-batches of at most ``setup.batch``."""
     size = max(1, setup.batch)
     out = []
     for bit in (0, 1):
-        mine = [i for i in indices if secret_bit(setup.seed, i) == bit]
+        mine = [i for i, b in bits.items() if b == bit]
         out += [(bit, mine[k:k + size]) for k in range(0, len(mine), size)]
     return out
 
@@ -207,7 +207,8 @@ def play_chunk(setup: _Setup, indices: list[int]) -> list[tuple[int, int, float]
     if pipeline is None:
         pipeline = getattr(target, "device", torch.device("cpu")).type == "cuda"
     scores: dict[int, float] = {}
-    work = _batches(setup, indices)
+    bits = {i: secret_bit(setup.seed, i) for i in indices}
+    work = _batches(setup, bits)
     if not pipeline:
         for bit, batch in work:
             scores.update(zip(batch, _score(setup, attack, fit(bit, batch))))
@@ -229,7 +230,7 @@ def play_chunk(setup: _Setup, indices: list[int]) -> list[tuple[int, int, float]
     for i in indices:
         if not math.isfinite(scores[i]):
             raise RuntimeError(f"attack {setup.attack!r} returned a non-finite score at trial {i}")
-        rows.append((i, secret_bit(setup.seed, i), scores[i]))
+        rows.append((i, bits[i], scores[i]))
     return rows
 
 

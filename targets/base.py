@@ -103,6 +103,12 @@ class MechanismStep:
         mean_key: where not ``None``, every step with an equal key has the same ``mean``
             function (e.g. a step whose mean depends on nothing released before it), so an attack
             scoring many releases may compute ``mean(g0)``, ``mean(g1)`` once per key.
+        support: optional, with ``mean_rows``, for a 2-D+ ``output``: ``support(g0, g1)`` = the
+            rows (a sorted index tensor) outside which ``mean(g0)`` and ``mean(g1)`` are equal
+            whatever was released before, or ``None`` where the step cannot tell (then the
+            auditor computes whole means); ``mean_rows(graph, rows)`` = ``mean(graph)[rows]``,
+            bitwise, without the other rows (for the graphs and rows of a ``support`` call). An auditor that reads only the rows where the worlds
+            differ computes those.
     """
 
     output: torch.Tensor
@@ -112,6 +118,8 @@ class MechanismStep:
     row_projected: bool = False
     mean_key: Any = None
     log_density: Callable[[Any], float] | None = None
+    support: Callable[[Any, Any], torch.Tensor | None] | None = None
+    mean_rows: Callable[[Any, torch.Tensor], torch.Tensor] | None = None
 
 
 class Lazy:

@@ -5,10 +5,11 @@ import pytest
 import torch
 
 from attacks.mechanism import MechanismLRT
-from audit.data import add_edge
+from audit.data import add_directed_edge, add_edge, remove_edge
 from canaries.edge import CanaryPair
 from targets.base import build, seeded
 from targets.gap import GAP, GAPConfig, _Classifier, sum_aggregate, transposed_adjacency
+from targets.gap.model import csr_rows, differing_rows
 from targets.gap.stacked import _classifier_init
 
 SMALL = dict(encoder_epochs=5, epochs=3, hops=2)
@@ -169,3 +170,58 @@ def test_transposed_adjacency_is_sum_aggregate(csbm):
     assert torch.equal(adj @ h, sum_aggregate(h, csbm.edge_index, csbm.num_nodes))
     empty = torch.zeros(2, 0, dtype=torch.long)
     assert torch.equal(transposed_adjacency(empty, 4) @ torch.ones(4, 3), torch.zeros(4, 3))
+
+
+def _reference_score(release, pair):
+    """The mechanism LLR from whole world means (the path before row-restricted means)."""
+    total = 0.0
+    for step in release.mechanism:
+        m0, m1 = step.mean(pair.g0).double(), step.mean(pair.g1).double()
+        node = pair.info.get("node")
+        if node is not None:
+            m1 = m1.clone()
+            m1[node] = m0[node]
+        d = m1 - m0
+        rows = d.reshape(d.shape[0], -1).abs().sum(1) > 0
+        m0, d = m0[rows], d[rows]
+        o = step.output[rows].double()
+        total += float(((o - m0) * d).sum() - 0.5 * (d * d).sum()) / step.noise_std**2
+    return total
+
+
+@pytest.mark.parametrize("change", ["add", "add-directed", "remove", "add, node row unscored"])
+def test_row_restricted_means_score_bitwise(csbm, change):
+    u, v = 0, 599
+    eu, ev = (int(x) for x in csbm.edge_index[:, 0])
+    g1 = {"add": lambda: add_edge(csbm, u, v), "add-directed": lambda: add_directed_edge(csbm, u, v),
+          "remove": lambda: remove_edge(csbm, eu, ev), "add, node row unscored": lambda: add_edge(csbm, u, v)}[change]()
+    p = CanaryPair(csbm, g1, {"node": v} if "node" in change else {})
+    t = target(csbm)
+    releases = [r for bit in (0, 1) for r in t.fit_batch(p.world(bit), gens([70 + bit, 80 + bit, 90 + bit]))]
+    for r in releases:
+        step = r.mechanism[1]
+        rows = step.support(p.g0, p.g1)
+        differ = (step.mean(p.g0) != step.mean(p.g1)).any(1).nonzero().view(-1)
+        assert rows is not None and set(differ.tolist()) <= set(rows.tolist()) and len(differ)
+        for g in (p.g0, p.g1):
+            assert torch.equal(step.mean_rows(g, rows), step.mean(g)[rows])
+    assert MechanismLRT().score_batch(releases, p, csbm) == [_reference_score(r, p) for r in releases]
+
+
+def test_differing_rows_counts_multiplicity():
+    a = torch.tensor([[0, 1, 2], [3, 3, 4]])
+    assert differing_rows(a, a, 5).tolist() == []
+    assert differing_rows(a, torch.tensor([[0, 1, 1, 2], [3, 3, 3, 4]]), 5).tolist() == [3]
+    assert differing_rows(a, torch.tensor([[0, 2, 2], [3, 4, 1]]), 5).tolist() == [1, 3]
+    adj = transposed_adjacency(torch.tensor([[0, 1, 2, 2, 4], [3, 3, 4, 0, 1]]), 5)
+    h = torch.randn(5, 3)
+    rows = torch.tensor([0, 3, 4])
+    assert torch.equal(csr_rows(adj, rows) @ h, (adj @ h)[rows])
+
+
+def test_prepare_shared_per_process(csbm):
+    a, b = target(csbm), target(csbm)  # two chunks' targets, same config and graph
+    assert a._prepared is b._prepared
+    assert target(csbm, encoder_epochs=4)._prepared is not a._prepared
+    assert_same_release(a.fit(csbm, torch.Generator().manual_seed(5)),
+                        b.fit(csbm, torch.Generator().manual_seed(5)), csbm)

@@ -81,11 +81,15 @@ The classifiers are trained together on first use of any trial's classifier view
 stacked on a trial axis (:class:`ClassifierBatch`); every operation there is chosen so that a
 trial's floats do not depend on the batch it is in (bitwise equal to ``fit``; tests check it).
 Hop 1's mechanism step carries a ``mean_key``: its mean depends on the cached encoder and the
-graph only, so a batched scorer computes it once.
+graph only, so a batched scorer computes it once. Hops ≥ 2 (whose means read the released H_k)
+carry ``support``/``mean_rows``: the worlds' means differ only in the rows whose in-edges differ,
+and the scorer computes those rows alone (A's rows sliced once per pair; bitwise the rows of the
+whole product).
 
 :meth:`GAP.prepare` caches the encoder under EDP only: it is trained on features, labels and masks
-(never edges), which an edge canary does not change; the cache is keyed on those tensors. Under NDP
-the encoder is a DP-SGD release of node data and is retrained in every fit.
+(never edges), which an edge canary does not change; the cache is keyed on those tensors, and kept
+per process (a later chunk, or the canary search before it, reuses it). Under NDP the encoder is a
+DP-SGD release of node data and is retrained in every fit.
 """
 from __future__ import annotations
 

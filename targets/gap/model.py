@@ -61,6 +61,34 @@ def transposed_adjacency(edge_index: torch.Tensor, num_nodes: int, dtype: torch.
         return torch.sparse_csr_tensor(crow, src[order], values, (num_nodes, num_nodes), check_invariants=False)
 
 
+def csr_rows(matrix: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """The given rows of a sparse CSR matrix, as a CSR matrix (each row's entries in their order,
+    so ``csr_rows(m, rows) @ h`` equals ``(m @ h)[rows]`` row by row)."""
+    crow, col, val = matrix.crow_indices(), matrix.col_indices(), matrix.values()
+    rows = rows.to(crow.device)
+    starts, counts = crow[rows], crow[rows + 1] - crow[rows]
+    new_crow = torch.zeros(rows.numel() + 1, dtype=crow.dtype, device=crow.device)
+    new_crow[1:] = torch.cumsum(counts, 0)
+    # entry positions: each row's start, then consecutive
+    offsets = torch.arange(int(new_crow[-1]), device=crow.device) - torch.repeat_interleave(new_crow[:-1], counts)
+    take = torch.repeat_interleave(starts, counts) + offsets
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        return torch.sparse_csr_tensor(new_crow, col[take], val[take], (rows.numel(), matrix.size(1)),
+                                       check_invariants=False)
+
+
+def differing_rows(edges0: torch.Tensor, edges1: torch.Tensor, num_nodes: int) -> torch.Tensor:
+    """The destinations v whose multiset of in-edges u→v differs between two edge sets: outside
+    them, Aᵀh is the same for both (sorted indices)."""
+    keys = torch.cat([edges0[1] * num_nodes + edges0[0], edges1[1] * num_nodes + edges1[0]])
+    sign = torch.cat([torch.ones(edges0.size(1), dtype=torch.long, device=keys.device),
+                      -torch.ones(edges1.size(1), dtype=torch.long, device=keys.device)])
+    unique, inverse = torch.unique(keys, return_inverse=True)
+    count = torch.zeros(unique.numel(), dtype=torch.long, device=keys.device).index_add_(0, inverse, sign)
+    return torch.unique(unique[count != 0] // num_nodes)
+
+
 class _ByIdentity:
     """A small cache of values computed from tensors, hit only by the very same (unmodified) objects.
 

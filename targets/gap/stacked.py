@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -235,10 +236,12 @@ class ClassifierBatch:
     a trial computes reads another trial's slice, so its classifier is the same in any batch.
     """
 
-    def __init__(self, cfg: GAPConfig, device: torch.device, stacks: list[list[torch.Tensor]],
+    def __init__(self, cfg: GAPConfig, device: torch.device,
+                 stacks: list[list[torch.Tensor]] | Callable[[], list[list[torch.Tensor]]],
                  t: dict[str, torch.Tensor], classes: int, cls_rngs: list[torch.Generator]) -> None:
         self.cfg = cfg
         self.device = device
+        # stacks: each trial's channels H_0..H_K, or a function computing them on first use
         self.stacks, self.t, self.classes, self.cls_rngs = stacks, t, classes, cls_rngs
         self.chans: list[torch.Tensor] = []
         self._lock = threading.Lock()
@@ -251,7 +254,7 @@ class ClassifierBatch:
             if self.params is None:
                 # hop channel k of every trial, [B, N, h] (a channel all trials share is expanded)
                 self.chans = [hk[0].expand(len(hk), -1, -1) if all(h is hk[0] for h in hk) else torch.stack(hk)
-                              for hk in zip(*self.stacks)]
+                              for hk in zip(*(self.stacks() if callable(self.stacks) else self.stacks))]
                 self._train()
                 self.chans, self.stacks = [], []  # the releases keep their own stacks
 

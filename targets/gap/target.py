@@ -22,6 +22,8 @@ from targets.gap.model import (
     _Encoder,
     _per_example_flat_grads,
     bound_out_degree,
+    csr_rows,
+    differing_rows,
     rownorm,
     sum_aggregate,
     transposed_adjacency,
@@ -32,6 +34,11 @@ from targets.trace import HeterPoissonTrace
 
 #: what the edge-free encoder reads of a graph: :meth:`GAP.prepare`'s cache key (by content)
 _ENCODER_INPUTS = ("x", "y", "train_mask", "val_mask")
+#: :meth:`GAP.prepare`'s results in this process, by (config, device, threads, inputs' fingerprint)
+_PREPARED: dict[tuple, dict[str, Any]] = {}
+_PREPARED_SIZE = 4
+#: the fingerprint of encoder inputs already hashed (the very same tensors)
+_input_fingerprints = _ByIdentity(4)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -84,6 +91,8 @@ class GAP(Target[GAPConfig]):
             self.levels = ("api", "weights", "mechanism")
         self._prepared: dict[str, Any] | None = None
         self._adjacencies = _ByIdentity(8)  # Aᵀ per graph (edge level)
+        self._supports = _ByIdentity(4)  # rows where two graphs' Aᵀ differ
+        self._row_blocks = _ByIdentity(8)  # those rows of Aᵀ
 
     # ------------------------------------------------------------------ accounting
     def claim(self, graph: Any) -> Claim:
@@ -120,10 +129,28 @@ class GAP(Target[GAPConfig]):
 
     def prepare(self, graph: Any) -> None:
         """Cache the edge-free encoder and its embeddings X0 (EDP only: they never read edges;
-        no-op at node level)."""
+        no-op at node level).
+
+        The encoder is a function of (config, device, threads, encoder inputs) alone (seed 0), so
+        it is kept per process (:data:`_PREPARED`): later chunks of a run in the same worker, and
+        the canary search before them, reuse it instead of training it again.
+        """
         cfg = self.config
         if cfg.node_level:
             return
+        key = _input_fingerprints.get(self._encoder_inputs(graph),
+                                      lambda: fingerprint(graph, keys=_ENCODER_INPUTS))
+        cache_key = (repr(cfg), str(self.device), torch.get_num_threads(), key)
+        if cache_key not in _PREPARED:
+            _PREPARED[cache_key] = self._prepare(graph, key)
+            while len(_PREPARED) > _PREPARED_SIZE:
+                _PREPARED.pop(next(iter(_PREPARED)))
+        self._prepared = _PREPARED[cache_key]
+        self._embeddings(self._prepared["encoder"], graph.x)
+
+    def _prepare(self, graph: Any, key: str) -> dict[str, Any]:
+        """Train the edge-free encoder (seed 0) on `graph`; what :meth:`prepare` caches."""
+        cfg = self.config
         rng = torch.Generator().manual_seed(0)
         t = self._graph_tensors(graph)
         classes = int(graph.y.max()) + 1
@@ -131,9 +158,8 @@ class GAP(Target[GAPConfig]):
             encoder = self._new_encoder(t["x"].size(1), classes)
             if encoder is not None:
                 self._train(encoder, t["x"], t, cfg.em_epochs, rng, trace=None, name="encoder")
-        self._prepared = {"key": fingerprint(graph, keys=_ENCODER_INPUTS), "encoder": encoder,
-                          "seen": _ByIdentity(), "embeddings": _ByIdentity(4), "token": object()}
-        self._embeddings(encoder, graph.x)
+        return {"key": key, "encoder": encoder, "seen": _ByIdentity(), "embeddings": _ByIdentity(4),
+                "token": object()}
 
     def cached_work(self) -> str | None:
         """What :meth:`prepare` computes once per worker and every trial reuses."""
@@ -148,7 +174,7 @@ class GAP(Target[GAPConfig]):
         key = self._encoder_inputs(graph)
 
         def same() -> bool:
-            return fingerprint(graph, keys=_ENCODER_INPUTS) == self._prepared["key"]
+            return _input_fingerprints.get(key, lambda: fingerprint(graph, keys=_ENCODER_INPUTS)) == self._prepared["key"]
 
         hit = self._prepared["seen"].get(key, same)  # compared once per graph object
         return hit, self._prepared["encoder"] if hit else None
@@ -435,7 +461,7 @@ class GAP(Target[GAPConfig]):
         cfg = self.config
         claim, sigma, std, claimed_std, _ = self._noise(graph)
         t = self._graph_tensors(graph)
-        n, classes, b = int(graph.num_nodes), int(graph.y.max()) + 1, len(rngs)
+        classes, b = int(graph.y.max()) + 1, len(rngs)
 
         # 1. encoder (edge-free): the prepared one, or each trial's own, drawn from its generator
         cached, encoder = self._cached_encoder(graph)
@@ -459,24 +485,28 @@ class GAP(Target[GAPConfig]):
         edges = self._private_edges(graph, bound_seeds[0])  # edge level: the graph's own edges
         aggregate = self._aggregator(graph, edges)
         first = aggregate(h0) if cached else None
-        trial_hs, trial_sums = [], []
+        trial_hs, trial_sums, last_sums = [], [], []  # H_0..H_{K-1}; S_1..S_K; S_K on the device
         for j, r in enumerate(rngs):
             h = h0 if cached else h0[j]
             hs, sums = [h], []
             for k in range(cfg.hops):
                 agg = first if k == 0 and cached else aggregate(h)
                 noise = torch.randn(agg.shape, generator=r, dtype=agg.dtype).to(agg.device)
-                s_k = agg + std * noise
+                s_k = noise.mul_(std).add_(agg)  # agg + std·noise, in the draw's buffer
                 sums.append(s_k.detach().cpu())
-                h = rownorm(s_k)
-                hs.append(h)
+                if k + 1 < cfg.hops:
+                    h = rownorm(s_k)
+                    hs.append(h)
             trial_hs.append(hs)
             trial_sums.append(sums)
+            last_sums.append(s_k)
 
-        # 3. the classifiers: trained together on first use of any trial's classifier view
+        # 3. the classifiers: trained together on first use of any trial's classifier view (H_K,
+        # which only they read, is normalised then)
         cls_rngs = [child_generator(r) for r in rngs]
         query_seeds = [int(torch.randint(0, 2**62, (1,), generator=r).item()) for r in rngs]
-        batch = ClassifierBatch(cfg, self.device, trial_hs, t, classes, cls_rngs)
+        batch = ClassifierBatch(cfg, self.device, lambda: [hs + [rownorm(s)] for hs, s in zip(trial_hs, last_sums)],
+                                t, classes, cls_rngs)
         mean_key = ("gap hop 1", self._prepared["token"]) if cached else None
         return [self._edge_release(j, batch, trial_hs[j], trial_sums[j], encoders[j], bound_seeds[j],
                                    query_seeds[j], mean_key, graph, t, edges, std, claimed_std, claim, cached)
@@ -514,7 +544,9 @@ class GAP(Target[GAPConfig]):
 
         mechanism = [
             MechanismStep(output=sums[k], mean=self._mean_fn(k, hs, encoder, bound_seed), noise_std=claimed_std,
-                          name=f"hop {k + 1}", mean_key=mean_key if k == 0 else None)
+                          name=f"hop {k + 1}", mean_key=mean_key if k == 0 else None,
+                          support=None if k == 0 else self._support_fn(hs[k].size(0)),
+                          mean_rows=None if k == 0 else self._mean_rows_fn(hs[k]))
             for k in range(cfg.hops)
         ]
         info = {
@@ -544,6 +576,36 @@ class GAP(Target[GAPConfig]):
             return aggregate(prev).cpu()
 
         return mean
+
+    def _support_fn(self, released_rows: int) -> Callable[[Any, Any], torch.Tensor | None]:
+        """support(g0, g1) of a hop k ≥ 2 (edge level): the rows whose in-edges differ, where the
+        graphs have the release's node count (else None: the mean reads noiseless rows)."""
+
+        def compute(g0: Any, g1: Any) -> tuple[int, torch.Tensor | None]:
+            n = int(g0.num_nodes)
+            return n, differing_rows(g0.edge_index, g1.edge_index, n) if n == int(g1.num_nodes) else None
+
+        def support(g0: Any, g1: Any) -> torch.Tensor | None:
+            n, rows = self._supports.get((g0.edge_index, g1.edge_index), lambda: compute(g0, g1))
+            return rows if n == released_rows else None
+
+        return support
+
+    def _mean_rows_fn(self, released: torch.Tensor) -> Callable[[Any, torch.Tensor], torch.Tensor]:
+        """mean_rows(graph, rows) of a hop k ≥ 2 (edge level): rows of A_graphᵀ · (released H_k)."""
+
+        def block(graph: Any, rows: torch.Tensor) -> torch.Tensor:
+            n = int(graph.num_nodes)
+            adj = self._adjacencies.get((graph.edge_index,),
+                                        lambda: transposed_adjacency(self._private_edges(graph, 0), n))
+            return csr_rows(adj, rows)
+
+        def mean_rows(graph: Any, rows: torch.Tensor) -> torch.Tensor:
+            part = self._row_blocks.get((graph.edge_index, rows), lambda: block(graph, rows))  # rows × n
+            prev = released[:part.size(1)]
+            return ((part if part.dtype == prev.dtype else part.to(prev.dtype)) @ prev).cpu()
+
+        return mean_rows
 
     def noiseless(self, graph: Any) -> torch.Tensor | None:
         """Noiseless hop sums S_1..S_K (K × N × h) with the prepared (or a seed-0, non-private) encoder.
