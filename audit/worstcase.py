@@ -43,12 +43,15 @@ class Choice:
 
 
 def probe_key(target: targets.Target, graph: Any, options: dict[str, Any]) -> str:
-    """The probe's cache key: the target's class and config, the graph's content, the options."""
+    """The probe's cache key: the target's class and config, the graph's content, the options, and
+    the code of the target and the probe (a probe stored by other code is never reused)."""
+    from audit import provenance
     from graphs.ops import fingerprint
 
     config = dataclasses.asdict(target.config)
-    text = json.dumps([type(target).__module__, type(target).__qualname__, config, fingerprint(graph), options],
-                      sort_keys=True, default=str)
+    code = provenance.code_identity(type(target), sensitivity)["key"]
+    text = json.dumps([type(target).__module__, type(target).__qualname__, config, fingerprint(graph), options,
+                       code], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
