@@ -393,15 +393,17 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
                 on_chunk(len(rows))
 
     # the exact LLR, its threshold 0 and gdp rest on the target's declared noise model: test it on
-    # held-out releases first (before the trials: a sequential plan reads it), and fall back to what
-    # assumes nothing where it fails
-    check = declared.check_declared(target, pair, seed=spec.seed, attack=attack, graph=graph,
-                                    n=DECLARED_CHECK_N) if level in ("mechanism", "trace") else None
+    # held-out releases first, and fall back to what assumes nothing where it fails
+    def checked() -> declared.DeclaredCheck | None:
+        return declared.check_declared(target, pair, seed=spec.seed, attack=attack, graph=graph,
+                                       n=DECLARED_CHECK_N) if level in ("mechanism", "trace") else None
+
     probe = functools.cache(lambda: _probe(spec, target, pair) if attack.reads_probe else None)
     t_trials = time.time()
     seq, why_not = None, ""
     try:
         if sequential:
+            check = checked()
             seq, why_not = seq_game.run(spec, claim, _plan(spec, claim, attack, probe, pair, check), play,
                                         lambda hi: store.trials(key, limit=hi))
         if seq is None:
@@ -412,6 +414,8 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
     trials_wall = time.time() - t_trials
     if seq is None:
         rows = store.trials(key, limit=spec.trials)
+        if not sequential:
+            check = checked()
         est, why, policy = _estimate(spec, claim, attack, probe, pair, check, *worlds(rows))
         record: dict[str, Any] = {"on": False, **({"why_not": why_not} if sequential else {})}
     else:
