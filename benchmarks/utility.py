@@ -162,7 +162,7 @@ def mlp_accuracy(graph: Any, seed: int, hidden: int = 64, epochs: int = 100, lr:
                 pred = model(x).argmax(1)
             acc = {k: float((pred[m] == y[m]).float().mean()) for k, m in masks.items()}
             if chosen is None or acc["val"] > chosen["val"]:
-                chosen, state = acc, copy.deepcopy(model.state_dict())
+                chosen = acc
         if best is None or chosen["val"] > best["val"]:
             best = chosen
     assert best is not None
@@ -272,10 +272,31 @@ def write_markdown(rows: list[dict[str, Any]], seeds: int, split: tuple[float, f
 
 
 # ---------------------------------------------------------------------------------------------
+# the other papers' presets: each lives in benchmarks/utility_<paper>.py, with
+# ``run(args, split) -> str`` returning its markdown section, and owns one section of the file
+# ---------------------------------------------------------------------------------------------
+OTHER_PAPERS = ("gap", "dpdgc", "heterpoisson", "gcon")
+
+
+def write_section(out: Path, name: str, markdown: str) -> None:
+    """Put `markdown` between ``<!-- begin NAME -->`` and ``<!-- end NAME -->`` in `out`, replacing
+    that section if it is there and appending it otherwise; the rest of the file is kept."""
+    begin, end = f"<!-- begin {name} -->", f"<!-- end {name} -->"
+    text = out.read_text() if out.exists() else ""
+    block = f"{begin}\n{markdown.rstrip()}\n{end}"
+    if begin in text and end in text:
+        text = text[:text.index(begin)] + block + text[text.index(end) + len(end):]
+    else:
+        text = text.rstrip() + ("\n\n" if text else "") + block + "\n"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+
+
+# ---------------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--target", default=None)
-    p.add_argument("--paper", choices=["caribou"], default=None,
+    p.add_argument("--paper", choices=["caribou", *OTHER_PAPERS], default=None,
                    help="reproduce the paper's table cells our datasets allow and write results/utility.md")
     p.add_argument("--datasets", nargs="+", default=None)
     p.add_argument("--epsilons", nargs="+", type=float, default=None)
@@ -304,6 +325,12 @@ def main(argv: list[str] | None = None) -> None:
         paper_caribou(args.seeds, args.datasets or ["chain-s", "chain-m", "chain-l", "chain-x", "cora", "photo",
                                                     "computers"],
                       args.epsilons or PAPER_EPSILONS, split or (0.1, 0.1, 0.2), out, grid_override=grid)
+        return
+    if args.paper:
+        import importlib
+        out = Path(args.out) if args.out else Path(__file__).resolve().parents[1] / "results" / "utility.md"
+        module = importlib.import_module(f"utility_{args.paper}")
+        write_section(out, args.paper, module.run(args, split))
         return
     if not args.target:
         p.error("--target or --paper is required")
