@@ -21,7 +21,6 @@ when it has one, e.g. CARIBOU, which prints its notice).
 from __future__ import annotations
 
 import argparse
-import copy
 import itertools
 import math
 import os
@@ -151,7 +150,7 @@ def mlp_accuracy(graph: Any, seed: int, hidden: int = 64, epochs: int = 100, lr:
         torch.manual_seed(seed)
         model = _MLP(x.size(1), hidden, classes, dropout)
         opt = torch.optim.Adam(model.parameters(), lr=lr)
-        chosen, state = None, None
+        chosen = None
         for _ in range(epochs):
             model.train()
             opt.zero_grad()
