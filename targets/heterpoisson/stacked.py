@@ -21,7 +21,7 @@ so ‖∇‖² = ‖δ1‖²(‖a‖² + 1) + ‖δ2‖²(‖z‖² + 1) + (∇�
 reference (tests/test_heterpoisson_batch.py).
 
 Parameters live in one flat K × D block (D = d rounded up to 32; parameters in
-``StarNet.parameters()`` order), Adam (torch.optim.Adam's update, betas 0.9/0.999, eps 1e-8) acts
+``StarNet.parameters()`` order: GIN's λ first, then lin1's and lin2's weight and bias), Adam (torch.optim.Adam's update, betas 0.9/0.999, eps 1e-8) acts
 on it elementwise.
 """
 from __future__ import annotations
@@ -63,9 +63,10 @@ class Layout:
         return padded(self.d)
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
+        """Parameter shapes in ``StarNet.parameters()`` order: the module's own λ before its layers'."""
         f, h, c = self.features, self.hidden, self.classes
-        out = {"lin1.weight": (h, f), "lin1.bias": (h,), "lin2.weight": (c, h), "lin2.bias": (c,)}
-        return {**out, "gin_eps": (1,)} if self.gin else out
+        layers = {"lin1.weight": (h, f), "lin1.bias": (h,), "lin2.weight": (c, h), "lin2.bias": (c,)}
+        return {"gin_eps": (1,), **layers} if self.gin else layers
 
     def unflatten(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
         """One run's flat vector (≥ d entries) → its named parameters (fresh tensors)."""
@@ -80,12 +81,13 @@ class Layout:
         """(W1, b1, W2, b2, λ or None) of every run, as views of the K × D block."""
         f, h, c = self.features, self.hidden, self.classes
         k = flat.size(0)
-        o1 = f * h
+        o0 = int(self.gin)
+        o1 = o0 + f * h
         o2 = o1 + h
         o3 = o2 + h * c
         o4 = o3 + c
-        lam = flat[:, o4] if self.gin else None
-        return flat[:, :o1].view(k, h, f), flat[:, o1:o2], flat[:, o2:o3].view(k, c, h), flat[:, o3:o4], lam
+        lam = flat[:, 0] if self.gin else None
+        return flat[:, o0:o1].view(k, h, f), flat[:, o1:o2], flat[:, o2:o3].view(k, c, h), flat[:, o3:o4], lam
 
 
 @dataclass
@@ -221,7 +223,7 @@ def init_runs(lay: Layout, rngs: list[torch.Generator]) -> tuple[torch.Tensor, l
     runs = []
     for k, rng in enumerate(rngs):
         gen = torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,), generator=rng).item()))
-        offset = 0
+        offset = int(lay.gin)  # λ (first, 0) then the two layers
         for fan_in, fan_out in ((lay.features, lay.hidden), (lay.hidden, lay.classes)):
             w = params[k, offset:offset + fan_in * fan_out].view(fan_out, fan_in)
             nn.init.kaiming_uniform_(w, a=math.sqrt(5), generator=gen)
