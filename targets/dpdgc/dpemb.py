@@ -29,6 +29,7 @@ from targets.trace import HeterPoissonTrace, TraceStep
 #: SELU's constants
 _SCALE, _ALPHA = 1.0507009873554805, 1.6732632423543772
 _BETA1, _BETA2, _EPS = 0.9, 0.999, 1e-8
+_SELU_BACKWARD = torch.ops.aten.elu_backward.default  # SELU's derivative, fused (selu = elu(α, scale))
 
 
 @dataclass
@@ -160,13 +161,13 @@ def _train_stack(adj: Adjacency, sched: Schedule, y: torch.Tensor, train_idx: to
             pre = pre_all[idx, runs] + params[:, n, None, :]
         else:
             pre = rows_of.gather(params, pos)
-        act = torch.ops.aten.elu(pre, _ALPHA, _SCALE, 1.0)  # SELU
+        act = torch.selu(pre)
         probs = torch.softmax(torch.bmm(act, head), dim=2)  # K × B × C
         if rows_of is None:
             probs[runs, arange_b, y_dev[idx]] -= 1.0  # ∂CE/∂logits
         else:
             probs.sub_(rows_of.onehot)  # (x − 0 = x: the same floats as subtracting 1 at the label)
-        gpre = torch.ops.aten.elu_backward(torch.bmm(probs, head_t), _ALPHA, _SCALE, 1.0, False, pre)
+        gpre = _SELU_BACKWARD(torch.bmm(probs, head_t), _ALPHA, _SCALE, 1.0, False, pre)
         # ‖∂loss_i/∂(W, b)‖² = (deg_i + 1)‖g_i‖²
         factor = adj.grad_factor[idx] if rows_of is None else rows_of.factor
         norms = torch.linalg.vector_norm(gpre, dim=2).mul_(factor)
