@@ -160,12 +160,17 @@ class _Setup:
 
 
 def _batches(setup: _Setup, bits: dict[int, int]) -> list[tuple[int, list[int]]]:
-    """The chunk's trials (index → secret bit) by world, in sub-batches of at most ``setup.batch``."""
+    """The chunk's trials (index → secret bit) by world, in sub-batches of ``setup.batch``; a last
+    sub-batch of fewer than half of that joins the one before it (a small stack costs more per
+    trial, and its thread groups leave cores idle)."""
     size = max(1, setup.batch)
     out = []
     for bit in (0, 1):
         mine = [i for i, b in bits.items() if b == bit]
-        out += [(bit, mine[k:k + size]) for k in range(0, len(mine), size)]
+        subs = [mine[k:k + size] for k in range(0, len(mine), size)]
+        if len(subs) > 1 and 2 * len(subs[-1]) < size:
+            subs[-2:] = [subs[-2] + subs[-1]]
+        out += [(bit, sub) for sub in subs]
     return out
 
 

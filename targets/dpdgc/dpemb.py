@@ -19,7 +19,7 @@ import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
@@ -29,6 +29,7 @@ from targets.trace import HeterPoissonTrace, TraceStep
 #: SELU's constants
 _SCALE, _ALPHA = 1.0507009873554805, 1.6732632423543772
 _BETA1, _BETA2, _EPS = 0.9, 0.999, 1e-8
+_SELU_BACKWARD = torch.ops.aten.elu_backward.default  # SELU's derivative, fused (selu = elu(α, scale))
 
 
 @dataclass
@@ -78,26 +79,31 @@ def threads_for(runs: int, min_group: int = MIN_GROUP) -> int:
 
 def train(adj: Adjacency, sched: Schedule, y: torch.Tensor, train_idx: torch.Tensor, classes: int,
           rngs: list[torch.Generator], canary: torch.Tensor | None = None,
-          trace: HeterPoissonTrace | None = None, threads: int = 1
-          ) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+          trace: HeterPoissonTrace | None = None, threads: int = 1,
+          then: Callable[[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor]], Any] | None = None) -> list:
     """(W, b, R) of each run, run k from ``rngs[k]``; the runs split into `threads` groups trained
-    at once (the same floats: see the module docstring)."""
-    if adj.sparse is not None:  # CUDA: one stack, its kernels are the parallelism
-        return _train_stack(adj, sched, y, train_idx, classes, rngs, canary, trace)
-    size = math.ceil(len(rngs) / max(1, threads))
-    groups = [rngs[i:i + size] for i in range(0, len(rngs), size)]
+    at once (the same floats: see the module docstring). `then(k, (W, b, R))`, where given, is
+    applied to run k on its group's thread (what follows training: the release) and its value
+    returned instead."""
+    def finish(start: int, runs: list) -> list:
+        return runs if then is None else [then(start + j, run) for j, run in enumerate(runs)]
 
-    def one(group: list[torch.Generator]) -> list:
+    if adj.sparse is not None:  # CUDA: one stack, its kernels are the parallelism
+        return finish(0, _train_stack(adj, sched, y, train_idx, classes, rngs, canary, trace))
+    size = math.ceil(len(rngs) / max(1, threads))
+    starts = range(0, len(rngs), size)
+
+    def one(start: int) -> list:
         torch.set_num_threads(1)  # every group single-threaded, so its floats never depend on the pool
-        return _train_stack(adj, sched, y, train_idx, classes, group, canary, trace)
+        return finish(start, _train_stack(adj, sched, y, train_idx, classes, rngs[start:start + size], canary, trace))
 
     threads_before = torch.get_num_threads()
     try:
-        if len(groups) == 1:
-            done = [one(groups[0])]
+        if len(starts) == 1:
+            done = [one(0)]
         else:
-            with ThreadPoolExecutor(max_workers=len(groups), thread_name_prefix="dpemb") as pool:
-                done = list(pool.map(one, groups))
+            with ThreadPoolExecutor(max_workers=len(starts), thread_name_prefix="dpemb") as pool:
+                done = list(pool.map(one, starts))
     finally:
         torch.set_num_threads(threads_before)
     return [run for group in done for run in group]
@@ -141,27 +147,31 @@ def _train_stack(adj: Adjacency, sched: Schedule, y: torch.Tensor, train_idx: to
     y_dev = y.to(dev)
     runs = torch.arange(k_runs, device=dev)[:, None]  # K × 1
     arange_b = torch.arange(batch, device=dev)[None, :]
-    bags = torch.arange(k_runs * batch, device=dev)
-    bases = torch.div(bags, batch, rounding_mode="floor") * (n + 1)
+    rows_of = None if adj.sparse is not None else _BatchRows(adj, train_idx, y, classes, k_runs, batch)
     for t in range(sched.steps):
         perms = []
         for k, rng in enumerate(rngs):
             perms.append(torch.randperm(m, generator=rng)[:batch])
             grads[k].normal_(0.0, sched.std, generator=rng)
-        idx = train_idx[torch.stack(perms)].to(dev)  # K × B
+        pos = torch.stack(perms).to(dev)  # K × B positions in train_idx
+        idx = train_idx.to(dev)[pos] if rows_of is None or trace is not None else None
         noisy = grads.to(dev)
-        if adj.sparse is not None:
+        if rows_of is None:
             pre_all = torch.sparse.mm(adj.sparse[0], w.transpose(0, 1).reshape(n, k_runs * h)).view(n, k_runs, h)
             pre = pre_all[idx, runs] + params[:, n, None, :]
         else:
-            pre, entries = _batch_rows(params, idx, adj, bags, bases)
-        act = torch.ops.aten.elu(pre, _ALPHA, _SCALE, 1.0)  # SELU
+            pre = rows_of.gather(params, pos)
+        act = torch.selu(pre)
         probs = torch.softmax(torch.bmm(act, head), dim=2)  # K × B × C
-        probs[runs, arange_b, y_dev[idx]] -= 1.0  # ∂CE/∂logits
-        gpre = torch.ops.aten.elu_backward(torch.bmm(probs, head_t), _ALPHA, _SCALE, 1.0, False, pre)
+        if rows_of is None:
+            probs[runs, arange_b, y_dev[idx]] -= 1.0  # ∂CE/∂logits
+        else:
+            probs.sub_(rows_of.onehot)  # (x − 0 = x: the same floats as subtracting 1 at the label)
+        gpre = _SELU_BACKWARD(torch.bmm(probs, head_t), _ALPHA, _SCALE, 1.0, False, pre)
         # ‖∂loss_i/∂(W, b)‖² = (deg_i + 1)‖g_i‖²
-        norms = torch.linalg.vector_norm(gpre, dim=2) * adj.grad_factor[idx]
-        gs = gpre * torch.clamp(sched.clip / (norms + 1e-12), max=1.0)[..., None]
+        factor = adj.grad_factor[idx] if rows_of is None else rows_of.factor
+        norms = torch.linalg.vector_norm(gpre, dim=2).mul_(factor)
+        gs = gpre.mul_((sched.clip / norms.add_(1e-12)).clamp_(max=1.0)[..., None])
         # the clean sum onto the noise: row j of run k gathers the clipped g_i of its batch rows i
         # with A[i, j], row n (b) all of them
         if adj.sparse is not None:
@@ -170,10 +180,7 @@ def _train_stack(adj: Adjacency, sched: Schedule, y: torch.Tensor, train_idx: to
             grad_w = torch.sparse.mm(adj.sparse[1], scattered.view(n, k_runs * h)).view(n, k_runs, h)
             noisy[:, :n].add_(grad_w.transpose(0, 1))
         else:
-            slot, target, val = entries
-            rows = gs.reshape(-1, h).index_select(0, slot)
-            if val is not None:
-                rows = rows * val
+            target, rows = rows_of.target, rows_of.spread(gs)
             noisy.view(k_runs * (n + 1), h).index_add_(0, target, rows)
             if trace is not None:
                 grad_w = torch.zeros(n + 1, h, device=dev).index_add_(0, target, rows)[None, :n]
@@ -198,21 +205,47 @@ def _train_stack(adj: Adjacency, sched: Schedule, y: torch.Tensor, train_idx: to
     return [(params[k, :n].clone(), params[k, n].clone(), head[k].contiguous()) for k in range(k_runs)]
 
 
-def _batch_rows(params: torch.Tensor, idx: torch.Tensor, adj: Adjacency, bags: torch.Tensor, bases: torch.Tensor
-                ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]]:
-    """(A W_k + b_k) at run k's batch rows (K × B × h), from the batch rows' entries of A only,
-    each bag summed in A's column order (``embedding_bag``: the same floats for any K); with
-    those entries (slot k·B + i, row of W_k[j] in the flat parameters, value) for the backward
-    pass. `bags` = 0 … K·B − 1, `bases` = k·(n + 1) for each slot."""
-    k_runs, n1, h = params.shape
-    flat = idx.reshape(-1)
-    start, counts = adj.crow[flat], adj.deg[flat]
-    offsets = torch.cumsum(counts, 0) - counts
-    total = int(offsets[-1] + counts[-1])
-    slot = torch.repeat_interleave(bags, counts, output_size=total)
-    entry = (start - offsets)[slot] + torch.arange(total, device=params.device)
-    target = bases[slot] + adj.cols[entry]
-    val = None if adj.unit else adj.vals[entry]
-    pre = F.embedding_bag(target, params.view(k_runs * n1, h), offsets, mode="sum", per_sample_weights=val)
-    rows_val = None if val is None else val[:, None]
-    return pre.view(k_runs, idx.size(1), h) + params[:, n1 - 1, None, :], (slot, target, rows_val)
+class _BatchRows:
+    """The batch rows' part of a step on CPU, for a stack of K runs of B rows: A's CSR entries of
+    run k's batch rows as rows of the flat K·(n + 1) × h parameters (``target``), each bag summed
+    in A's column order (``embedding_bag``: the same floats for any K), and the backward pass's
+    rows (each clipped g_i once per entry of row i, times A's value). Per training node, what a
+    step reads (CSR start and degree, one-hot label, gradient norm factor) is gathered once."""
+
+    def __init__(self, adj: Adjacency, train_idx: torch.Tensor, y: torch.Tensor, classes: int, k_runs: int,
+                 batch: int) -> None:
+        nnz, n1 = adj.cols.numel(), adj.crow.numel()  # n1 = n + 1 (row n of a run's block is b)
+        self.k_runs, self.batch = k_runs, batch
+        self.start, self.deg = adj.crow[train_idx], adj.deg[train_idx]
+        self.labels = F.one_hot(y[train_idx], classes).to(torch.float32)
+        self.factors = adj.grad_factor[train_idx]
+        # run k's copy of A's entries: column j → row k·(n + 1) + j of the flat parameters
+        runs = torch.arange(k_runs, device=adj.cols.device)
+        self.cols = (adj.cols[None, :] + runs[:, None] * n1).reshape(-1)
+        self.vals = None if adj.unit else adj.vals.repeat(k_runs)
+        self.run_shift = (runs * nnz).repeat_interleave(batch)  # bag k·B + i reads run k's entries
+        self.arange = torch.arange(k_runs * nnz, device=adj.cols.device)
+
+    def gather(self, params: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        """(A W_k + b_k) at run k's batch rows ``train_idx[pos[k]]`` (K × B × h)."""
+        k_runs, n1, h = params.shape
+        flat = pos.reshape(-1)
+        counts = self.deg.index_select(0, flat)
+        ends = torch.cumsum(counts, 0)
+        self.offsets = offsets = ends - counts
+        total = int(ends[-1])
+        shift = self.start.index_select(0, flat).add_(self.run_shift).sub_(offsets)
+        entry = torch.repeat_interleave(shift, counts, output_size=total).add_(self.arange[:total])
+        self.counts, self.total = counts, total
+        self.target = self.cols.index_select(0, entry)
+        self.val = None if self.vals is None else self.vals.index_select(0, entry)
+        self.onehot = self.labels.index_select(0, flat).view(k_runs, -1, self.labels.size(1))
+        self.factor = self.factors.index_select(0, flat).view(k_runs, -1)
+        pre = F.embedding_bag(self.target, params.view(k_runs * n1, h), offsets, mode="sum",
+                              per_sample_weights=self.val)
+        return pre.view(k_runs, self.batch, h) + params[:, n1 - 1, None, :]
+
+    def spread(self, gs: torch.Tensor) -> torch.Tensor:
+        """Row e: the clipped g_i of the bag that entry e belongs to, times A's value."""
+        rows = gs.reshape(-1, gs.size(-1)).repeat_interleave(self.counts, dim=0, output_size=self.total)
+        return rows if self.val is None else rows.mul_(self.val[:, None])

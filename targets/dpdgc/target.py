@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 import torch
@@ -268,14 +268,15 @@ class DPDGC(Target[DPDGCConfig]):
 
     def _train_encoders(self, edge_index: torch.Tensor, n: int, y: torch.Tensor, train_idx: torch.Tensor,
                         classes: int, sigma: float, rngs: list[torch.Generator],
-                        canary: torch.Tensor | None = None, trace: HeterPoissonTrace | None = None
-                        ) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+                        canary: torch.Tensor | None = None, trace: HeterPoissonTrace | None = None,
+                        then: Callable[[int, tuple], Any] | None = None) -> list:
         """DP-Emb's projected DP-Adam for K = ``len(rngs)`` independent runs on one adjacency, run k
         drawing only from ``rngs[k]`` (in the order one run draws) and giving back the (W, b, R) a
         lone run gives (tested bitwise): stacked K × (n + 1) × h, the batch rows gathered from A's
         CSR, the noisy sum built on the noise, one fused Adam, the runs split over the usable cores
         (:mod:`targets.dpdgc.dpemb`). `canary` (d or T×d, not clipped) joins every step's clipped
         sum; where `trace` is given (one run only), each step's noisy and clean sums are appended.
+        `then(k, (W, b, R))` (run k's release) runs on run k's training thread.
         """
         cfg = self.config
         if classes > cfg.hidden:
@@ -287,12 +288,13 @@ class DPDGC(Target[DPDGCConfig]):
         self._encoder_std = std
         sched = dpemb.Schedule(n=n, hidden=cfg.hidden, batch=batch, steps=t_enc, std=std, lr=cfg.lr,
                                weight_decay=cfg.encoder_weight_decay, clip=cfg.clip, project=self._project)
-        out = dpemb.train(self._adjacencies(edge_index, n), sched, y, train_idx, classes, rngs, canary, trace,
-                          threads=dpemb.threads_for(len(rngs)))
-        if not self.bug("norm-noop"):
-            for w, _, _ in out:
-                assert float(w.norm(dim=1).max()) <= cfg.norm_scale * (1 + 1e-5), "W rows exceed c"
-        return out
+        def checked(k: int, run: tuple) -> Any:
+            if not self.bug("norm-noop"):
+                assert float(run[0].norm(dim=1).max()) <= cfg.norm_scale * (1 + 1e-5), "W rows exceed c"
+            return run if then is None else then(k, run)
+
+        return dpemb.train(self._adjacencies(edge_index, n), sched, y, train_idx, classes, rngs, canary, trace,
+                           threads=dpemb.threads_for(len(rngs)), then=checked)
 
     def _train_classifier(self, inputs: torch.Tensor, y: torch.Tensor, masks: tuple, classes: int,
                           sigma: float, rng: torch.Generator) -> tuple[nn.Module, dict[str, float]]:
@@ -381,22 +383,28 @@ class DPDGC(Target[DPDGCConfig]):
         canary = self._canary(graph, claim)
         hash_seeds = [int(torch.randint(0, 2**62, (1,), generator=rng)) for rng in rngs]
         states = [rng.get_state() for rng in rngs]  # the trace view replays DP-Emb from here (no draw)
+        def release(j: int, enc: tuple) -> tuple[Release, tuple]:  # on run j's training thread
+            return self._release(graph, claim, masks, canary, hash_seeds[j], states[j], enc, rngs[j]), enc
+
         if cfg.level == "node":  # one edge set per run: the runs train apart, one per usable core at a time
-            def alone(seed_rng: tuple[int, torch.Generator]) -> tuple:
-                edges = self._edges(graph, seed_rng[0])
-                return self._train_encoders(edges, n, y, train_idx, classes, sigma, [seed_rng[1]], canary)[0]
+            def alone(j: int) -> tuple:
+                edges = self._edges(graph, hash_seeds[j])
+                return self._train_encoders(edges, n, y, train_idx, classes, sigma, [rngs[j]], canary,
+                                            then=lambda _, enc: release(j, enc))[0]
 
             threads_before = torch.get_num_threads()
             try:
                 workers = dpemb.threads_for(len(rngs), min_group=1)
                 with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dpemb") as pool:
-                    encoded = list(pool.map(alone, zip(hash_seeds, rngs)))
+                    done = list(pool.map(alone, range(len(rngs))))
             finally:
                 torch.set_num_threads(threads_before)  # (each run sets its thread single-threaded)
         else:
-            encoded = self._train_encoders(self._edges(graph, 0), n, y, train_idx, classes, sigma, rngs, canary)
-        return [self._release(graph, claim, masks, canary, hash_seed, state, enc, rng)
-                for hash_seed, state, enc, rng in zip(hash_seeds, states, encoded, rngs)]
+            done = self._train_encoders(self._edges(graph, 0), n, y, train_idx, classes, sigma, rngs, canary,
+                                        then=release)
+        w, b, _ = done[-1][1]
+        self._last = (w, b, hash_seeds[-1])
+        return [rel for rel, _ in done]
 
     def _release(self, graph: Any, claim: Claim, masks: tuple, canary: torch.Tensor | None, hash_seed: int,
                  encoder_state: torch.Tensor, encoded: tuple, rng: torch.Generator) -> Release:
@@ -407,7 +415,6 @@ class DPDGC(Target[DPDGCConfig]):
         n, y = graph.num_nodes, graph.y.cpu()
         classes = int(y.max()) + 1
         w, b, head = encoded
-        self._last = (w, b, hash_seed)
         w64, b64 = w.double(), b.double()
         edges = self._edges(graph, hash_seed)
         encoder_args = (edges, n, y, torch.nonzero(masks[0]).view(-1), classes, sigma)
