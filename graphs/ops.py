@@ -56,6 +56,17 @@ def drop_isolated(graph: Data) -> Data:
     return out
 
 
+def drop_isolated_with_notice(graph: Data, who: str) -> tuple[Data, str | None]:
+    """`graph` without its isolated nodes (a target's ``preprocess``, as GAP's loader does) and a
+    one-line notice naming `who`; the graph itself and None when there is none."""
+    isolated = int((degrees(graph) == 0).sum())
+    if isolated == 0:
+        return graph, None
+    out = drop_isolated(graph)
+    return out, (f"{who}: dropped {isolated} isolated node(s) as the paper does (GAP's RemoveIsolatedNodes): "
+                 f"{graph.num_nodes} -> {out.num_nodes} nodes")
+
+
 def has_edge(graph: Data, u: int, v: int) -> bool:
     ei = graph.edge_index
     return bool(((ei[0] == u) & (ei[1] == v)).any())

@@ -287,3 +287,20 @@ def test_raw_features_without_encoder(csbm):
     assert not any(k.startswith("encoder.") for k in rel.view("weights"))
     expected = sum_aggregate(rownorm(csbm.x), csbm.edge_index, 600)
     assert torch.allclose(rel.mechanism[0].mean(csbm), expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["gap", "dpdgc"])
+def test_preprocess_drops_isolated_nodes_with_a_notice(csbm, name):
+    """GAP's loader (which DPDGC reuses) removes isolated nodes; `train` and the audit apply it."""
+    g = csbm.clone()
+    g.x = torch.cat([g.x, torch.zeros(3, g.x.size(1))])
+    g.y = torch.cat([g.y, torch.zeros(3, dtype=torch.long)])
+    for m in ("train_mask", "val_mask", "test_mask"):
+        setattr(g, m, torch.cat([getattr(g, m), torch.ones(3, dtype=torch.bool)]))
+    g.num_nodes = csbm.num_nodes + 3
+    t = build(name, epsilon=1.0)
+    same, notice = t.preprocess(csbm)
+    assert same is csbm and notice is None
+    out, notice = t.preprocess(g)
+    assert out.num_nodes == csbm.num_nodes and notice.startswith(f"{name}: dropped 3 isolated")
+    assert torch.equal(out.edge_index, csbm.edge_index) and torch.equal(out.train_mask, csbm.train_mask)

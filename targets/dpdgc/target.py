@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from graphs import ops as graph_ops
+from graphs.ops import drop_isolated_with_notice
 from targets.accounting import gap_delta, gaussian_rdp, gdp_epsilon
 from targets.base import Claim, Lazy, LazyDict, MechanismStep, Release, Target, TargetConfig, seeded
 from targets.dpdgc.accountant import ORDERS, calibrated_sigma, dpdgc_epsilon, dpdgc_rdp, lemma_f1_epsilon
@@ -127,6 +128,10 @@ class DPDGC(Target[DPDGCConfig]):
         cfg = self.config
         b = min(cfg.batch_size, m)
         return b, (cfg.epochs_encoder * m) // b, (cfg.epochs_classifier * m) // b
+
+    def preprocess(self, graph: Any) -> tuple[Any, str | None]:
+        """The paper's pre-processing (GAP's loader; spec §4.1): isolated nodes dropped, with a notice."""
+        return drop_isolated_with_notice(graph, "dpdgc")
 
     # ------------------------------------------------------------------ accountant
     def _rdp(self, sigma: float, q: float, t_enc: int, t_clf: int) -> np.ndarray:

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from graphs.ops import fingerprint
+from graphs.ops import drop_isolated_with_notice, fingerprint
 from targets.base import Claim, Lazy, MechanismStep, Release, Target, TargetConfig, child_generator, seeded
 from targets.dpsgd import assign_flat_grad, canary_from, clip_rows, noisy_sum, poisson_sample
 from targets.gap.accountant import dpsgd_schedule, gap_claim
@@ -93,6 +93,10 @@ class GAP(Target[GAPConfig]):
         self._adjacencies = _ByIdentity(8)  # Aᵀ per graph (edge level)
         self._supports = _ByIdentity(4)  # rows where two graphs' Aᵀ differ
         self._row_blocks = _ByIdentity(8)  # those rows of Aᵀ
+
+    def preprocess(self, graph: Any) -> tuple[Any, str | None]:
+        """The paper's pre-processing (GAP's loader; spec §5): isolated nodes dropped, with a notice."""
+        return drop_isolated_with_notice(graph, "gap")
 
     # ------------------------------------------------------------------ accounting
     def claim(self, graph: Any) -> Claim:
