@@ -142,14 +142,3 @@ def test_run_is_the_same_for_any_batch(tmp_path):
     rows = runs["one"][0]
     assert len(rows) == 24 and len({sc for _, _, sc in rows}) == 24
     assert all(r == runs["one"] for r in runs.values())
-
-
-def test_parallel_stacks_change_no_float(csbm, monkeypatch):
-    t = build("heterpoisson", **SMALL, sampling_rate=0.5)
-    seeds = list(range(12))
-    monkeypatch.setattr(stacked, "usable_cores", lambda: 1)
-    alone = t.fit_batch(csbm, _gens(seeds))
-    monkeypatch.setattr(stacked, "usable_cores", lambda: 3)  # three stacks of four, on three threads
-    threaded = t.fit_batch(csbm, _gens(seeds))
-    for a, b in zip(alone, threaded):
-        _same(a, b, csbm)

@@ -27,7 +27,6 @@ on it elementwise.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
@@ -39,13 +38,6 @@ from targets.heterpoisson.model import aggregate
 
 _BETA1, _BETA2, _EPS = 0.9, 0.999, 1e-8
 _ALIGN = 32  # rows per run rounded up to this (whole AVX-512 double vectors for any width)
-
-
-def usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def padded(n: int) -> int:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
 import numpy as np
@@ -18,7 +17,6 @@ from targets.heterpoisson.config import HeterPoissonConfig
 from targets.heterpoisson.model import Batch, star_forward
 from targets.trace import HeterPoissonTrace, TraceStep
 
-_MIN_GROUP = 4  # the fewest runs a thread's stack gets (a smaller one pays the per-op cost for fewer runs)
 _STACK_BYTES = 16 * 2**20  # runs stack until their step tensors reach about this size (csbm: ~19 runs; measured best near there)
 
 
@@ -265,26 +263,10 @@ class HeterPoisson(Target[HeterPoissonConfig]):
                 raise ValueError(f"canary_gradient must have shape ({d},) or ({T_run}, {d}), got {tuple(gc.shape)}")
             if canary_node is not None and not bool(train_mask[int(canary_node)]):
                 raise ValueError(f"canary_node {canary_node} is not a training node")
-        largest = max(1, _STACK_BYTES // stacked.stack_bytes(lay, stacked.padded(int(train_mask.sum()))))
-        cores = 1 if self.device.type == "cuda" else min(stacked.usable_cores(), len(rngs) // _MIN_GROUP) or 1
-        groups = max(math.ceil(len(rngs) / largest), cores)
-        size = math.ceil(len(rngs) / groups)
+        size = max(1, _STACK_BYTES // stacked.stack_bytes(lay, stacked.padded(int(train_mask.sum()))))
         canary = (gc, None if canary_node is None else int(canary_node), canary_whole_node)
-
-        def stack(i: int) -> list[Release]:
-            torch.set_num_threads(1)  # every stack single-threaded: its floats never depend on the pool
-            return self._fit_stack(graph, rngs[i:i + size], p, lay, canary)
-
-        starts = range(0, len(rngs), size)
-        threads_before = torch.get_num_threads()
-        try:
-            if cores == 1 or len(starts) == 1:
-                return [release for i in starts for release in stack(i)]
-            # a stack's runs never meet another stack's, so stacks train on parallel threads
-            with ThreadPoolExecutor(max_workers=cores, thread_name_prefix="heterpoisson") as pool:
-                return [release for done in pool.map(stack, starts) for release in done]
-        finally:
-            torch.set_num_threads(threads_before)
+        return [release for i in range(0, len(rngs), size)
+                for release in self._fit_stack(graph, rngs[i:i + size], p, lay, canary)]
 
     def _fit_stack(self, graph: Any, rngs: list[torch.Generator], p: dict, lay: stacked.Layout,
                    canary: tuple) -> list[Release]:
