@@ -8,7 +8,8 @@ dataset load or the canary choice) and checks identity: the scores of the trials
 played must be equal (bitwise; the largest difference is printed otherwise).
 
 Rows: gaussian, caribou and gap on the ``mechanism`` view (mechanism-lrt), DPDGC's (whose
-mechanism trains DP-Emb in every trial), GAP's full training (api view with LinkTeller, which
+mechanism trains DP-Emb in every trial), HeterPoisson's (DP-SGD trained in every trial, gradient-lrt
+on the trace), GAP's full training (api view with LinkTeller, which
 trains the classifier on every release), the loky backend with 1
 and 2 jobs and a Dask LocalCluster with 1 and 2 workers (caribou, batched), and CUDA (``--device
 cuda``) where available.
@@ -214,6 +215,9 @@ def rows_for(dataset: str, args: argparse.Namespace) -> list[Row]:
             AuditSpec(target="gap", attack="mechanism-lrt", **common), args.trials, args.trials_one),
         Row(f"{dataset} dpdgc / mechanism-lrt (DP-Emb trained per trial)",
             AuditSpec(target="dpdgc", attack="mechanism-lrt", **common), args.full_trials, args.full_trials_one),
+        Row(f"{dataset} heterpoisson / gradient-lrt (trace: DP-SGD trained per trial)",
+            AuditSpec(target="heterpoisson", attack="gradient-lrt", **{**common, "canary": "dirac-gradient"}),
+            args.full_trials, args.full_trials_one),
         Row(f"{dataset} gap full training / linkteller (api)",
             AuditSpec(target="gap", attack="linkteller", level="api", **common), args.full_trials,
             args.full_trials_one),
@@ -246,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trials", type=int, default=128, help="trials of each batched run")
     p.add_argument("--trials-one", type=int, default=0, help="trials of each batch=1 run (0: as many as --trials; "
                    "fewer trials means fewer per chunk, so the per-chunk setup weighs more on batch=1)")
-    p.add_argument("--full-trials", type=int, default=16, help="trials of the full-training runs (GAP api, DPDGC)")
+    p.add_argument("--full-trials", type=int, default=16, help="trials of the full-training runs (GAP api, DPDGC, HeterPoisson)")
     p.add_argument("--full-trials-one", type=int, default=0, help="batch=1 trials of the full-training runs "
                    "(0: as many)")
     p.add_argument("--batch", type=int, default=0, help="batch size of the batched runs (0 = auto)")

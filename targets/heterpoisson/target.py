@@ -265,8 +265,13 @@ class HeterPoisson(Target[HeterPoissonConfig]):
                 raise ValueError(f"canary_node {canary_node} is not a training node")
         size = max(1, _STACK_BYTES // stacked.stack_bytes(lay, stacked.padded(int(train_mask.sum()))))
         canary = (gc, None if canary_node is None else int(canary_node), canary_whole_node)
-        return [release for i in range(0, len(rngs), size)
-                for release in self._fit_stack(graph, rngs[i:i + size], p, lay, canary)]
+        threads_before = torch.get_num_threads()
+        torch.set_num_threads(1)  # a parallel kernel splits its range by the stack's size: one thread keeps
+        try:                      # run k's floats independent of the stack
+            return [release for i in range(0, len(rngs), size)
+                    for release in self._fit_stack(graph, rngs[i:i + size], p, lay, canary)]
+        finally:
+            torch.set_num_threads(threads_before)
 
     def _fit_stack(self, graph: Any, rngs: list[torch.Generator], p: dict, lay: stacked.Layout,
                    canary: tuple) -> list[Release]:
