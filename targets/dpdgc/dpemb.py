@@ -149,13 +149,8 @@ def _train_stack(adj: Adjacency, sched: Schedule, y: torch.Tensor, train_idx: to
     arange_b = torch.arange(batch, device=dev)[None, :]
     rows_of = None if adj.sparse is not None else _BatchRows(adj, train_idx, y, classes, k_runs, batch)
     for t in range(sched.steps):
-        perms = []
-        for k, rng in enumerate(rngs):
-            perms.append(torch.randperm(m, generator=rng)[:batch])
-            grads[k].normal_(0.0, sched.std, generator=rng)
-        pos = torch.stack(perms).to(dev)  # K × B positions in train_idx
+        pos = torch.stack([torch.randperm(m, generator=rng)[:batch] for rng in rngs]).to(dev)  # K × B in train_idx
         idx = train_idx.to(dev)[pos] if rows_of is None or trace is not None else None
-        noisy = grads.to(dev)
         if rows_of is None:
             pre_all = torch.sparse.mm(adj.sparse[0], w.transpose(0, 1).reshape(n, k_runs * h)).view(n, k_runs, h)
             pre = pre_all[idx, runs] + params[:, n, None, :]
@@ -172,6 +167,11 @@ def _train_stack(adj: Adjacency, sched: Schedule, y: torch.Tensor, train_idx: to
         factor = adj.grad_factor[idx] if rows_of is None else rows_of.factor
         norms = torch.linalg.vector_norm(gpre, dim=2).mul_(factor)
         gs = gpre.mul_((sched.clip / norms.add_(1e-12)).clamp_(max=1.0)[..., None])
+        # each run's noise after its batch (its generator's order), drawn once the batch rows' work
+        # is done, so the clean sum lands on rows the draw has just written
+        for k, rng in enumerate(rngs):
+            grads[k].normal_(0.0, sched.std, generator=rng)
+        noisy = grads.to(dev)
         # the clean sum onto the noise: row j of run k gathers the clipped g_i of its batch rows i
         # with A[i, j], row n (b) all of them
         if adj.sparse is not None:
