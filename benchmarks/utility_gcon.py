@@ -223,7 +223,8 @@ def run(args: Any, split: Any) -> str:
         "figures' qualitative claims with our target (exact Newton minimiser, the accountant untouched). "
         "Datasets: Cora (Planetoid public split, for the paper's Cora-ML), CiteSeer (public split, as the "
         "paper), Actor (seeded 60/20/20, as the paper); PubMed and Cora-ML are not in our dataset store. "
-        "δ = 1/|E| (directed count). GCON cells are validation-selected (never test).", ""]
+        "δ = 1/|E| (directed count). GCON cells are validation-selected (never test); every GCON fit uses "
+        "`lam_margin = 2` (Eq. 22's ξ is unstated; Λ ← max(Λ, 2·bound), the spec's [REC]).", ""]
     sections: list[str] = []
     verdicts: list[str] = []
     graphs = _Graphs()
