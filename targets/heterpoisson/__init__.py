@@ -57,6 +57,10 @@ Release views
   rest of the batch, not part of the paper's release) and ``canary_scale`` (the whole-node canary's
   multiplier of g_c at that step, see below; None otherwise). ``trace.noisy_matrix()`` stacks them (T×d).
 * ``weights``: the val-selected checkpoint; ``api``: ``predict(graph, nodes=None)`` → softmax.
+  A checkpoint is kept every ``eval_every`` steps; the one of best validation accuracy (the api's
+  predictions with it; ties: the later) is picked when ``weights``, ``api`` or
+  ``info["accuracy"]`` (a :class:`targets.base.Lazy`) is first read, so trace-level audits never
+  pay for validation. Nothing random is drawn then: the release is the same whether or not it is read.
 
 Gradient-canary hook
 --------------------
@@ -94,8 +98,13 @@ already has δ(2) ≥ 6e-5 > 1.63e-5. A full-vector auditor that estimates W fro
 released (minus known) gradient and applies the conditional Gaussian likelihood ratio should
 exceed the claim.
 
-Shapes: x is n×f; d = f·h + h + h·C + C (+1 for GIN's λ). Cost: one fit on csbm (q_b = 1,
-T = 9) takes ≈ 0.1-0.5 s; Cora ≈ 6 s, CiteSeer ≈ 15 s (per-example gradients of d ≈ 0.2-0.5 M).
+Shapes: x is n×f; d = f·h + h + h·C + C (+1 for GIN's λ, first in the flat vector).
+
+Batched fits: ``fit`` is ``fit_batch([rng])[0]``; ``fit_batch`` trains runs in stacks with
+closed-form per-example gradients (:mod:`targets.heterpoisson.stacked`), run k drawing only from
+its own generator, so a run's release is bitwise the same in any stack (CPU). Cost (CPU, one
+core, shared machine; benchmarks/throughput.md): csbm default (q_b = 1, T = 9, d = 4,612) ≈ 4-6 ms
+a run in a stack, ≈ 9-12 ms alone; Cora ≈ 80 ms a run.
 """
 from __future__ import annotations
 

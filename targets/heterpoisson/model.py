@@ -20,6 +20,25 @@ class Batch:
     dst: torch.Tensor
 
 
+def aggregate(x: torch.Tensor, s: torch.Tensor, n: torch.Tensor, backbone: str,
+              gin_eps: torch.Tensor | None = None) -> torch.Tensor:
+    """The backbone's one message-passing layer on stars: x the central rows, s the sum of the
+    kept peripheral rows, n their count."""
+    if backbone == "gcn":  # undirected star with self-loops: d_i = n+1, d_j = 2
+        return x / (n + 1) + s / torch.sqrt(2 * (n + 1))
+    if backbone == "sage":
+        return (x + s) / (n + 1)
+    return s + (1 + gin_eps) * x
+
+
+def star_forward(weights: dict[str, torch.Tensor], packed: torch.Tensor, features: int, backbone: str) -> torch.Tensor:
+    """StarNet's logits with the given parameters (names as ``StarNet.named_parameters()``)."""
+    f = features
+    a = aggregate(packed[:, :f], packed[:, f:2 * f], packed[:, 2 * f:2 * f + 1], backbone, weights.get("gin_eps"))
+    h = F.linear(a, weights["lin1.weight"], weights["lin1.bias"])
+    return F.linear(F.elu(h), weights["lin2.weight"], weights["lin2.bias"])
+
+
 class StarNet(nn.Module):
     """One message-passing layer on a star + MLP head; input rows are [x_i, Σ_{j∈N_i} x_j, |N_i|]."""
 
@@ -34,10 +53,5 @@ class StarNet(nn.Module):
     def forward(self, packed: torch.Tensor) -> torch.Tensor:
         f = self.features
         x, s, n = packed[:, :f], packed[:, f:2 * f], packed[:, 2 * f:2 * f + 1]
-        if self.backbone == "gcn":  # undirected star with self-loops: d_i = n+1, d_j = 2
-            a = x / (n + 1) + s / torch.sqrt(2 * (n + 1))
-        elif self.backbone == "sage":
-            a = (x + s) / (n + 1)
-        else:
-            a = s + (1 + self.gin_eps) * x
+        a = aggregate(x, s, n, self.backbone, getattr(self, "gin_eps", None))
         return self.lin2(F.elu(self.lin1(a)))

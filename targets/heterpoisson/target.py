@@ -7,17 +7,17 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from targets.accounting import calibrate_decreasing
-from targets.base import Claim, Release, Target, TargetConfig, child_generator, seeded
-from targets.dpsgd import assign_flat_grad, canary_from, clip_rows, flatten, per_example_gradients
-from targets.heterpoisson.accountant import heterpoisson_epsilon, sml_sample
+from targets.base import Claim, Lazy, LazyDict, Release, Target, TargetConfig
+from targets.dpsgd import canary_from
+from targets.heterpoisson import stacked
+from targets.heterpoisson.accountant import heterpoisson_epsilon
 from targets.heterpoisson.config import HeterPoissonConfig
-from targets.heterpoisson.model import Batch, StarNet
+from targets.heterpoisson.model import Batch, star_forward
 from targets.trace import HeterPoissonTrace, TraceStep
 
-_CHUNK = 512  # per-example gradients are computed in chunks of this many sub-graphs
+_STACK_BYTES = 16 * 2**20  # runs stack until their step tensors reach about this size (csbm: ~19 runs; measured best near there)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -29,6 +29,7 @@ class HeterPoisson(Target[HeterPoissonConfig]):
     name: ClassVar[str] = "heterpoisson"
     Config: ClassVar[type[TargetConfig]] = HeterPoissonConfig
     levels: tuple[str, ...] = ("api", "weights", "trace")
+    batched: ClassVar[bool] = True
     bugs: ClassVar[dict[str, str]] = {
         "no-noise": "adds no noise to the summed gradients while claiming the calibrated epsilon",
         "order-overlap": "[code] drops a central node's peripheral copy only where that central node "
@@ -154,30 +155,11 @@ class HeterPoisson(Target[HeterPoissonConfig]):
         """One Heter-Poisson batch (CPU tensors): central ids and kept peripheral edges src → dst."""
         cache = _cache if _cache is not None else self._sampler_cache(graph)
         q = self.plan(graph)["sampling_rate"] if sampling_rate is None else float(sampling_rate)
-        n, train_idx, src, dst, keep_p = cache["n"], cache["train_idx"], cache["src"], cache["dst"], cache["keep_p"]
-        coins = torch.rand(train_idx.numel(), generator=rng)
-        central = train_idx[coins < q]
-        is_central = torch.zeros(n, dtype=torch.bool)
-        is_central[central] = True
-        sel = is_central[dst]
-        e_src, e_dst, p = src[sel], dst[sel], keep_p[sel]
-        kept = torch.rand(e_src.numel(), generator=rng) < p
-        e_src, e_dst = e_src[kept], e_dst[kept]
-        if self.bug("isolated-fallback"):
-            iso = central[cache["indeg"][central] == 0]
-            if iso.numel():
-                m = self.config.neighbors
-                extra = torch.randint(0, n, (iso.numel() * m,), generator=rng)
-                e_src = torch.cat([e_src, extra])
-                e_dst = torch.cat([e_dst, iso.repeat_interleave(m)])
-        if self.bug("order-overlap"):
-            pos = torch.full((n,), -1, dtype=torch.long)
-            pos[central[torch.randperm(central.numel(), generator=rng)]] = torch.arange(central.numel())
-            drop = is_central[e_src] & (pos[e_src] < pos[e_dst])
-        else:
-            drop = is_central[e_src]
-        keep = ~drop
-        return Batch(central=central, src=e_src[keep], dst=e_dst[keep])
+        return self._sample(cache, [rng], q).batch_of(0, cache["train_idx"])
+
+    def _sample(self, cache: dict, rngs: list[torch.Generator], q: float) -> stacked.Sampled:
+        return stacked.sample(cache, rngs, q, self.config.neighbors, order_overlap=self.bug("order-overlap"),
+                              isolated_fallback=self.bug("isolated-fallback"))
 
     def _sampler_cache(self, graph: Any) -> dict:
         src, dst = graph.edge_index[0].cpu(), graph.edge_index[1].cpu()
@@ -223,8 +205,9 @@ class HeterPoisson(Target[HeterPoissonConfig]):
         keep = rank < self.config.test_neighbors
         return src[keep], dst[keep]
 
-    def _predict_fn(self, model: StarNet, seed: int, train_mask: torch.Tensor):
+    def _predict_fn(self, weights: Lazy, seed: int, train_mask: torch.Tensor):
         device = self.device
+        backbone = self.config.backbone
 
         @torch.no_grad()
         def predict(graph: Any, nodes=None) -> torch.Tensor:
@@ -236,8 +219,8 @@ class HeterPoisson(Target[HeterPoissonConfig]):
             src, dst = self._inference_edges(graph, uniq, gen, tm)
             x = graph.x.float().to(device)
             packed = self._pack(x, uniq, src, dst)
-            model.eval()
-            return F.softmax(model(packed), dim=1).float().cpu()[inv]
+            on_device = {k: v.to(device) for k, v in weights.get().items()}
+            return F.softmax(star_forward(on_device, packed, x.size(1), backbone), dim=1).float().cpu()[inv]
 
         return predict
 
@@ -252,110 +235,151 @@ class HeterPoisson(Target[HeterPoissonConfig]):
 
     def fit(self, graph: Any, rng: torch.Generator, *, canary_gradient: torch.Tensor | None = None,
             canary_node: int | None = None, canary_whole_node: bool | None = None) -> Release:
+        return self.fit_batch(graph, [rng], canary_gradient=canary_gradient, canary_node=canary_node,
+                              canary_whole_node=canary_whole_node)[0]
+
+    def fit_batch(self, graph: Any, rngs: list[torch.Generator], *, canary_gradient: torch.Tensor | None = None,
+                  canary_node: int | None = None, canary_whole_node: bool | None = None) -> list[Release]:
+        """``len(rngs)`` runs on `graph`, run k drawing only from ``rngs[k]``, trained in stacks
+        (:mod:`targets.heterpoisson.stacked`): run k's release is bitwise what ``fit(graph, rngs[k])``
+        gives on CPU, whatever the stack."""
         cfg = self.config
         p = self.plan(graph)
-        q, T_run = p["sampling_rate"], p["run_steps"]
-        std = 0.0 if self.bug("no-noise") else p["noise_std"]
-        device = self.device
         canary_gradient, canary_node = canary_from(graph, canary_gradient, canary_node)
         if canary_whole_node is None:
             canary_whole_node = bool(getattr(graph, "canary_whole_node", False))
+        train_mask = graph.train_mask.cpu()
         if canary_whole_node:
             if canary_node is None:
                 raise ValueError("canary_whole_node needs canary_node")
-            if not bool(graph.train_mask[int(canary_node)]):
+            if not bool(train_mask[int(canary_node)]):
                 raise ValueError(f"canary_node {canary_node} is not a training node")
-        cache = self._sampler_cache(graph)
-        train_mask = graph.train_mask.cpu()
-        x = graph.x.float().to(device)
-        y = graph.y.long().to(device)
-        classes = int(graph.y.max()) + 1
-        with seeded(rng):
-            model = StarNet(x.size(1), cfg.hidden, classes, cfg.backbone).to(device)
-        canary_rng = child_generator(rng)  # always split, so worlds with and without canary align
-        infer_seed = int(torch.randint(0, 2**62, (1,), generator=rng).item())
-        shapes = {k: tuple(v.shape) for k, v in model.named_parameters()}
-        d = sum(v.numel() for v in model.parameters())
+        lay = stacked.Layout(graph.x.size(1), cfg.hidden, int(graph.y.max()) + 1, cfg.backbone == "gin")
+        d, T_run = lay.d, p["run_steps"]
         gc = None
         if canary_gradient is not None:
-            gc = torch.as_tensor(canary_gradient, dtype=torch.float32).to(device)
+            gc = torch.as_tensor(canary_gradient, dtype=torch.float32).to(self.device)
             if gc.shape[-1] != d or gc.dim() not in (1, 2) or (gc.dim() == 2 and gc.size(0) < T_run):
                 raise ValueError(f"canary_gradient must have shape ({d},) or ({T_run}, {d}), got {tuple(gc.shape)}")
             if canary_node is not None and not bool(train_mask[int(canary_node)]):
                 raise ValueError(f"canary_node {canary_node} is not a training node")
-        opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-        expected_batch = max(q * int(train_mask.sum()), 1e-12)
-        trace = HeterPoissonTrace(noise=cfg.noise, noise_std=std, clip_norm=cfg.clip_norm, sampling_rate=q,
-                                  expected_batch=expected_batch, accounted_steps=p["steps"], shapes=shapes)
-        predict = self._predict_fn(model, infer_seed, train_mask)
+        size = max(1, _STACK_BYTES // stacked.stack_bytes(lay, stacked.padded(int(train_mask.sum()))))
+        canary = (gc, None if canary_node is None else int(canary_node), canary_whole_node)
+        return [release for i in range(0, len(rngs), size)
+                for release in self._fit_stack(graph, rngs[i:i + size], p, lay, canary)]
+
+    def _fit_stack(self, graph: Any, rngs: list[torch.Generator], p: dict, lay: stacked.Layout,
+                   canary: tuple) -> list[Release]:
+        """One stack of runs: per step each run's batch, closed-form clipped sum, canary, noise,
+        trace and Adam; every ``eval_every`` steps a checkpoint, validated when a view needs the
+        val-selected model (:meth:`_release`)."""
+        cfg, dev = self.config, self.device
+        gc, canary_node, whole = canary
+        q, T_run, d, k_runs = p["sampling_rate"], p["run_steps"], lay.d, len(rngs)
+        std = 0.0 if self.bug("no-noise") else p["noise_std"]
+        cache = self._sampler_cache(graph)
+        train_idx = cache["train_idx"]
+        m = train_idx.numel()
+        rows = stacked.padded(m)
+        slot_of = torch.full((graph.num_nodes,), -1, dtype=torch.long)
+        slot_of[train_idx] = torch.arange(m)
+        x = graph.x.float().to(dev)
+        xs = stacked.pad_rows(x[train_idx.to(dev)], rows)
+        onehot = stacked.pad_rows(F.one_hot(graph.y.cpu().long()[train_idx], lay.classes).float(), rows).to(dev)
+        params, runs = stacked.init_runs(lay, rngs)
+        params = params.to(dev)
+        opt = stacked.Adam(params, cfg.lr)
+        expected_batch = max(q * m, 1e-12)
+        traces = [HeterPoissonTrace(noise=cfg.noise, noise_std=std, clip_norm=cfg.clip_norm, sampling_rate=q,
+                                    expected_batch=expected_batch, accounted_steps=p["steps"], shapes=lay.shapes())
+                  for _ in rngs]
         eval_every = cfg.eval_every or max(1, T_run // 10)
-        val_idx = graph.val_mask.cpu().nonzero().view(-1)
-        best = (-1.0, None)
-
-        def loss_of(out, target):
-            return F.cross_entropy(out.unsqueeze(0), target.unsqueeze(0))
-
+        checkpoints: list[list[torch.Tensor]] = [[] for _ in rngs]
+        mask = torch.zeros(k_runs, rows)
         for t in range(T_run):
-            batch = self.sample_batch(graph, rng, q, _cache=cache)
-            model.train()
-            total = torch.zeros(d, device=device)
-            if batch.central.numel():
-                packed = self._pack(x, batch.central, batch.src, batch.dst)
-                yc = y[batch.central.to(device)]
-                for i in range(0, packed.size(0), _CHUNK):
-                    grads = per_example_gradients(model, loss_of, packed[i:i + _CHUNK], yc[i:i + _CHUNK])
-                    total += clip_rows(flatten(grads), cfg.clip_norm).sum(0)
-            canary_in = None
-            scale = self.node_canary_scale(batch, int(canary_node)) if canary_whole_node else None
+            sampled = self._sample(cache, rngs, q)
+            s, cnt = stacked.star_inputs(x, slot_of, rows, k_runs, sampled.run, sampled.src, sampled.dst)
+            mask[:, :m] = sampled.central
+            total = stacked.clipped_sum(lay, params, xs, s, cnt, onehot, mask.to(dev), cfg.clip_norm, cfg.backbone)
+            scales = self._node_scales(sampled, slot_of, canary_node, k_runs) if whole else [None] * k_runs
+            canary_in: list[bool | None] = [None] * k_runs
             if gc is not None:
-                coin = bool(torch.rand(1, generator=canary_rng).item() < q)
-                if scale is not None:
-                    canary_in = scale > 0
-                else:
-                    canary_in = bool((batch.central == int(canary_node)).any()) if canary_node is not None else coin
-                if canary_in:
-                    g = gc[t] if gc.dim() == 2 else gc
-                    total = total + (g if scale is None else scale * g)
-            if cfg.noise == "sml":
-                noise = sml_sample(d, std, rng, per_coordinate=self.bug("per-coordinate-scale"))
-            else:
-                noise = std * torch.randn(d, generator=rng, dtype=torch.float64).float()
-            noisy = total + noise.to(device)
-            trace.steps.append(TraceStep(noisy=noisy.detach().cpu(), central=batch.central.clone(),
-                                         canary_in=canary_in, clean=total.detach().cpu(), canary_scale=scale))
-            assign_flat_grad(model, noisy / expected_batch)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+                g = gc[t] if gc.dim() == 2 else gc
+                for k, run in enumerate(runs):
+                    coin = bool(torch.rand(1, generator=run.canary_rng).item() < q)
+                    if scales[k] is not None:
+                        canary_in[k] = scales[k] > 0
+                    else:
+                        canary_in[k] = bool(sampled.central[k, slot_of[canary_node]]) if canary_node is not None else coin
+                    if canary_in[k]:
+                        total[k, :d] += g if scales[k] is None else scales[k] * g
+            noisy = total + stacked.noise(d, lay.width, std, rngs, cfg.noise, self.bug("per-coordinate-scale")).to(dev)
+            noisy_cpu, clean_cpu = noisy[:, :d].cpu(), total[:, :d].cpu()
+            for k, trace in enumerate(traces):
+                trace.steps.append(TraceStep(noisy=noisy_cpu[k].clone(), central=train_idx[sampled.central[k]],
+                                             canary_in=canary_in[k], clean=clean_cpu[k].clone(),
+                                             canary_scale=scales[k]))
+            opt.step(noisy / expected_batch)
             if (t + 1) % eval_every == 0 or t == T_run - 1:
-                if val_idx.numel():
-                    pred = predict(graph, val_idx).argmax(1)
-                    acc = float((pred == graph.y.cpu()[val_idx]).float().mean())
-                else:
-                    acc = 0.0
-                if acc >= best[0]:
-                    best = (acc, {k: v.detach().clone() for k, v in model.state_dict().items()})
-        if best[1] is not None:
-            model.load_state_dict(best[1])
-        accuracy = {}
-        with torch.no_grad():
-            probs = predict(graph)
-        pred = probs.argmax(1)
-        ycpu = graph.y.cpu()
-        for split in ("train", "val", "test"):
-            mask = getattr(graph, f"{split}_mask").cpu()
-            accuracy[split] = float((pred[mask] == ycpu[mask]).float().mean()) if mask.any() else float("nan")
-        weights = {k: v.detach().cpu().clone() for k, v in model.named_parameters()}
+                snapshot = params.cpu()
+                for k in range(k_runs):
+                    checkpoints[k].append(snapshot[k].clone())
+        return [self._release(graph, lay, checkpoints[k], run, trace, p, std)
+                for k, (run, trace) in enumerate(zip(runs, traces))]
+
+    def _node_scales(self, sampled: stacked.Sampled, slot_of: torch.Tensor, node: int, k_runs: int) -> list[float]:
+        """:meth:`node_canary_scale` of every run's batch."""
+        hit = sampled.src == node
+        stars = torch.zeros(k_runs, int(slot_of.numel()), dtype=torch.bool)
+        stars[sampled.run[hit], sampled.dst[hit]] = True
+        central = sampled.central[:, int(slot_of[node])]
+        return [float(c) + 2.0 * s for c, s in zip(central.tolist(), stars.sum(1).tolist())]
+
+    def _selected(self, graph: Any, lay: stacked.Layout, checkpoints: list[torch.Tensor], seed: int,
+                  train_mask: torch.Tensor) -> torch.Tensor:
+        """The last checkpoint of best validation accuracy, judged on what the api would answer with
+        it (every checkpoint ties at 0 without validation nodes)."""
+        val_idx = graph.val_mask.cpu().nonzero().view(-1)
+        if not val_idx.numel():
+            return checkpoints[-1]
+        x = graph.x.float().to(self.device)
+        src, dst = self._inference_edges(graph, val_idx, torch.Generator().manual_seed(seed), train_mask)
+        packed = self._pack(x, val_idx, src, dst)
+        y = graph.y.cpu()[val_idx]
+        best, best_acc = checkpoints[-1], -1.0
+        for flat in checkpoints:
+            weights = {k: v.to(self.device) for k, v in lay.unflatten(flat).items()}
+            with torch.no_grad():
+                out = star_forward(weights, packed, x.size(1), self.config.backbone)
+            acc = float((F.softmax(out, dim=1).argmax(1).cpu() == y).float().mean())
+            if acc >= best_acc:
+                best, best_acc = flat, acc
+        return best
+
+    def _release(self, graph: Any, lay: stacked.Layout, checkpoints: list[torch.Tensor], run: stacked.Run,
+                 trace: HeterPoissonTrace, p: dict, std: float) -> Release:
+        """One run's release: the trace at once; the val-selected weights (and so the api and the
+        accuracy) on first use, from the checkpoints and the inference seed fixed at fit time."""
+        train_mask = graph.train_mask.cpu()
+        weights = Lazy(lambda: lay.unflatten(self._selected(graph, lay, checkpoints, run.infer_seed, train_mask)))
+        predict = self._predict_fn(weights, run.infer_seed, train_mask)
+
+        def accuracy() -> dict[str, float]:
+            pred, ycpu = predict(graph).argmax(1), graph.y.cpu()
+            masks = {split: getattr(graph, f"{split}_mask").cpu() for split in ("train", "val", "test")}
+            return {split: float((pred[mk] == ycpu[mk]).float().mean()) if mk.any() else float("nan")
+                    for split, mk in masks.items()}
+
         info = {
-            "accuracy": accuracy,
-            "steps_run": T_run,
+            "accuracy": Lazy(accuracy),
+            "steps_run": p["run_steps"],
             "steps_accounted": p["steps"],
-            "sampling_rate": q,
+            "sampling_rate": p["sampling_rate"],
             "noise_multiplier": p["noise_multiplier"],
             "noise_std": std,
             "mean_batch": float(np.mean([s.central.numel() for s in trace.steps])) if trace.steps else 0.0,
             "fresh_noise_per_query": False,
             "randomised_inference": "neighbour sampling with a seed fixed at fit time",
-            "dimension": d,
+            "dimension": lay.d,
         }
-        return Release(api=predict, weights=weights, mechanism=None, trace=trace, info=info)
-
+        return Release(api=predict, weights=LazyDict({}, weights), mechanism=None, trace=trace, info=info)
