@@ -365,6 +365,17 @@ def test_release_views_and_accuracy(csbm):
     assert not torch.allclose(step.output, noiseless, atol=1e-3)
 
 
+def test_accuracy_survives_tiny_weights(csbm):
+    """A huge Λ shrinks Θ to ~1e-9 without changing its direction much; the reported accuracy is
+    the argmax of the float64 logits, so it must not collapse to one class (float32 posteriors tie)."""
+    accs = {}
+    for lam in (1e3, 1e9):
+        r = build("gcon", epsilon=1.0, lam=lam, bug="no-noise").fit(csbm, gen(0))
+        accs[lam] = r.info["accuracy"]["test"]
+    assert float(r.weights["theta"].abs().max()) < 1e-6
+    assert accs[1e9] > 0.6 and abs(accs[1e9] - accs[1e3]) < 0.05
+
+
 def test_pseudo_labels_use_every_node(csbm):
     t = build("gcon", epsilon=1.0, pseudo_labels=True)
     assert t.claim(csbm).details["n1"] == csbm.num_nodes

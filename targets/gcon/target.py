@@ -248,9 +248,9 @@ class GCON(Target[GCONConfig]):
             implied = -rows.numel() * grad
             return float(-beta * implied.norm(dim=0).sum() + torch.logdet(p.hessians(theta)).sum())
 
-        predict = self._predictor(theta, enc, graph.x)
-        probs = predict(graph)
-        pred = probs.argmax(1)
+        predict, logits = self._predictor(theta, enc, graph.x)
+        # argmax of the float64 logits: the float32 posteriors tie when Θ is tiny (large Λ + Λ')
+        pred = logits(graph).argmax(1)
         y = graph.y.cpu()
         acc = {split: float((pred[m] == y[m]).float().mean()) if bool(m.any()) else float("nan")
                for split, m in (("train", graph.train_mask.cpu()), ("val", graph.val_mask.cpu()),
@@ -293,20 +293,24 @@ class GCON(Target[GCONConfig]):
                 return enc.x
             return _unit_rows(enc.encoder.embed(x0.float().to(device)).double())
 
-        def predict(graph: Any, nodes: Any = None) -> torch.Tensor:
-            """Softmax posteriors; one-hop inference on `graph`'s own edges (Algorithm 4), no noise."""
+        def logits(graph: Any) -> torch.Tensor:
+            """float64 logits; one-hop inference on `graph`'s own edges (Algorithm 4), no noise."""
             with torch.no_grad():
                 x = encoded(graph)
                 if cfg.inference == "one-hop":
                     feats = one_hop(graph.edge_index, x, alpha_i, steps)
                 else:
                     feats = propagate(graph.edge_index, x, cfg.alpha, steps)
-                probs = torch.softmax(feats @ theta, 1).float().cpu()
+                return (feats @ theta).cpu()
+
+        def predict(graph: Any, nodes: Any = None) -> torch.Tensor:
+            """Softmax posteriors of the logits."""
+            probs = torch.softmax(logits(graph), 1).float()
             if nodes is not None:
                 probs = probs[torch.as_tensor(nodes, dtype=torch.long)]
             return probs
 
-        return predict
+        return predict, logits
 
     def noiseless(self, graph: Any) -> torch.Tensor | None:
         """Θ*(graph): the minimiser with B = 0 (encoder from ``encoder_seed``, or seed 0 when None)."""
