@@ -34,7 +34,7 @@ from torch import nn
 
 from targets.base import child_generator
 from targets.heterpoisson.accountant import sml_sample
-from targets.heterpoisson.model import aggregate
+from targets.heterpoisson.model import Batch, aggregate
 
 _BETA1, _BETA2, _EPS = 0.9, 0.999, 1e-8
 _ALIGN = 32  # rows per run rounded up to this (whole AVX-512 double vectors for any width)
@@ -100,9 +100,7 @@ class Sampled:
     src: torch.Tensor
     dst: torch.Tensor
 
-    def batch_of(self, k: int, train_idx: torch.Tensor):
-        from targets.heterpoisson.model import Batch
-
+    def batch_of(self, k: int, train_idx: torch.Tensor) -> Batch:
         mine = self.run == k
         return Batch(central=train_idx[self.central[k]], src=self.src[mine], dst=self.dst[mine])
 
