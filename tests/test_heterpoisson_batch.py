@@ -142,3 +142,19 @@ def test_run_is_the_same_for_any_batch(tmp_path):
     rows = runs["one"][0]
     assert len(rows) == 24 and len({sc for _, _, sc in rows}) == 24
     assert all(r == runs["one"] for r in runs.values())
+
+
+@pytest.mark.parametrize("bug", [None, "order-overlap"])
+def test_stacked_node_scales_are_node_canary_scale(csbm, bug):
+    t = build("heterpoisson", sampling_rate=0.7, neighbors=3, bug=bug)
+    cache = t._sampler_cache(csbm)
+    train_idx = cache["train_idx"]
+    slot_of = torch.full((csbm.num_nodes,), -1, dtype=torch.long)
+    slot_of[train_idx] = torch.arange(train_idx.numel())
+    seen = set()
+    for z in train_idx[:20].tolist():
+        sampled = t._sample(cache, _gens([z, z + 1, z + 2]), 0.7)
+        scales = t._node_scales(sampled, slot_of, z, 3)
+        assert scales == [t.node_canary_scale(sampled.batch_of(k, train_idx), z) for k in range(3)]
+        seen.update(scales)
+    assert len(seen) > 2  # central or not, and some peripheral stars

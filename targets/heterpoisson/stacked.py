@@ -21,23 +21,25 @@ so ‖∇‖² = ‖δ1‖²(‖a‖² + 1) + ‖δ2‖²(‖z‖² + 1) + (∇�
 reference (tests/test_heterpoisson_batch.py).
 
 Parameters live in one flat K × D block (D = d rounded up to 32; parameters in
-``StarNet.parameters()`` order: GIN's λ first, then lin1's and lin2's weight and bias), Adam (torch.optim.Adam's update, betas 0.9/0.999, eps 1e-8) acts
-on it elementwise.
+``StarNet.parameters()`` order: GIN's λ first, then lin1's and lin2's weight and bias); Adam
+(torch.optim.Adam's update, betas 0.9/0.999, eps 1e-8) acts on it elementwise. The stack runs
+on one torch thread (a parallel kernel would split its range by the stack's size).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from targets.base import child_generator
 from targets.heterpoisson.accountant import sml_sample
-from targets.heterpoisson.model import aggregate
+from targets.heterpoisson.model import Batch, aggregate
 
 _BETA1, _BETA2, _EPS = 0.9, 0.999, 1e-8
-_ALIGN = 32  # rows per run rounded up to this (whole AVX-512 double vectors for any width)
+_ALIGN = 32  # rows per run rounded up to this: a run's slice is whole unrolled vector steps (2 × 16 floats)
 
 
 def padded(n: int) -> int:
@@ -100,9 +102,7 @@ class Sampled:
     src: torch.Tensor
     dst: torch.Tensor
 
-    def batch_of(self, k: int, train_idx: torch.Tensor):
-        from targets.heterpoisson.model import Batch
-
+    def batch_of(self, k: int, train_idx: torch.Tensor) -> Batch:
         mine = self.run == k
         return Batch(central=train_idx[self.central[k]], src=self.src[mine], dst=self.dst[mine])
 
@@ -207,8 +207,8 @@ def pad_rows(t: torch.Tensor, rows: int) -> torch.Tensor:
 
 @dataclass
 class Run:
-    """What one run needs besides the stacked tensors: its generators and inference seed, and
-    what it records (trace steps, central counts)."""
+    """What one run keeps besides its rows of the stacked tensors: its generators and the
+    inference seed its api samples neighbours with."""
 
     rng: torch.Generator
     canary_rng: torch.Generator
