@@ -93,6 +93,7 @@ class GAP(Target[GAPConfig]):
         self._adjacencies = _ByIdentity(8)  # Aᵀ per graph (edge level)
         self._supports = _ByIdentity(4)  # rows where two graphs' Aᵀ differ
         self._row_blocks = _ByIdentity(8)  # those rows of Aᵀ
+        self._first_hops = _ByIdentity(4)  # Aᵀ·H0 per graph with the prepared encoder (edge level)
 
     def preprocess(self, graph: Any) -> tuple[Any, str | None]:
         """The paper's pre-processing (GAP's loader; spec §5): isolated nodes dropped, with a notice."""
@@ -494,7 +495,7 @@ class GAP(Target[GAPConfig]):
         trial_sums: list[list[torch.Tensor]] = [[] for _ in range(b)]
         for k in range(cfg.hops):
             if k == 0 and cached:
-                agg = aggregate(h0)  # N × h, the same for every trial
+                agg = self._first_hops.get((graph.edge_index, h0), lambda: aggregate(h0))  # N × h, every trial's
             else:
                 n_rows, width = h_all.shape[1:]
                 flat = aggregate(h_all.transpose(0, 1).reshape(n_rows, b * width))
@@ -518,18 +519,24 @@ class GAP(Target[GAPConfig]):
         batch = ClassifierBatch(cfg, self.device, lambda: [hs + [rownorm(s)] for hs, s in zip(trial_hs, last_sums)],
                                 t, classes, cls_rngs)
         mean_key = ("gap hop 1", self._prepared["token"]) if cached else None
+        n = int(graph.num_nodes)
+        shared = {"noise_multiplier": float(claim.details["noise_multiplier"]), "noise_std": claimed_std,
+                  "fresh_noise_per_query": self.bug("fresh-inference-noise"), "unit": claim.unit,
+                  "stack_shape": (n, trial_hs[0][0].size(-1), cfg.hops + 1), "encoder_cached": cached,
+                  "private_edges": int(edges.size(1)), "graph_edges": int(graph.edge_index.size(1))}
         return [self._edge_release(j, batch, trial_hs[j], trial_sums[j], encoders[j], bound_seeds[j],
-                                   query_seeds[j], mean_key, graph, t, edges, std, claimed_std, claim, cached)
+                                   query_seeds[j], mean_key, graph, t, edges, std, shared)
                 for j in range(b)]
 
     def _edge_release(self, j: int, batch: ClassifierBatch, hs: list[torch.Tensor], sums: list[torch.Tensor],
                       encoder: _Encoder | None, bound_seed: int, query_seed: int, mean_key: Any, graph: Any,
-                      t: dict[str, torch.Tensor], edges: torch.Tensor, std: float, claimed_std: float,
-                      claim: Claim, cached: bool) -> Release:
+                      t: dict[str, torch.Tensor], edges: torch.Tensor, std: float, shared: dict[str, Any]
+                      ) -> Release:
+        """Trial j's release; `shared`: the batch's info entries (the same for every trial)."""
         cfg = self.config
-        n = int(graph.num_nodes)
-        fresh = self.bug("fresh-inference-noise")
-        query_rng = torch.Generator().manual_seed(query_seed)
+        n, claimed_std = shared["stack_shape"][0], shared["noise_std"]
+        fresh = shared["fresh_noise_per_query"]
+        query_rng = torch.Generator().manual_seed(query_seed) if fresh else None
         memo: dict[str, torch.Tensor] = {}
 
         def predict(query_graph: Any = None, nodes: Any = None) -> torch.Tensor:
@@ -559,12 +566,7 @@ class GAP(Target[GAPConfig]):
                           mean_rows=None if k == 0 else self._mean_rows_fn(hs[k]))
             for k in range(cfg.hops)
         ]
-        info = {
-            "accuracy": Lazy(lambda: batch.accuracy(j)), "noise_multiplier": float(claim.details["noise_multiplier"]),
-            "noise_std": claimed_std, "fresh_noise_per_query": fresh, "unit": claim.unit,
-            "stack_shape": (n, hs[0].size(-1), cfg.hops + 1), "encoder_cached": cached,
-            "private_edges": int(edges.size(1)), "graph_edges": int(graph.edge_index.size(1)),
-        }
+        info = {"accuracy": Lazy(lambda: batch.accuracy(j)), **shared}
         return Release(api=predict, weights=Lazy(weights), mechanism=mechanism, trace=None, info=info)
 
     def _mean_fn(self, k: int, hs: list[torch.Tensor], encoder: _Encoder | None, bound_seed: int):
