@@ -145,7 +145,7 @@ class _Setup:
 
     ``batch``: trials per :meth:`Target.fit_batch` call (1: one :meth:`Target.fit` per trial).
     ``pipeline``: score batch k in a worker thread while batch k+1 trains (None: on iff the target
-    runs on CUDA).
+    runs on CUDA or says ``score_alongside``).
     """
 
     target_cls: str
@@ -187,8 +187,9 @@ def play_chunk(setup: _Setup, indices: list[int]) -> list[tuple[int, int, float]
 
     Trials are grouped by world and trained ``setup.batch`` at a time (``fit`` when 1, else
     ``fit_batch``), trial i always with its own generator from (seed, i); scores come from the
-    attack's ``score_batch`` where it has one. On CUDA (or when ``setup.pipeline`` says so) the
-    scoring of one batch runs in a worker thread while the next batch trains.
+    attack's ``score_batch`` where it has one. On CUDA, for a target whose ``score_alongside`` is
+    true, or when ``setup.pipeline`` says so, the scoring of one batch runs in a worker thread
+    while the next batch trains.
     """
     if setup.threads:
         torch.set_num_threads(setup.threads)
@@ -210,7 +211,8 @@ def play_chunk(setup: _Setup, indices: list[int]) -> list[tuple[int, int, float]
 
     pipeline = setup.pipeline
     if pipeline is None:
-        pipeline = getattr(target, "device", torch.device("cpu")).type == "cuda"
+        pipeline = getattr(target, "device", torch.device("cpu")).type == "cuda" or \
+            bool(getattr(target, "score_alongside", False))
     scores: dict[int, float] = {}
     bits = {i: secret_bit(setup.seed, i) for i in indices}
     work = _batches(setup, bits)

@@ -137,6 +137,16 @@ def test_auto_batch_size_follows_the_target():
     assert game.batch_size(5, targets.build("gcn")) == 5
 
 
+def test_a_small_last_sub_batch_joins_the_one_before():
+    bits = {i: i % 2 for i in range(24)}  # 12 trials per world
+    sizes = lambda batch: [len(b) for _, b in game._batches(game._Setup("t", None, None, None, "a", 0, batch=batch), bits)]
+    assert sizes(5) == [5, 7, 5, 7]  # 5, 5, 2: the 2 (< 5 / 2) joins
+    assert sizes(4) == [4, 4, 4] * 2 and sizes(16) == [12, 12] and sizes(1) == [1] * 24
+    assert sizes(7) == [7, 5] * 2 and sizes(8) == [8, 4] * 2  # 4 >= 8 / 2 stays
+    played = [i for _, b in game._batches(game._Setup("t", None, None, None, "a", 0, batch=5), bits) for i in b]
+    assert sorted(played) == list(range(24))
+
+
 class _Counting(GaussianMechanism):
     """A target with only ``fit`` of its own (the base class's fit_batch loops over it)."""
 

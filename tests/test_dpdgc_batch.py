@@ -106,7 +106,8 @@ def test_thread_groups_change_no_float(csbm, kw, monkeypatch):
 def test_dpdgc_run_is_the_same_for_any_batch_and_jobs(tmp_path):
     params = {k: str(v) for k, v in FAST.items()}
     runs = {}
-    for name, batch, jobs in [("one", 1, 1), ("auto", 0, 1), ("odd", 3, 1), ("jobs", 0, 2)]:
+    # batch 5: 12 trials per world in sub-batches 5 and 7 (the last 2 join), 2 thread groups of 7
+    for name, batch, jobs in [("one", 1, 1), ("auto", 0, 1), ("odd", 3, 1), ("tail", 5, 1), ("jobs", 0, 2)]:
         spec = AuditSpec(target="dpdgc", params=params, trials=24, seed=2, batch=batch)
         result = run_audit(spec, out=tmp_path / name, progress=False, jobs=jobs)
         with Store(result["store"]) as s:

@@ -34,6 +34,9 @@ class DPDGC(Target[DPDGCConfig]):
     Config: ClassVar[type[TargetConfig]] = DPDGCConfig
     levels: tuple[str, ...] = ("api", "weights", "mechanism", "trace")
     batched: ClassVar[bool] = True
+    #: fit_batch trains on one thread per core while the game's thread waits: it scores the
+    #: previous batch meanwhile (audit.game.play_chunk's pipeline)
+    score_alongside: ClassVar[bool] = True
     bugs: ClassVar[dict[str, str]] = {
         "no-noise": "every noise std is 0 (DP-Emb, Z, classifier) while the calibrated ε is claimed",
         "norm-noop": "W's rows are never projected to norm c (reference code's no-op normalisation) "

@@ -483,34 +483,28 @@ class GAP(Target[GAPConfig]):
                 encoders.append(enc)
             h0 = [rownorm(self._encode(e, t["x"])) for e in encoders]
 
-        # 2. PMA, all trials a hop at a time (each generator draws its bound seed, then one N × h
-        # noise per hop, as fit does, into its slice of a B × N × h buffer); hop k's aggregates
-        # of all trials are one product Aᵀ·[H_1 | … | H_B] (each column sums its terms in the same
-        # order as a lone product: the same floats), hop 1's with the prepared encoder Aᵀ·H0
+        # 2. PMA, trial by trial (each generator draws its bound seed, then one N × h noise per
+        # hop, as fit does); what all trials share is computed once: A_graphᵀ and, with the
+        # prepared encoder, hop 1's aggregate Aᵀ·H0 (cached per graph and embedding)
         bound_seeds = [int(torch.randint(0, 2**62, (1,), generator=r).item()) for r in rngs]
         edges = self._private_edges(graph, bound_seeds[0])  # edge level: the graph's own edges
         aggregate = self._aggregator(graph, edges)
-        h_all = None if cached else torch.stack(h0)  # B × N × h
-        trial_hs = [[h0 if cached else h0[j]] for j in range(b)]  # H_0..H_{K-1}; S_1..S_K
-        trial_sums: list[list[torch.Tensor]] = [[] for _ in range(b)]
-        for k in range(cfg.hops):
-            if k == 0 and cached:
-                agg = self._first_hops.get((graph.edge_index, h0), lambda: aggregate(h0))  # N × h, every trial's
-            else:
-                n_rows, width = h_all.shape[1:]
-                flat = aggregate(h_all.transpose(0, 1).reshape(n_rows, b * width))
-                agg = flat.view(n_rows, b, width).transpose(0, 1)
-            s_all = torch.empty((b,) + tuple(agg.shape[-2:]), dtype=agg.dtype)
-            for j, r in enumerate(rngs):
-                s_all[j].normal_(generator=r)  # (randn's floats)
-            s_all = s_all.to(agg.device).mul_(std).add_(agg)  # agg + std·noise, in the draw's buffer
-            for j in range(b):
-                trial_sums[j].append(s_all[j].detach().cpu())
-            if k + 1 < cfg.hops:
-                h_all = rownorm(s_all)
-                for j in range(b):
-                    trial_hs[j].append(h_all[j])
-        last_sums = list(s_all)  # S_K on the device
+        first = self._first_hops.get((graph.edge_index, h0), lambda: aggregate(h0)) if cached else None
+        trial_hs, trial_sums, last_sums = [], [], []  # H_0..H_{K-1}; S_1..S_K; S_K on the device
+        for j, r in enumerate(rngs):
+            h = h0 if cached else h0[j]
+            hs, sums = [h], []
+            for k in range(cfg.hops):
+                agg = first if k == 0 and cached else aggregate(h)
+                noise = torch.randn(agg.shape, generator=r, dtype=agg.dtype).to(agg.device)
+                s_k = noise.mul_(std).add_(agg)  # agg + std·noise, in the draw's buffer
+                sums.append(s_k.detach().cpu())
+                if k + 1 < cfg.hops:
+                    h = rownorm(s_k)
+                    hs.append(h)
+            trial_hs.append(hs)
+            trial_sums.append(sums)
+            last_sums.append(s_k)
 
         # 3. the classifiers: trained together on first use of any trial's classifier view (H_K,
         # which only they read, is normalised then)
