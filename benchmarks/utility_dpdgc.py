@@ -103,6 +103,13 @@ def dpdgc_sigma_for_gap(graph: Any, epsilon: float) -> float:
     return calibrate_decreasing(eps_of, epsilon, **CALIBRATION)
 
 
+def _save(cache_file: Path, cache: dict[str, Any]) -> None:
+    """Write the cache, keeping the fits other runs wrote meanwhile (runs may go side by side)."""
+    if cache_file.exists():
+        cache.update({k: v for k, v in json.loads(cache_file.read_text()).items() if k not in cache})
+    cache_file.write_text(json.dumps(cache, indent=1))
+
+
 def _cache_path(args: Any) -> Path:
     out = Path(args.out) if args.out else Path(__file__).resolve().parents[1] / "results" / "utility.md"
     return out.with_name("utility_dpdgc.json")
@@ -137,7 +144,7 @@ def run(args: Any, split: tuple[float, float, float] | None) -> str:
                         print(f"{key}: ε {eps:.4g} has twice the noise multiplier of ε {-ROWS[row][2]:g}")
                     acc, secs = U.fit_accuracy(target, graph, eps, seed, params, bug)
                 cache[key] = {**acc, "secs": secs}
-                cache_file.write_text(json.dumps(cache, indent=1))
+                _save(cache_file, cache)
                 print(f"{key}: test {100 * acc['test']:.1f} (val {100 * acc['val']:.1f}, paper "
                       f"{paper_number(row, dataset)})  {secs:.0f}s", flush=True)
     for n in notices:
