@@ -87,6 +87,8 @@ def run(args: Any, split: tuple[float, float, float] | None) -> str:
                     result = U.select_on_validation("gap", graph, 1.0 if key == "inf" else key, seed, {}, grid,
                                                     bug="no-noise" if key == "inf" else None)
                 cache[name] = result
+                if cache_file.exists():  # keep what runs side by side wrote meanwhile
+                    cache.update({k: v for k, v in json.loads(cache_file.read_text()).items() if k not in cache})
                 cache_file.write_text(json.dumps(cache, indent=1))
                 print(f"{name}: test {100 * result['test']:.1f} (val {100 * result['val']:.1f}, point "
                       f"{result['point']}, paper {_paper(GAP_TABLE9, dataset, key)})  {result['secs']:.1f}s/fit",
