@@ -8,6 +8,7 @@ from audit.game import AuditSpec, run_audit
 from audit.store import Store
 from targets.base import build, child_generator, resolve, seeded
 from targets.dpsgd import flatten, per_example_gradients
+from targets import stacked_mlp
 from targets.heterpoisson import HeterPoisson, StarNet, stacked
 
 
@@ -46,7 +47,7 @@ def test_closed_form_clipped_sum_is_the_vmap_one(csbm, backbone):
 
     lay = _layout(csbm, 16, backbone)
     train_idx = cache["train_idx"]
-    m, rows = train_idx.numel(), stacked.padded(train_idx.numel())
+    m, rows = train_idx.numel(), stacked_mlp.padded(train_idx.numel())
     slot_of = torch.full((csbm.num_nodes,), -1, dtype=torch.long)
     slot_of[train_idx] = torch.arange(m)
     params = torch.zeros(1, lay.width)
@@ -54,8 +55,8 @@ def test_closed_form_clipped_sum_is_the_vmap_one(csbm, backbone):
     s, cnt = stacked.star_inputs(x, slot_of, rows, 1, torch.zeros_like(batch.src), batch.src, batch.dst)
     mask = torch.zeros(1, rows)
     mask[0, slot_of[batch.central]] = 1.0
-    xs = stacked.pad_rows(x[train_idx], rows)
-    onehot = stacked.pad_rows(F.one_hot(y[train_idx], lay.classes).float(), rows)
+    xs = stacked_mlp.pad_rows(x[train_idx], rows)
+    onehot = stacked_mlp.pad_rows(F.one_hot(y[train_idx], lay.classes).float(), rows)
 
     clip = float(norms.median())  # about half the examples clipped, half not
     assert (norms > 1.01 * clip).sum() > 5 and (norms < 0.99 * clip).sum() > 5

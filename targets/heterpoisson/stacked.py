@@ -10,15 +10,10 @@ lone run draws (init, canary split, inference seed; per step its central coins, 
 a planted bug's draws, its noise), so ``fit_batch(graph, rngs)[k]`` is bitwise
 ``fit(graph, rngs[k])`` on CPU (tested for K = 1, 3 and across stacks).
 
-Per-example gradients in closed form for ``StarNet`` (a = aggregate(x, s, n); h = W1 a + b1;
-z = elu(h); o = W2 z + b2; loss = CE(o, y)): with δ2 = softmax(o) − e_y and δ1 = (W2ᵀ δ2) ⊙ elu'(h),
-
-    ∇W1 = δ1 aᵀ, ∇b1 = δ1, ∇W2 = δ2 zᵀ, ∇b2 = δ2, ∇λ = δ1 · (W1 x)  (GIN's λ: a = s + (1+λ) x),
-
-so ‖∇‖² = ‖δ1‖²(‖a‖² + 1) + ‖δ2‖²(‖z‖² + 1) + (∇λ)² (the outer-product identity
-‖u vᵀ‖ = ‖u‖‖v‖), and the sum of the clipped gradients is one product per weight:
-Σ_i c_i δ1_i a_iᵀ = (c ⊙ δ1)ᵀ A. The per-example vmap(grad) of :mod:`targets.dpsgd` is the
-reference (tests/test_heterpoisson_batch.py).
+Per-example gradients in closed form for ``StarNet`` (a = aggregate(x, s, n), then
+:mod:`targets.stacked_mlp`'s Linear → ELU → Linear with its norms and products), plus GIN's λ
+(a = s + (1+λ) x): ∇λ = δ1 · (W1 x), whose square adds to the squared norm. The per-example
+vmap(grad) of :mod:`targets.dpsgd` is the reference (tests/test_heterpoisson_batch.py).
 
 Parameters live in one flat K × D block (D = d rounded up to 32; parameters in
 ``StarNet.parameters()`` order: GIN's λ first, then lin1's and lin2's weight and bias); Adam
@@ -32,18 +27,14 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from targets.base import child_generator
 from targets.heterpoisson.accountant import sml_sample
 from targets.heterpoisson.model import Batch, aggregate
+from targets.stacked_mlp import (clip_factor, deltas, first_layer_sums, gaussian_noise, init_linears,
+                                 last_layer_sums, linear, padded, sq_norm)
 
 _BETA1, _BETA2, _EPS = 0.9, 0.999, 1e-8
-_ALIGN = 32  # rows per run rounded up to this: a run's slice is whole unrolled vector steps (2 × 16 floats)
-
-
-def padded(n: int) -> int:
-    return max(_ALIGN, -(-n // _ALIGN) * _ALIGN)
 
 
 @dataclass
@@ -165,9 +156,9 @@ def logits(lay: Layout, params: torch.Tensor, xs: torch.Tensor, s: torch.Tensor,
     O = Z W2ᵀ + b2."""
     w1, b1, w2, b2, lam = lay.views(params)
     a = aggregate(xs, s, cnt, backbone, None if lam is None else lam.view(-1, 1, 1))
-    h = torch.baddbmm(b1.unsqueeze(1), a, w1.transpose(1, 2))
+    h = linear(a, w1, b1)
     z = F.elu(h)
-    o = torch.baddbmm(b2.unsqueeze(1), z, w2.transpose(1, 2))
+    o = linear(z, w2, b2)
     return a, h, z, o
 
 
@@ -178,30 +169,18 @@ def clipped_sum(lay: Layout, params: torch.Tensor, xs: torch.Tensor, s: torch.Te
     k_runs = params.size(0)
     w1, _, w2, _, lam = lay.views(params)
     a, _, z, o = logits(lay, params, xs, s, cnt, backbone)
-    d2 = torch.softmax(o, dim=2) - onehot
-    d1 = torch.ops.aten.elu_backward(torch.bmm(d2, w2), 1.0, 1, 1, True, z)  # elu'(h) = z + 1 where h ≤ 0
-    sq = (torch.linalg.vector_norm(d1, dim=2) ** 2 * (torch.linalg.vector_norm(a, dim=2) ** 2 + 1)
-          + torch.linalg.vector_norm(d2, dim=2) ** 2 * (torch.linalg.vector_norm(z, dim=2) ** 2 + 1))
+    d1, d2 = deltas(z, o, w2, onehot)
+    sq = sq_norm(d1, a) + sq_norm(d2, z)
     if lam is not None:  # ∂loss/∂λ = (∂loss/∂a) · x = (W1ᵀ δ1) · x
         g_lam = (torch.bmm(d1, w1) * xs).sum(2)
         sq = sq + g_lam * g_lam
-    factor = (torch.clamp(clip / (sq.sqrt() + 1e-12), max=1.0) * mask).unsqueeze(1)  # K × 1 × rows
-    c2 = d2 * factor.transpose(1, 2)
+    factor = clip_factor(sq, clip, mask)
     out = torch.zeros(k_runs, lay.width, device=params.device, dtype=params.dtype)
     gw1, gb1, gw2, gb2, glam = lay.views(out)
-    gw1.copy_(torch.bmm(d1.transpose(1, 2), a * factor.transpose(1, 2)))
-    gb1.copy_(torch.bmm(factor, d1).squeeze(1))
-    gw2.copy_(torch.bmm(c2.transpose(1, 2), z))
-    gb2.copy_(c2.sum(1))
+    first_layer_sums(gw1, gb1, d1, a, factor)
+    last_layer_sums(gw2, gb2, d2, z, factor)
     if glam is not None:
         glam.copy_((g_lam * factor.squeeze(1)).sum(1))
-    return out
-
-
-def pad_rows(t: torch.Tensor, rows: int) -> torch.Tensor:
-    """`t` with zero rows appended along dim −2 up to `rows`."""
-    out = torch.zeros(*t.shape[:-2], rows, t.size(-1), dtype=t.dtype, device=t.device)
-    out[..., :t.size(-2), :] = t
     return out
 
 
@@ -223,13 +202,7 @@ def init_runs(lay: Layout, rngs: list[torch.Generator]) -> tuple[torch.Tensor, l
     runs = []
     for k, rng in enumerate(rngs):
         gen = torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,), generator=rng).item()))
-        offset = int(lay.gin)  # λ (first, 0) then the two layers
-        for fan_in, fan_out in ((lay.features, lay.hidden), (lay.hidden, lay.classes)):
-            w = params[k, offset:offset + fan_in * fan_out].view(fan_out, fan_in)
-            nn.init.kaiming_uniform_(w, a=math.sqrt(5), generator=gen)
-            bound = 1 / math.sqrt(fan_in)
-            nn.init.uniform_(params[k, offset + w.numel():offset + w.numel() + fan_out], -bound, bound, generator=gen)
-            offset += w.numel() + fan_out
+        init_linears(params[k, int(lay.gin):], [(lay.features, lay.hidden), (lay.hidden, lay.classes)], gen)
         canary_rng = child_generator(rng)  # always split, so worlds with and without canary align
         infer_seed = int(torch.randint(0, 2**62, (1,), generator=rng).item())
         runs.append(Run(rng, canary_rng, infer_seed))
@@ -239,12 +212,11 @@ def init_runs(lay: Layout, rngs: list[torch.Generator]) -> tuple[torch.Tensor, l
 def noise(d: int, width: int, std: float, rngs: list[torch.Generator], kind: str, per_coordinate: bool
           ) -> torch.Tensor:
     """Each run's step noise (K × width, float32, zero past d), from its own generator."""
+    if kind != "sml":
+        return gaussian_noise(d, width, std, rngs)
     out = torch.zeros(len(rngs), width)
     for k, rng in enumerate(rngs):
-        if kind == "sml":
-            out[k, :d] = sml_sample(d, std, rng, per_coordinate=per_coordinate)
-        else:
-            out[k, :d] = std * torch.randn(d, generator=rng, dtype=torch.float64).float()
+        out[k, :d] = sml_sample(d, std, rng, per_coordinate=per_coordinate)
     return out
 
 

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from targets.accounting import calibrate_decreasing
 from targets.base import Claim, Lazy, LazyDict, Release, Target, TargetConfig
 from targets.dpsgd import canary_from
+from targets import stacked_mlp
 from targets.heterpoisson import stacked
 from targets.heterpoisson.accountant import heterpoisson_epsilon
 from targets.heterpoisson.config import HeterPoissonConfig
@@ -263,7 +264,7 @@ class HeterPoisson(Target[HeterPoissonConfig]):
                 raise ValueError(f"canary_gradient must have shape ({d},) or ({T_run}, {d}), got {tuple(gc.shape)}")
             if canary_node is not None and not bool(train_mask[int(canary_node)]):
                 raise ValueError(f"canary_node {canary_node} is not a training node")
-        size = max(1, _STACK_BYTES // stacked.stack_bytes(lay, stacked.padded(int(train_mask.sum()))))
+        size = max(1, _STACK_BYTES // stacked.stack_bytes(lay, stacked_mlp.padded(int(train_mask.sum()))))
         canary = (gc, None if canary_node is None else int(canary_node), canary_whole_node)
         threads_before = torch.get_num_threads()
         torch.set_num_threads(1)  # a parallel kernel splits its range by the stack's size: one thread keeps
@@ -285,12 +286,12 @@ class HeterPoisson(Target[HeterPoissonConfig]):
         cache = self._sampler_cache(graph)
         train_idx = cache["train_idx"]
         m = train_idx.numel()
-        rows = stacked.padded(m)
+        rows = stacked_mlp.padded(m)
         slot_of = torch.full((graph.num_nodes,), -1, dtype=torch.long)
         slot_of[train_idx] = torch.arange(m)
         x = graph.x.float().to(dev)
-        xs = stacked.pad_rows(x[train_idx.to(dev)], rows)
-        onehot = stacked.pad_rows(F.one_hot(graph.y.cpu().long()[train_idx], lay.classes).float(), rows).to(dev)
+        xs = stacked_mlp.pad_rows(x[train_idx.to(dev)], rows)
+        onehot = stacked_mlp.pad_rows(F.one_hot(graph.y.cpu().long()[train_idx], lay.classes).float(), rows).to(dev)
         params, runs = stacked.init_runs(lay, rngs)
         params = params.to(dev)
         opt = stacked.Adam(params, cfg.lr)

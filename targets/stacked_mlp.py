@@ -1,0 +1,107 @@
+"""Closed-form per-example clipping for Linear → ELU → Linear (or one Linear), stacked over K runs.
+
+Shared by the DP-SGD targets that train on a leading axis of K independent runs
+(:mod:`targets.heterpoisson.stacked`, :mod:`targets.dpsgd_gcn`). Every stacked tensor is
+K × R × w with R rows per run (one slot per training node, padded to a multiple of 32), so each
+run's slice is whole vector chunks and the kernels treat it as they treat a lone run's.
+
+For one example with input a: h = W1 a + b1, z = elu(h), o = W2 z + b2, loss = CE(o, y). With
+δ2 = softmax(o) − e_y and δ1 = (W2ᵀ δ2) ⊙ elu'(h),
+
+    ∇W1 = δ1 aᵀ, ∇b1 = δ1, ∇W2 = δ2 zᵀ, ∇b2 = δ2,
+
+so ‖∇‖² = ‖δ1‖²(‖a‖² + 1) + ‖δ2‖²(‖z‖² + 1) (‖u vᵀ‖ = ‖u‖‖v‖) and the sum of the clipped
+gradients is one product per weight: Σ_i c_i δ1_i a_iᵀ = (c ⊙ δ1)ᵀ A. One Linear is the second
+layer alone with z = a. The per-example vmap(grad) of :mod:`targets.dpsgd` is the reference
+(tests/test_heterpoisson_batch.py, tests/test_dpsgd_gcn_batch.py).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+_ALIGN = 32  # rows per run rounded up to this: a run's slice is whole unrolled vector steps (2 × 16 floats)
+
+
+def padded(n: int) -> int:
+    return max(_ALIGN, -(-n // _ALIGN) * _ALIGN)
+
+
+def pad_rows(t: torch.Tensor, rows: int) -> torch.Tensor:
+    """`t` with zero rows appended along dim −2 up to `rows`."""
+    out = torch.zeros(*t.shape[:-2], rows, t.size(-1), dtype=t.dtype, device=t.device)
+    out[..., :t.size(-2), :] = t
+    return out
+
+
+def init_linears(row: torch.Tensor, layers: list[tuple[int, int]], gen: torch.Generator) -> int:
+    """nn.Linear's initialisation of `layers` ((fan_in, fan_out) each), drawn from `gen` in module
+    order into the flat `row` (weight out × in, then bias, per layer); returns the entries filled."""
+    offset = 0
+    for fan_in, fan_out in layers:
+        w = row[offset:offset + fan_in * fan_out].view(fan_out, fan_in)
+        nn.init.kaiming_uniform_(w, a=math.sqrt(5), generator=gen)
+        bound = 1 / math.sqrt(fan_in)
+        nn.init.uniform_(row[offset + w.numel():offset + w.numel() + fan_out], -bound, bound, generator=gen)
+        offset += w.numel() + fan_out
+    return offset
+
+
+def linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """x Wᵀ + b for every run (x: K × R × in, w: K × out × in, b: K × out)."""
+    return torch.baddbmm(b.unsqueeze(1), x, w.transpose(1, 2))
+
+
+def deltas(z: torch.Tensor, o: torch.Tensor, w2: torch.Tensor, onehot: torch.Tensor
+           ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(δ1, δ2) of every row: δ2 = softmax(o) − onehot, δ1 = (W2ᵀ δ2) ⊙ elu'(h)."""
+    d2 = torch.softmax(o, dim=2) - onehot
+    d1 = torch.ops.aten.elu_backward(torch.bmm(d2, w2), 1.0, 1, 1, True, z)  # elu'(h) = z + 1 where h ≤ 0
+    return d1, d2
+
+
+def sq_norm(delta: torch.Tensor, inp: torch.Tensor) -> torch.Tensor:
+    """‖δ inpᵀ‖² + ‖δ‖² of every row: one layer's share of the squared gradient norm (K × R)."""
+    return torch.linalg.vector_norm(delta, dim=2) ** 2 * (torch.linalg.vector_norm(inp, dim=2) ** 2 + 1)
+
+
+def clip_factor(sq: torch.Tensor, clip: float, mask: torch.Tensor) -> torch.Tensor:
+    """min(1, clip / ‖∇‖) of every row, 0 on rows outside the batch (`mask` 0): K × 1 × R."""
+    return (torch.clamp(clip / (sq.sqrt() + 1e-12), max=1.0) * mask).unsqueeze(1)
+
+
+def first_layer_sums(gw: torch.Tensor, gb: torch.Tensor, d1: torch.Tensor, a: torch.Tensor,
+                     factor: torch.Tensor) -> None:
+    """Σ_i c_i δ1_i a_iᵀ and Σ_i c_i δ1_i into the views `gw` (K × h × f) and `gb` (K × h)."""
+    gw.copy_(torch.bmm(d1.transpose(1, 2), a * factor.transpose(1, 2)))
+    gb.copy_(torch.bmm(factor, d1).squeeze(1))
+
+
+def last_layer_sums(gw: torch.Tensor, gb: torch.Tensor, d2: torch.Tensor, z: torch.Tensor,
+                    factor: torch.Tensor) -> None:
+    """Σ_i c_i δ2_i z_iᵀ and Σ_i c_i δ2_i into the views `gw` (K × C × h) and `gb` (K × C)."""
+    c2 = d2 * factor.transpose(1, 2)
+    gw.copy_(torch.bmm(c2.transpose(1, 2), z))
+    gb.copy_(c2.sum(1))
+
+
+def gaussian_noise(d: int, width: int, std: float, rngs: list[torch.Generator]) -> torch.Tensor:
+    """Each run's N(0, std² I_d) (K × width, float32, zero past d), from its own generator as a lone
+    run draws it (float64 normals cast to float32, then scaled)."""
+    out = torch.zeros(len(rngs), width)
+    for k, rng in enumerate(rngs):
+        out[k, :d] = std * torch.randn(d, generator=rng, dtype=torch.float64).float()
+    return out
+
+
+def softmax_of(x: torch.Tensor, layers: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+    """softmax of the MLP's output on the rows of `x` (one run's weights (W, b) per layer, ELU
+    between layers)."""
+    for i, (w, b) in enumerate(layers):
+        x = F.linear(x, w, b)
+        if i < len(layers) - 1:
+            x = F.elu(x)
+    return F.softmax(x, dim=1)
