@@ -1,6 +1,8 @@
 """DPDGC's vectorised fit: fit_batch(g, rngs)[j] releases what fit(g, rngs[j]) does, and the
 classifier (api, its weights, the accuracy) is trained only when read, from randomness split off
 at fit time."""
+import dataclasses
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -121,3 +123,24 @@ def test_threads_follow_cores_and_group_size(monkeypatch):
     monkeypatch.setattr(dpemb.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     assert dpemb.threads_for(16) == 2 and dpemb.threads_for(7) == 1 and dpemb.threads_for(1) == 1
     assert dpemb.threads_for(3, 1) == 2
+
+
+def test_sparse_product_path_trains_the_same_model(csbm):
+    """The step CUDA runs (A's sparse products instead of the CSR gather/scatter), exercised on
+    CPU: the same W up to float rounding (the two sum each row's terms in different orders)."""
+    t = build("dpdgc", **FAST)
+    n, y, classes = csbm.num_nodes, csbm.y, int(csbm.y.max()) + 1
+    train_idx = torch.nonzero(t._masks(csbm)[0]).view(-1)
+    edges = t._edges(csbm, 0)
+    adj = t._adjacencies(edges, n)
+    sparse = (t._adjacency(edges, n, torch.float32), t._adjacency(edges.flip(0), n, torch.float32))
+    batch, steps, _ = t._schedule(train_idx.numel())
+    sched = dpemb.Schedule(n=n, hidden=16, batch=batch, steps=steps, std=t._encoder_noise_std(2.0), lr=t.config.lr,
+                           weight_decay=t.config.encoder_weight_decay, clip=t.config.clip, project=t._project)
+    runs = {}
+    for name, a in [("csr", adj), ("sparse", dataclasses.replace(adj, sparse=sparse))]:
+        runs[name] = dpemb.train(a, sched, y, train_idx, classes, _gens([3, 4]), threads=1)
+    for (w, b, r), (w2, b2, r2) in zip(runs["csr"], runs["sparse"]):
+        assert torch.equal(r, r2) and not torch.equal(w, torch.zeros_like(w))
+        assert torch.allclose(w, w2, rtol=1e-4, atol=1e-6 * t.config.norm_scale)
+        assert torch.allclose(b, b2, rtol=1e-4, atol=1e-6)
