@@ -41,6 +41,22 @@ ROWS: dict[str, tuple[str, str | None, float, dict[str, Any], str | None, Any]] 
     "k5": ("DPDGC N_5 ε=16", "dpdgc", 16.0, {"unit": "node", "k": 5}, None, ("k=5", 16.0)),
     "k25": ("DPDGC N_25 ε=16", "dpdgc", 16.0, {"unit": "node", "k": 25}, None, ("k=25", 16.0)),
     "node": ("DPDGC node ε=16", "dpdgc", 16.0, {"unit": "node"}, None, ("node", 16.0)),
+    # DPDGC feeding (Z − b)/c to its classifier (the target's `rescale_z`, post-processing): with
+    # c = 1e-8, Z = A·W + b holds A·W only in the last bits of b's float32 mantissa
+    "inf-rz": ("DPDGC non-private, rescale_z", "dpdgc", 1.0, {"rescale_z": True}, "no-noise",
+               ("non-private", math.inf)),
+    "edge-rz": ("DPDGC edge ε=1, rescale_z", "dpdgc", 1.0, {"rescale_z": True}, None, ("edge", 1.0)),
+    "k1-rz": ("DPDGC N_1 ε=16, rescale_z", "dpdgc", 16.0, {"unit": "node", "k": 1, "rescale_z": True}, None,
+              ("k=1", 16.0)),
+    "node-rz": ("DPDGC node ε=16, rescale_z", "dpdgc", 16.0, {"unit": "node", "rescale_z": True}, None,
+                ("node", 16.0)),
+    # DPDGC with row norm c = 1 (privacy unchanged: c scales Z's signal and its noise alike, spec
+    # §9 #2): with c = 1e-8 every projected Adam step (lr 1e-3) overwrites W's direction
+    "inf-c1": ("DPDGC non-private, c=1", "dpdgc", 1.0, {"norm_scale": 1.0}, "no-noise", ("non-private", math.inf)),
+    "edge-c1": ("DPDGC edge ε=1, c=1", "dpdgc", 1.0, {"norm_scale": 1.0}, None, ("edge", 1.0)),
+    "k1-c1": ("DPDGC N_1 ε=16, c=1", "dpdgc", 16.0, {"unit": "node", "k": 1, "norm_scale": 1.0}, None,
+              ("k=1", 16.0)),
+    "node-c1": ("DPDGC node ε=16, c=1", "dpdgc", 16.0, {"unit": "node", "norm_scale": 1.0}, None, ("node", 16.0)),
     "gap-inf": ("GAP non-private (noise off)", "gap", 1.0, _GAP_EDGE, "no-noise", TABLE2_GAP_INF),
     "gap-edge": ("GAP edge ε=1", "gap", 1.0, _GAP_EDGE, None, ("edge (DPDGC)", 1)),
     "gap-node": ("GAP node ε=16", "gap", 16.0, _GAP_NODE, None, ("node", 16)),
