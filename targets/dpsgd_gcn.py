@@ -276,7 +276,8 @@ class DPSGDGCN(Target[DPSGDGCNConfig]):
         train_idx = graph.train_mask.cpu().nonzero().view(-1)
         m = train_idx.numel()
         rows = stacked_mlp.padded(m)
-        a = stacked_mlp.pad_cols(stacked_mlp.pad_rows(inputs[train_idx.to(dev)], rows)).expand(k_runs, rows, -1).contiguous()
+        a = stacked_mlp.pad_cols(stacked_mlp.pad_rows(inputs[train_idx.to(dev)], rows))
+        a = a.expand(k_runs, rows, -1).contiguous()  # each run its own copy: one layout whatever K
         onehot = stacked_mlp.pad_rows(F.one_hot(graph.y.cpu().long()[train_idx], layers[-1][1]).float(), rows).to(dev)
         params = torch.zeros(k_runs, width)
         canary_rngs = []
