@@ -15,7 +15,9 @@ Model: ``Linear(f, hidden) → ELU → Linear(hidden, C)`` (``hidden = 0``: one 
 
 1. Poisson sampling: every training node joins the batch independently with probability ``q``
    (``sampling_rate``; default ``min(1, batch_size / n_train)``).
-2. Per-node gradients (``torch.func``), each clipped to ℓ2 norm ``clip_norm`` = C, summed.
+2. Per-node gradients, each clipped to ℓ2 norm ``clip_norm`` = C, summed (in closed form, one
+   product per weight: :mod:`targets.stacked_mlp`; the per-example ``torch.func`` vmap of
+   :mod:`targets.dpsgd` on ``_Net`` is the tests' reference).
 3. Gaussian noise ``N(0, (σC)² I_d)`` on the sum; the noisy sum divided by the expected batch size
    ``q·n_train`` feeds SGD (``lr``).
 4. Exactly the accounted ``steps`` are run.
@@ -39,7 +41,13 @@ Views: ``trace`` (a :class:`targets.trace.HeterPoissonTrace` with ``noise="gauss
 (final parameters), ``api`` (``predict(graph, nodes=None)`` → softmax over the precomputed inputs
 of ``graph``). Bug ``no-noise``: no noise, same claim.
 
-Cost: csbm (180 training nodes, d = 579, 20 steps) ≈ 60 ms per fit on one CPU core.
+Batched trials: ``fit_batch(graph, rngs)`` trains K runs stacked on a leading axis (one row slot
+per training node, masked outside the run's batch); run k draws only from ``rngs[k]``, in a lone
+run's order (init seed, canary split; per step its Poisson coins, its canary coin, its noise), and
+its release is bitwise ``fit(graph, rngs[k])`` on CPU (``fit`` is ``fit_batch([rng])[0]``).
+
+Cost: csbm (180 training nodes, d = 579, 20 steps), one CPU core: ≈ 2–3 ms a run stacked by 64,
+≈ 10 ms alone (benchmarks/throughput.md, "DP-SGD reference").
 """
 from __future__ import annotations
 
@@ -53,9 +61,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from targets.accounting import calibrate_decreasing, rdp_to_dp, subsampled_gaussian_rdp
-from targets.base import Claim, Release, Target, TargetConfig, child_generator, seeded
-from targets.dpsgd import assign_flat_grad, canary_from, clip_rows, flatten, per_example_gradients, poisson_sample
+from targets import stacked_mlp
+from targets.base import Claim, Lazy, Release, Target, TargetConfig, child_generator
+from targets.dpsgd import canary_from
 from targets.trace import HeterPoissonTrace, TraceStep
+
+_STACK_BYTES = 16 * 2**20  # runs stack until their step tensors reach about this size
 
 #: RDP orders: a fine grid below 10 and the integers up to 256.
 ORDERS: tuple[float, ...] = tuple(float(a) for a in np.linspace(1.05, 10.0, 180)) + tuple(
@@ -132,6 +143,9 @@ def propagate(graph: Any, hops: int) -> torch.Tensor:
 
 
 class _Net(nn.Module):
+    """The model as a module: the per-example vmap(grad) reference of the tests, and the
+    initialisation ``fit`` reproduces (built under ``seeded(rng)``)."""
+
     def __init__(self, f: int, hidden: int, classes: int) -> None:
         super().__init__()
         if hidden:
@@ -143,10 +157,20 @@ class _Net(nn.Module):
         return self.body(x)
 
 
+def _layer_views(flat: torch.Tensor, layers: list[tuple[int, int]]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(W, b) of each layer of every run, as views of the K × D block (weight out × in, then bias)."""
+    out, offset = [], 0
+    for i, o in layers:
+        out.append((flat[:, offset:offset + i * o].view(-1, o, i), flat[:, offset + i * o:offset + i * o + o]))
+        offset += i * o + o
+    return out
+
+
 class DPSGDGCN(Target[DPSGDGCNConfig]):
     name = "dpsgd-gcn"
     Config = DPSGDGCNConfig
     levels = ("api", "weights", "trace")
+    batched: ClassVar[bool] = True
     bugs: ClassVar[dict[str, str]] = {"no-noise": "adds no noise to the clipped sum while claiming the calibrated ε"}
 
     def __init__(self, config: DPSGDGCNConfig | None = None, **overrides: Any) -> None:
@@ -195,78 +219,151 @@ class DPSGDGCN(Target[DPSGDGCNConfig]):
         return (f * h + h + h * c + c) if h else (f * c + c)
 
     # ------------------------------------------------------------------ training
+    def _layers(self, graph: Any) -> list[tuple[int, int]]:
+        """(fan_in, fan_out) of each Linear, in ``_Net`` order."""
+        f, h, c = graph.x.size(1), self.config.hidden, int(graph.y.max()) + 1
+        return [(f, h), (h, c)] if h else [(f, c)]
+
+    def _names(self) -> list[str]:
+        return ["body.0", "body.2"] if self.config.hidden else ["body"]
+
     def fit(self, graph: Any, rng: torch.Generator, *, canary_gradient: torch.Tensor | None = None,
             canary_node: int | None = None) -> Release:
-        cfg = self.config
+        return self.fit_batch(graph, [rng], canary_gradient=canary_gradient, canary_node=canary_node)[0]
+
+    def fit_batch(self, graph: Any, rngs: list[torch.Generator], *, canary_gradient: torch.Tensor | None = None,
+                  canary_node: int | None = None) -> list[Release]:
+        """``len(rngs)`` runs, run k drawing only from ``rngs[k]`` (init seed, canary split; per step
+        its Poisson coins, its canary coin, its noise), trained in stacks with the closed-form
+        clipped sum of :mod:`targets.stacked_mlp`: run k's release is bitwise what
+        ``fit(graph, rngs[k])`` gives on CPU, whatever the stack."""
         p = self.plan(graph)
-        q, T = p["sampling_rate"], p["steps"]
-        std = 0.0 if self.bug("no-noise") else p["noise_std"]
-        device = self.device
         canary_gradient, canary_node = canary_from(graph, canary_gradient, canary_node)
-        inputs = propagate(graph, cfg.hops).to(device)
-        y = graph.y.long().to(device)
-        train_idx = graph.train_mask.cpu().nonzero().view(-1)
-        classes = int(graph.y.max()) + 1
-        with seeded(rng):
-            model = _Net(inputs.size(1), cfg.hidden, classes).to(device)
-        canary_rng = child_generator(rng)  # always split, so worlds with and without canary align
-        shapes = {k: tuple(v.shape) for k, v in model.named_parameters()}
-        d = sum(v.numel() for v in model.parameters())
+        d, T = self.dimension(graph), p["steps"]
         gc = None
         if canary_gradient is not None:
-            gc = torch.as_tensor(canary_gradient, dtype=torch.float32).to(device)
+            gc = torch.as_tensor(canary_gradient, dtype=torch.float32).to(self.device)
             if gc.shape[-1] != d or gc.dim() not in (1, 2) or (gc.dim() == 2 and gc.size(0) < T):
                 raise ValueError(f"canary_gradient must have shape ({d},) or ({T}, {d}), got {tuple(gc.shape)}")
             if canary_node is not None and not bool(graph.train_mask[int(canary_node)]):
                 raise ValueError(f"canary_node {canary_node} is not a training node")
-        opt = torch.optim.SGD(model.parameters(), lr=cfg.lr)
+        inputs = propagate(graph, self.config.hops).to(self.device)
+        rows = stacked_mlp.padded(int(graph.train_mask.sum()))
+        per_run = 4 * (rows * (3 * inputs.size(1) + 6 * self.config.hidden + 8 * (int(graph.y.max()) + 1))
+                       + 10 * stacked_mlp.padded(d))
+        size = max(1, _STACK_BYTES // per_run)
+        canary = (gc, None if canary_node is None else int(canary_node))
+        threads_before = torch.get_num_threads()
+        torch.set_num_threads(1)  # a parallel kernel splits its range by the stack's size: one thread keeps
+        try:                      # run k's floats independent of the stack
+            return [release for i in range(0, len(rngs), size)
+                    for release in self._fit_stack(graph, inputs, rngs[i:i + size], p, canary)]
+        finally:
+            torch.set_num_threads(threads_before)
+
+    def _fit_stack(self, graph: Any, inputs: torch.Tensor, rngs: list[torch.Generator], p: dict,
+                   canary: tuple) -> list[Release]:
+        """One stack: K × D parameters (D = d padded to 32), one row slot per training node (masked
+        when the node is not in the run's Poisson batch); per step the clipped sum, the canary,
+        the noise, the trace and SGD on the noisy sum over the expected batch."""
+        cfg, dev = self.config, self.device
+        gc, canary_node = canary
+        q, T, k_runs = p["sampling_rate"], p["steps"], len(rngs)
+        std = 0.0 if self.bug("no-noise") else p["noise_std"]
+        layers = self._layers(graph)
+        d = sum(i * o + o for i, o in layers)
+        width = stacked_mlp.padded(d)
+        train_idx = graph.train_mask.cpu().nonzero().view(-1)
+        m = train_idx.numel()
+        rows = stacked_mlp.padded(m)
+        a = stacked_mlp.pad_cols(stacked_mlp.pad_rows(inputs[train_idx.to(dev)], rows))
+        a = a.expand(k_runs, rows, -1).contiguous()  # each run its own copy: one layout whatever K
+        onehot = stacked_mlp.pad_rows(F.one_hot(graph.y.cpu().long()[train_idx], layers[-1][1]).float(), rows).to(dev)
+        params = torch.zeros(k_runs, width)
+        canary_rngs = []
+        for k, rng in enumerate(rngs):  # _Net built under seeded(rng), then the canary split
+            gen = torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,), generator=rng).item()))
+            stacked_mlp.init_linears(params[k], layers, gen)
+            canary_rngs.append(child_generator(rng))  # always split, so worlds with and without canary align
+        params = params.to(dev)
+        slot = None if canary_node is None else int((train_idx == canary_node).nonzero())
         expected_batch = max(p["expected_batch"], 1e-12)
-        trace = HeterPoissonTrace(noise="gaussian", noise_std=std, clip_norm=cfg.clip_norm, sampling_rate=q,
-                                  expected_batch=expected_batch, accounted_steps=T, shapes=shapes)
-
-        def loss_of(out, target):
-            return F.cross_entropy(out.unsqueeze(0), target.unsqueeze(0))
-
+        shapes = {f"{name}.{kind}": shape for name, (i, o) in zip(self._names(), layers)
+                  for kind, shape in (("weight", (o, i)), ("bias", (o,)))}
+        traces = [HeterPoissonTrace(noise="gaussian", noise_std=std, clip_norm=cfg.clip_norm, sampling_rate=q,
+                                    expected_batch=expected_batch, accounted_steps=T, shapes=shapes) for _ in rngs]
+        mask = torch.zeros(k_runs, rows)
         for t in range(T):
-            batch = train_idx[poisson_sample(train_idx.numel(), q, rng)]
-            total = torch.zeros(d, device=device)
-            if batch.numel():
-                b = batch.to(device)
-                grads = per_example_gradients(model, loss_of, inputs[b], y[b])
-                total += clip_rows(flatten(grads), cfg.clip_norm).sum(0)
-            canary_in = None
+            central = torch.stack([torch.rand(m, generator=rng) for rng in rngs]) < q  # poisson_sample's coins
+            mask[:, :m] = central
+            total = self._clipped_sum(params, layers, a, onehot, mask.to(dev))
+            canary_in: list[bool | None] = [None] * k_runs
             if gc is not None:
-                coin = bool(torch.rand(1, generator=canary_rng).item() < q)
-                canary_in = bool((batch == int(canary_node)).any()) if canary_node is not None else coin
-                if canary_in:
-                    total = total + (gc[t] if gc.dim() == 2 else gc)
-            noise = std * torch.randn(d, generator=rng, dtype=torch.float64).float()
-            noisy = total + noise.to(device)
-            trace.steps.append(TraceStep(noisy=noisy.detach().cpu(), central=batch.clone(),
-                                         canary_in=canary_in, clean=total.detach().cpu()))
-            assign_flat_grad(model, noisy / expected_batch)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+                g = gc[t] if gc.dim() == 2 else gc
+                for k, crng in enumerate(canary_rngs):
+                    coin = bool(torch.rand(1, generator=crng).item() < q)
+                    canary_in[k] = bool(central[k, slot]) if slot is not None else coin
+                    if canary_in[k]:
+                        total[k, :d] += g
+            noisy = total + stacked_mlp.gaussian_noise(d, width, std, rngs).to(dev)
+            noisy_cpu, clean_cpu = noisy[:, :d].cpu(), total[:, :d].cpu()
+            for k, trace in enumerate(traces):
+                trace.steps.append(TraceStep(noisy=noisy_cpu[k].clone(), central=train_idx[central[k]],
+                                             canary_in=canary_in[k], clean=clean_cpu[k].clone()))
+            params.add_(noisy / expected_batch, alpha=-cfg.lr)  # torch.optim.SGD's step
+        final = params.cpu()
+        return [self._release(graph, inputs, final[k], layers, shapes, trace, p, std)
+                for k, trace in enumerate(traces)]
 
-        hops = cfg.hops
+    def _clipped_sum(self, params: torch.Tensor, layers: list[tuple[int, int]], a_cols: torch.Tensor,
+                     onehot: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Σ over each run's batch rows of its per-example gradient clipped to C (K × D, closed form);
+        `a_cols` holds the inputs with zero columns up to a multiple of 16 (:func:`stacked_mlp.pad_cols`)."""
+        a = a_cols[:, :, :layers[0][0]]
+        out = torch.zeros_like(params)
+        weights, views = _layer_views(params, layers), _layer_views(out, layers)
+        clip = self.config.clip_norm
+        if len(layers) == 1:
+            (w, b), (gw, gb) = weights[0], views[0]
+            delta = torch.softmax(stacked_mlp.linear(a, w, b), dim=2) - onehot
+            factor = stacked_mlp.clip_factor(stacked_mlp.sq_norm(delta, a), clip, mask)
+            stacked_mlp.last_layer_sums(gw, gb, delta, a_cols, factor)
+            return out
+        (w1, b1), (w2, b2) = weights
+        z = F.elu(stacked_mlp.linear(a, w1, b1))
+        d1, d2 = stacked_mlp.deltas(z, stacked_mlp.linear(z, w2, b2), w2, onehot)
+        factor = stacked_mlp.clip_factor(stacked_mlp.sq_norm(d1, a) + stacked_mlp.sq_norm(d2, z), clip, mask)
+        stacked_mlp.first_layer_sums(*views[0], d1, a_cols, factor)
+        stacked_mlp.last_layer_sums(*views[1], d2, z, factor)
+        return out
+
+    def _release(self, graph: Any, inputs: torch.Tensor, flat: torch.Tensor, layers: list[tuple[int, int]],
+                 shapes: dict, trace: HeterPoissonTrace, p: dict, std: float) -> Release:
+        """One run's release from its final flat parameters: weights, api, trace; the accuracy on
+        first read."""
+        weights, offset = {}, 0
+        for name, shape in shapes.items():
+            k = math.prod(shape)
+            weights[name] = flat[offset:offset + k].reshape(shape).clone()
+            offset += k
+        dev, hops = self.device, self.config.hops
+        pairs = [(weights[f"{name}.weight"].to(dev), weights[f"{name}.bias"].to(dev)) for name in self._names()]
 
         @torch.no_grad()
         def predict(g: Any, nodes=None) -> torch.Tensor:
-            xin = propagate(g, hops).to(device)
+            xin = inputs if g is graph else propagate(g, hops).to(dev)
             if nodes is not None:
-                xin = xin[torch.as_tensor(nodes, dtype=torch.long).view(-1).to(device)]
-            return F.softmax(model(xin), dim=1).float().cpu()
+                xin = xin[torch.as_tensor(nodes, dtype=torch.long).view(-1).to(dev)]
+            return stacked_mlp.softmax_of(xin, pairs).float().cpu()
 
-        with torch.no_grad():
-            pred = model(inputs).argmax(1).cpu()
-        ycpu = graph.y.cpu()
-        accuracy = {}
-        for split in ("train", "val", "test"):
-            mask = getattr(graph, f"{split}_mask").cpu()
-            accuracy[split] = float((pred[mask] == ycpu[mask]).float().mean()) if mask.any() else float("nan")
-        weights = {k: v.detach().cpu().clone() for k, v in model.named_parameters()}
-        info = {"accuracy": accuracy, "steps_run": T, "steps_accounted": T, "sampling_rate": q,
-                "noise_multiplier": p["noise_multiplier"], "noise_std": std, "dimension": d,
-                "mean_batch": float(np.mean([s.central.numel() for s in trace.steps])),
+        def accuracy() -> dict[str, float]:
+            pred, ycpu = predict(graph).argmax(1), graph.y.cpu()
+            masks = {split: getattr(graph, f"{split}_mask").cpu() for split in ("train", "val", "test")}
+            return {split: float((pred[mk] == ycpu[mk]).float().mean()) if mk.any() else float("nan")
+                    for split, mk in masks.items()}
+
+        info = {"accuracy": Lazy(accuracy), "steps_run": p["steps"], "steps_accounted": p["steps"],
+                "sampling_rate": p["sampling_rate"], "noise_multiplier": p["noise_multiplier"], "noise_std": std,
+                "dimension": offset, "mean_batch": float(np.mean([s.central.numel() for s in trace.steps])),
                 "fresh_noise_per_query": False}
         return Release(api=predict, weights=weights, mechanism=None, trace=trace, info=info)

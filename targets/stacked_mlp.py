@@ -37,6 +37,19 @@ def pad_rows(t: torch.Tensor, rows: int) -> torch.Tensor:
     return out
 
 
+def pad_cols(t: torch.Tensor) -> torch.Tensor:
+    """`t` with zero columns appended up to a multiple of 16. A batched product uᵀv whose output
+    width (v's columns) is not a multiple of 4 can take a kernel path that depends on the batch
+    size (seen with widths 7, 13, 1433 on CPU): a padded width keeps each run's product what it is
+    alone. Zero columns add exact zeros to no sum, so the result's first columns are unchanged."""
+    cols = -(-t.size(-1) // 16) * 16
+    if cols == t.size(-1):
+        return t
+    out = torch.zeros(*t.shape[:-1], cols, dtype=t.dtype, device=t.device)
+    out[..., :t.size(-1)] = t
+    return out
+
+
 def init_linears(row: torch.Tensor, layers: list[tuple[int, int]], gen: torch.Generator) -> int:
     """nn.Linear's initialisation of `layers` ((fan_in, fan_out) each), drawn from `gen` in module
     order into the flat `row` (weight out × in, then bias, per layer); returns the entries filled."""
@@ -75,16 +88,18 @@ def clip_factor(sq: torch.Tensor, clip: float, mask: torch.Tensor) -> torch.Tens
 
 def first_layer_sums(gw: torch.Tensor, gb: torch.Tensor, d1: torch.Tensor, a: torch.Tensor,
                      factor: torch.Tensor) -> None:
-    """Σ_i c_i δ1_i a_iᵀ and Σ_i c_i δ1_i into the views `gw` (K × h × f) and `gb` (K × h)."""
-    gw.copy_(torch.bmm(d1.transpose(1, 2), a * factor.transpose(1, 2)))
-    gb.copy_(torch.bmm(factor, d1).squeeze(1))
+    """Σ_i c_i δ1_i a_iᵀ and Σ_i c_i δ1_i into the views `gw` (K × h × f) and `gb` (K × h); `a` may
+    carry zero columns past f. Products on :func:`pad_cols` widths."""
+    gw.copy_(torch.bmm(d1.transpose(1, 2), pad_cols(a * factor.transpose(1, 2)))[:, :, :gw.size(2)])
+    gb.copy_(torch.bmm(factor, pad_cols(d1))[:, 0, :gb.size(1)])
 
 
 def last_layer_sums(gw: torch.Tensor, gb: torch.Tensor, d2: torch.Tensor, z: torch.Tensor,
                     factor: torch.Tensor) -> None:
-    """Σ_i c_i δ2_i z_iᵀ and Σ_i c_i δ2_i into the views `gw` (K × C × h) and `gb` (K × C)."""
+    """Σ_i c_i δ2_i z_iᵀ and Σ_i c_i δ2_i into the views `gw` (K × C × h) and `gb` (K × C); `z` may
+    carry zero columns past h. Products on :func:`pad_cols` widths."""
     c2 = d2 * factor.transpose(1, 2)
-    gw.copy_(torch.bmm(c2.transpose(1, 2), z))
+    gw.copy_(torch.bmm(c2.transpose(1, 2), pad_cols(z))[:, :, :gw.size(2)])
     gb.copy_(c2.sum(1))
 
 
