@@ -133,7 +133,8 @@ def figure1(graphs: _Graphs, datasets: list[str], epsilons: list[float], seeds: 
         verdicts.append(
             f"* **{ds}**: GCON beats the best competitor (LapGraph, GAP-EDP, MLP) at {wins}/{len(epsilons)} ε "
             f"(margins {', '.join(f'{m:+.1f}' for m in margins)}) → *{'held' if wins == len(epsilons) else 'not held'}*. "
-            f"GCON at ε = {_eps(max(epsilons))} is {gap_to_gcn:.1f} points below the non-private GCN "
+            f"GCON at ε = {_eps(max(epsilons))} is {abs(gap_to_gcn):.1f} points {'below' if gap_to_gcn >= 0 else 'above'} "
+            f"the non-private GCN "
             f"({_mean(top):.1f} vs {_mean(gcn):.1f}); its own noise-off ceiling is {_mean(ceiling):.1f}"
             + (f" → 'close to GCN' (≤ 5 points) *{'held' if gap_to_gcn <= 5 else 'not held'}*." if ds in HOMOPHILOUS
                else "."))
