@@ -340,7 +340,24 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
     `fresh` forgets them first. `pipeline`: overlap training and scoring (see :func:`play_chunk`);
     None = on iff CUDA. `sequential`: stop as soon as the verdict is settled (:mod:`audit.seq_game`);
     ``spec.trials`` is then the most it plays.
+
+    The whole run uses one torch thread, as its trials always did (``_Setup.threads``); the
+    caller's setting is restored after. The canary probe, the declared-model check and the setup
+    are many small ops: on two loaded cores a second intra-op thread made GAP's probe cost 4.5×
+    the CPU (benchmarks/throughput.md, "GAP's default run").
     """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _run_audit(spec, out=out, jobs=jobs, backend=backend, scheduler=scheduler, progress=progress,
+                          on_chunk=on_chunk, pipeline=pipeline, fresh=fresh, sequential=sequential)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, scheduler: str | None,
+               progress: bool, on_chunk: Callable[[int], None] | None, pipeline: bool | None, fresh: bool,
+               sequential: bool) -> Result:
     if spec.mode == "one-run":
         return run_one_run(spec, out=out, progress=progress)
     t0 = time.time()

@@ -29,6 +29,32 @@ def test_bits_are_balanced_and_seeded():
     assert game.trial_seed(0, 1) != game.trial_seed(0, 2) != game.trial_seed(1, 1)
 
 
+def test_the_whole_run_uses_one_thread_and_restores_the_callers(tmp_path, monkeypatch):
+    import torch
+
+    seen = []
+    real_setup, real_resume = game.setup_run, game._resume
+
+    def setup_spy(spec):  # before the probe, the canary and the trials
+        seen.append(torch.get_num_threads())
+        return real_setup(spec)
+
+    def resume_spy(*args, **kw):
+        seen.append(torch.get_num_threads())
+        return real_resume(*args, **kw)
+
+    monkeypatch.setattr(game, "setup_run", setup_spy)
+    monkeypatch.setattr(game, "_resume", resume_spy)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        run_audit(_spec(trials=20), out=tmp_path, progress=False)
+        assert len(seen) == 2 and set(seen) == {1}
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_same_seed_same_result_and_different_seed_differs(tmp_path):
     a = run_audit(_spec(), out=tmp_path / "a", progress=False)
     b = run_audit(_spec(), out=tmp_path / "b", progress=False)
