@@ -106,10 +106,10 @@ NOTES = """
 * **Chameleon edge ε = 1** (46.9 vs 53.83; our MLP floor 49.3 vs the paper's 46.78): the paper's number
   comes from the reference code, whose W is never normalised so that Z's noise σ·c·Δ is ~1e-8 of its signal
   (spec §8.1). The same bug planted in our target (`--bug norm-noop`) scores 48.1 (val 58.8); with a sound
-  projection at c = 1 it scores 44.0. Under a sound projection the edge-level Z is pure noise at ε = 1 on
-  this graph, so the best private DPDGC is the MLP it contains: the paper's 7-point margin over its MLP is
-  not reachable under its stated accounting.
-* **GAP non-private on Chameleon** (+6.5, one seed): ours 56.9 at K = 2, h = 64; the paper's 50.35.
+  projection it scores 46.9 (c = 1e-8) and 44.0 (c = 1), both below the MLP floor: the paper's 7-point
+  margin over its MLP rests on Z being noise-free, which its stated accounting does not allow.
+* **GAP non-private on Chameleon** (+6.5, one seed): the graph. On the paper's directed graph GAP-∞ scores
+  51.9 (+1.6) and GAP edge 47.5 (−2.0); GAP aggregates A·H, which the symmetrised graph doubles.
 """
 
 
