@@ -159,3 +159,21 @@ def test_stacked_node_scales_are_node_canary_scale(csbm, bug):
         assert scales == [t.node_canary_scale(sampled.batch_of(k, train_idx), z) for k in range(3)]
         seen.update(scales)
     assert len(seen) > 2  # central or not, and some peripheral stars
+
+
+def test_standardize_is_a_fit_on_standardised_features_with_the_fits_constants(csbm):
+    """`standardize=True` ([code]'s preprocessing) trains and answers exactly as the plain target
+    on X standardised with the training graph's column mean/sd, and queries keep those constants."""
+    import copy
+
+    from targets.heterpoisson.target import feature_stats, features
+    graph = csbm
+    pre = copy.copy(graph)
+    pre.x = features(graph, feature_stats(graph.x))
+    on = build("heterpoisson", epsilon=4.0, standardize=True).fit(graph, torch.Generator().manual_seed(3))
+    off = build("heterpoisson", epsilon=4.0).fit(pre, torch.Generator().manual_seed(3))
+    raw = build("heterpoisson", epsilon=4.0).fit(graph, torch.Generator().manual_seed(3))
+    assert all(torch.equal(a.noisy, b.noisy) for a, b in zip(on.trace.steps, off.trace.steps))
+    assert not all(torch.equal(a.noisy, b.noisy) for a, b in zip(on.trace.steps, raw.trace.steps))
+    assert torch.equal(on.api(graph), off.api(pre))
+    assert build("heterpoisson", standardize=True).claim(graph).details["standardize"]

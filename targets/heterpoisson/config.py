@@ -36,6 +36,9 @@ class HeterPoissonConfig(TargetConfig):
         noise_multiplier (float, optional): σ in units of 2c; None → calibrated from epsilon.
         max_degree (int, optional): D for the Gaussian accountant; None → |V| − 1.
         eval_every (int, optional): steps between validation checkpoints; None → about 10 evaluations per run.
+        standardize (bool): [code]'s preprocessing: every feature column to mean 0, sd 1 with the
+            mean and sd of the training graph's features (all nodes). Data-dependent and outside the
+            paper's accounting (spec §5, §9.13): off by default, as the paper is written.
         unit (str): ``node`` (the only level).
     """
 
@@ -55,6 +58,7 @@ class HeterPoissonConfig(TargetConfig):
     noise_multiplier: float | None = None
     max_degree: int | None = None
     eval_every: int | None = None
+    standardize: bool = False
     unit: str = "node"
 
     def __post_init__(self) -> None:

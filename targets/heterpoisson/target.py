@@ -21,6 +21,21 @@ from targets.trace import HeterPoissonTrace, TraceStep
 _STACK_BYTES = 16 * 2**20  # runs stack until their step tensors reach about this size (csbm: ~19 runs; measured best near there)
 
 
+def feature_stats(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """[code]'s standardisation constants: the per-column mean and sd of the training graph's X."""
+    x = x.float().cpu()
+    return x.mean(0), x.std(0).clamp_min(1e-12)
+
+
+def features(graph: Any, stats: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
+    """The model's input rows: X as stored, or standardised with the fit's constants."""
+    x = graph.x.float()
+    if stats is None:
+        return x
+    mean, sd = stats
+    return (x - mean.to(x.device)) / sd.to(x.device)
+
+
 # ---------------------------------------------------------------------------------------------
 # target
 # ---------------------------------------------------------------------------------------------
@@ -130,6 +145,8 @@ class HeterPoisson(Target[HeterPoissonConfig]):
             "rho": ("q*delta_0.5 + (1-q)*Poisson(q*M)" if cfg.noise == "sml"
                     else f"q*delta_0.5 + (1-q)*Bin(D={p['max_degree']}, q*min(1,M/D))"),
             "remove_overlap": cfg.remove_overlap,
+            "standardize": ("[code]: X standardised with its own column mean/sd (data-dependent, "
+                            "not accounted)" if cfg.standardize else False),
             "max_degree": p["max_degree"],
             "order": p["order"],
             "orders": "linspace(1.0001,10,100) + 11..256",
@@ -206,7 +223,7 @@ class HeterPoisson(Target[HeterPoissonConfig]):
         keep = rank < self.config.test_neighbors
         return src[keep], dst[keep]
 
-    def _predict_fn(self, weights: Lazy, seed: int, train_mask: torch.Tensor):
+    def _predict_fn(self, weights: Lazy, seed: int, train_mask: torch.Tensor, stats: tuple | None = None):
         device = self.device
         backbone = self.config.backbone
 
@@ -218,7 +235,7 @@ class HeterPoisson(Target[HeterPoissonConfig]):
             tm = train_mask if train_mask.numel() == graph.num_nodes else graph.train_mask.cpu()
             uniq, inv = torch.unique(nodes, return_inverse=True)
             src, dst = self._inference_edges(graph, uniq, gen, tm)
-            x = graph.x.float().to(device)
+            x = features(graph, stats).to(device)
             packed = self._pack(x, uniq, src, dst)
             on_device = {k: v.to(device) for k, v in weights.get().items()}
             return F.softmax(star_forward(on_device, packed, x.size(1), backbone), dim=1).float().cpu()[inv]
@@ -264,18 +281,19 @@ class HeterPoisson(Target[HeterPoissonConfig]):
                 raise ValueError(f"canary_gradient must have shape ({d},) or ({T_run}, {d}), got {tuple(gc.shape)}")
             if canary_node is not None and not bool(train_mask[int(canary_node)]):
                 raise ValueError(f"canary_node {canary_node} is not a training node")
+        stats = feature_stats(graph.x) if cfg.standardize else None
         size = max(1, _STACK_BYTES // stacked.stack_bytes(lay, stacked_mlp.padded(int(train_mask.sum()))))
         canary = (gc, None if canary_node is None else int(canary_node), canary_whole_node)
         threads_before = torch.get_num_threads()
         torch.set_num_threads(1)  # a parallel kernel splits its range by the stack's size: one thread keeps
         try:                      # run k's floats independent of the stack
             return [release for i in range(0, len(rngs), size)
-                    for release in self._fit_stack(graph, rngs[i:i + size], p, lay, canary)]
+                    for release in self._fit_stack(graph, rngs[i:i + size], p, lay, canary, stats)]
         finally:
             torch.set_num_threads(threads_before)
 
     def _fit_stack(self, graph: Any, rngs: list[torch.Generator], p: dict, lay: stacked.Layout,
-                   canary: tuple) -> list[Release]:
+                   canary: tuple, stats: tuple | None) -> list[Release]:
         """One stack of runs: per step each run's batch, closed-form clipped sum, canary, noise,
         trace and Adam; every ``eval_every`` steps a checkpoint, validated when a view needs the
         val-selected model (:meth:`_release`)."""
@@ -289,7 +307,7 @@ class HeterPoisson(Target[HeterPoissonConfig]):
         rows = stacked_mlp.padded(m)
         slot_of = torch.full((graph.num_nodes,), -1, dtype=torch.long)
         slot_of[train_idx] = torch.arange(m)
-        x = graph.x.float().to(dev)
+        x = features(graph, stats).to(dev)
         xs = stacked_mlp.pad_rows(x[train_idx.to(dev)], rows)
         onehot = stacked_mlp.pad_rows(F.one_hot(graph.y.cpu().long()[train_idx], lay.classes).float(), rows).to(dev)
         params, runs = stacked.init_runs(lay, rngs)
@@ -330,7 +348,7 @@ class HeterPoisson(Target[HeterPoissonConfig]):
                 snapshot = params.cpu()
                 for k in range(k_runs):
                     checkpoints[k].append(snapshot[k].clone())
-        return [self._release(graph, lay, checkpoints[k], run, trace, p, std)
+        return [self._release(graph, lay, checkpoints[k], run, trace, p, std, stats)
                 for k, (run, trace) in enumerate(zip(runs, traces))]
 
     def _node_scales(self, sampled: stacked.Sampled, slot_of: torch.Tensor, node: int, k_runs: int) -> list[float]:
@@ -342,13 +360,13 @@ class HeterPoisson(Target[HeterPoissonConfig]):
         return [float(c) + 2.0 * s for c, s in zip(central.tolist(), stars.sum(1).tolist())]
 
     def _selected(self, graph: Any, lay: stacked.Layout, checkpoints: list[torch.Tensor], seed: int,
-                  train_mask: torch.Tensor) -> torch.Tensor:
+                  train_mask: torch.Tensor, stats: tuple | None) -> torch.Tensor:
         """The last checkpoint of best validation accuracy, judged on what the api would answer with
         it (every checkpoint ties at 0 without validation nodes)."""
         val_idx = graph.val_mask.cpu().nonzero().view(-1)
         if not val_idx.numel():
             return checkpoints[-1]
-        x = graph.x.float().to(self.device)
+        x = features(graph, stats).to(self.device)
         src, dst = self._inference_edges(graph, val_idx, torch.Generator().manual_seed(seed), train_mask)
         packed = self._pack(x, val_idx, src, dst)
         y = graph.y.cpu()[val_idx]
@@ -363,12 +381,13 @@ class HeterPoisson(Target[HeterPoissonConfig]):
         return best
 
     def _release(self, graph: Any, lay: stacked.Layout, checkpoints: list[torch.Tensor], run: stacked.Run,
-                 trace: HeterPoissonTrace, p: dict, std: float) -> Release:
+                 trace: HeterPoissonTrace, p: dict, std: float, stats: tuple | None) -> Release:
         """One run's release: the trace at once; the val-selected weights (and so the api and the
         accuracy) on first use, from the checkpoints and the inference seed fixed at fit time."""
         train_mask = graph.train_mask.cpu()
-        weights = Lazy(lambda: lay.unflatten(self._selected(graph, lay, checkpoints, run.infer_seed, train_mask)))
-        predict = self._predict_fn(weights, run.infer_seed, train_mask)
+        weights = Lazy(lambda: lay.unflatten(self._selected(graph, lay, checkpoints, run.infer_seed, train_mask,
+                                                                  stats)))
+        predict = self._predict_fn(weights, run.infer_seed, train_mask, stats)
 
         def accuracy() -> dict[str, float]:
             pred, ycpu = predict(graph).argmax(1), graph.y.cpu()
