@@ -518,15 +518,17 @@ class GAP(Target[GAPConfig]):
                   "fresh_noise_per_query": self.bug("fresh-inference-noise"), "unit": claim.unit,
                   "stack_shape": (n, trial_hs[0][0].size(-1), cfg.hops + 1), "encoder_cached": cached,
                   "private_edges": int(edges.size(1)), "graph_edges": int(graph.edge_index.size(1))}
+        support = self._support_fn(n)  # one for the batch: an attack may call it once for all trials
         return [self._edge_release(j, batch, trial_hs[j], trial_sums[j], encoders[j], bound_seeds[j],
-                                   query_seeds[j], mean_key, graph, t, edges, std, shared)
+                                   query_seeds[j], mean_key, support, graph, t, edges, std, shared)
                 for j in range(b)]
 
     def _edge_release(self, j: int, batch: ClassifierBatch, hs: list[torch.Tensor], sums: list[torch.Tensor],
-                      encoder: _Encoder | None, bound_seed: int, query_seed: int, mean_key: Any, graph: Any,
+                      encoder: _Encoder | None, bound_seed: int, query_seed: int, mean_key: Any, support: Any, graph: Any,
                       t: dict[str, torch.Tensor], edges: torch.Tensor, std: float, shared: dict[str, Any]
                       ) -> Release:
-        """Trial j's release; `shared`: the batch's info entries (the same for every trial)."""
+        """Trial j's release; `support`: its hops ≥ 2's support function (the same for every trial,
+        as are `shared`, the batch's info entries)."""
         cfg = self.config
         n, claimed_std = shared["stack_shape"][0], shared["noise_std"]
         fresh = shared["fresh_noise_per_query"]
@@ -556,7 +558,7 @@ class GAP(Target[GAPConfig]):
         mechanism = [
             MechanismStep(output=sums[k], mean=self._mean_fn(k, hs, encoder, bound_seed), noise_std=claimed_std,
                           name=f"hop {k + 1}", mean_key=mean_key if k == 0 else None,
-                          support=None if k == 0 else self._support_fn(hs[k].size(0)),
+                          support=None if k == 0 else support,
                           mean_rows=None if k == 0 else self._mean_rows_fn(hs[k]))
             for k in range(cfg.hops)
         ]
