@@ -66,28 +66,41 @@ class _Means:
 
 
 def _means(step: MechanismStep, pair: Any) -> _Means:
-    support = step.support(pair.g0, pair.g1) if step.support is not None and step.mean_rows is not None else None
+    return _batch_means([step], pair)[0]
+
+
+def _batch_means(steps: list[MechanismStep], pair: Any, support: torch.Tensor | None = None) -> list[_Means]:
+    """:func:`_means` of each step; with ``support`` (every step's own), the conversions and
+    differences run on the steps' stacked rows (elementwise, so each step's floats are its own)."""
+    if support is None:
+        step = steps[0]
+        support = step.support(pair.g0, pair.g1) if step.support is not None and step.mean_rows is not None else None
     if support is not None:  # only the rows where the worlds can differ (the others add exact zeros)
-        m0, m1 = _cpu64(step.mean_rows(pair.g0, support)), _cpu64(step.mean_rows(pair.g1, support))
+        m0 = _cpu64(torch.stack([s.mean_rows(pair.g0, support) for s in steps]))
+        m1 = _cpu64(torch.stack([s.mean_rows(pair.g1, support) for s in steps]))
         index = support.cpu()
     else:
-        m0, m1 = _cpu64(step.mean(pair.g0)), _cpu64(step.mean(pair.g1))
-        index = torch.arange(m0.shape[0]) if m0.dim() >= 2 else None
+        m0, m1 = _cpu64(steps[0].mean(pair.g0)).unsqueeze(0), _cpu64(steps[0].mean(pair.g1)).unsqueeze(0)
+        index = torch.arange(m0.shape[1]) if m0.dim() >= 3 else None
     node = (getattr(pair, "info", None) or {}).get("node")
     if node is not None and index is not None:
         own = (index == int(node)).nonzero().view(-1)
         if own.numel():
             m1 = m1.clone()
-            m1[own] = m0[own]  # the canary node's own row is not scored (module doc)
+            m1[:, own] = m0[:, own]  # the canary node's own row is not scored (module doc)
     d = m1 - m0
-    rows = None
-    if index is not None:
-        keep = d.reshape(d.shape[0], -1).abs().sum(1) > 0
-        if bool(keep.all()):  # as the masked copies would be (contiguous), without copying
-            rows, m0, m1, d = index, m0.contiguous(), m1.contiguous(), d.contiguous()
-        else:
-            rows, m0, m1, d = index[keep], m0[keep], m1[keep], d[keep]
-    return _Means(rows=rows, m0=m0, m1=m1, d=d, dd=(d * d).sum())
+    if index is None:
+        return [_Means(rows=None, m0=m0[0], m1=m1[0], d=d[0], dd=(d[0] * d[0]).sum())]
+    keep = d.reshape(d.shape[0], d.shape[1], -1).abs().sum(2) > 0
+    if bool(keep.all()):  # as the masked copies would be (contiguous), without copying
+        dd = d * d
+        return [_Means(rows=index, m0=m0[j], m1=m1[j], d=d[j], dd=dd[j].sum()) for j in range(len(d))]
+    out = []
+    for j in range(len(d)):
+        k = keep[j]
+        dj = d[j][k]
+        out.append(_Means(rows=index[k], m0=m0[j][k], m1=m1[j][k], d=dj, dd=(dj * dj).sum()))
+    return out
 
 
 def _step_score(step: MechanismStep, means: _Means) -> float:
@@ -106,6 +119,24 @@ def _step_score(step: MechanismStep, means: _Means) -> float:
     return float(((o - means.mid) * d).sum())
 
 
+def _step_scores(steps: list[MechanismStep], means: list[_Means]) -> list[float]:
+    """``[_step_score(s, m) for s, m in zip(steps, means)]``; plain Gaussian steps over the same
+    rows on their stacked rows (elementwise), each sum over its own contiguous slice."""
+    m = means[0]
+    if (len(steps) == 1 or m.rows is None or any(x.rows is not m.rows for x in means)
+            or any(not s.noise_std or s.row_projected for s in steps)):
+        return [_step_score(s, x) for s, x in zip(steps, means)]
+    o = _cpu64(torch.stack([s.output[m.rows.to(s.output.device)] for s in steps]))
+    if all(x is m for x in means):
+        m0, d = m.m0, m.d
+    else:
+        m0, d = torch.stack([x.m0 for x in means]), torch.stack([x.d for x in means])
+    prod = (o - m0) * d
+    # float(Σ − dd/2) of two float64 scalars: the same IEEE operations as on 0-d tensors
+    return [(float(prod[j].sum()) - 0.5 * float(x.dd)) / s.noise_std**2
+            for j, (s, x) in enumerate(zip(steps, means))]
+
+
 class MechanismLRT(Attack):
     name = "mechanism-lrt"
     levels = ("mechanism",)
@@ -121,24 +152,51 @@ class MechanismLRT(Attack):
 
     def score_batch(self, releases: list[Release], pair, graph=None) -> list[float]:
         """``[self.score(r, pair, graph) for r in releases]``, with each mean_key's world means
-        computed once (per pair, for the life of this attack object)."""
+        computed once (per pair, for the life of this attack object) and each step position
+        scored across the releases together (:meth:`_step_scores`)."""
         shared = self._shared(pair)
-        out = []
-        for release in releases:
-            total = 0.0
-            for step in release.view("mechanism"):
-                if step.log_density is not None:  # the exact likelihood ratio, evaluated directly
-                    total += float(step.log_density(pair.g1)) - float(step.log_density(pair.g0))
-                    continue
-                if step.mean_key is None:
-                    means = _means(step, pair)
-                else:
-                    if step.mean_key not in shared:
-                        shared[step.mean_key] = _means(step, pair)
-                    means = shared[step.mean_key]
-                total += _step_score(step, means)
-            out.append(total)
+        views = [release.view("mechanism") for release in releases]
+        out = [0.0] * len(releases)
+        for k in range(max(map(len, views), default=0)):
+            at = [j for j, steps in enumerate(views) if len(steps) > k]
+            for j, score in zip(at, self._step_scores([views[j][k] for j in at], pair, shared)):
+                out[j] += score  # steps added in their order, as a release's own loop would
         return out
+
+    def _step_scores(self, steps: list[MechanismStep], pair, shared: dict[Any, _Means]) -> list[float]:
+        """Each step's score (of one position, one per release), as :func:`_step_score` gives it.
+
+        Steps that share their world means (a mean_key) or their support rows are scored on their
+        stacked rows: elementwise arithmetic, then each step's sums over its own contiguous slice,
+        so every score has the floats of the step scored alone."""
+        scores: dict[int, float] = {}
+        groups: dict[Any, list[int]] = {}
+        supports: dict[int, torch.Tensor | None] = {}
+        for i, step in enumerate(steps):
+            if step.log_density is not None:  # the exact likelihood ratio, evaluated directly
+                scores[i] = float(step.log_density(pair.g1)) - float(step.log_density(pair.g0))
+            elif step.mean_key is not None:
+                groups.setdefault(("key", step.mean_key), []).append(i)
+            elif step.support is not None and step.mean_rows is not None:
+                if id(step.support) not in supports:
+                    supports[id(step.support)] = step.support(pair.g0, pair.g1)
+                rows = supports[id(step.support)]
+                groups.setdefault(("rows", id(rows)) if rows is not None else ("own", i), []).append(i)
+            else:
+                groups[("own", i)] = [i]
+        for (kind, key), members in groups.items():
+            group = [steps[i] for i in members]
+            if kind == "key":
+                if key not in shared:
+                    shared[key] = _means(group[0], pair)
+                means = [shared[key]] * len(group)
+            elif kind == "rows":
+                means = _batch_means(group, pair, supports[id(group[0].support)])
+            else:
+                means = [_means(group[0], pair)]
+            for i, score in zip(members, _step_scores(group, means)):
+                scores[i] = score
+        return [scores[i] for i in range(len(steps))]
 
     def _shared(self, pair) -> dict[Any, _Means]:
         """The mean_key → world means cache of this pair. It lives on the attack (one per worker

@@ -9,7 +9,7 @@ from audit.data import add_directed_edge, add_edge, remove_edge
 from canaries.edge import CanaryPair
 from targets.base import build, seeded
 from targets.gap import GAP, GAPConfig, _Classifier, sum_aggregate, transposed_adjacency
-from targets.gap.model import csr_rows, differing_rows
+from targets.gap.model import csr_rows, differing_rows, narrow_columns, rownorm, unit_rows
 from targets.gap.stacked import _classifier_init
 
 SMALL = dict(encoder_epochs=5, epochs=3, hops=2)
@@ -205,7 +205,25 @@ def test_row_restricted_means_score_bitwise(csbm, change):
         assert rows is not None and set(differ.tolist()) <= set(rows.tolist()) and len(differ)
         for g in (p.g0, p.g1):
             assert torch.equal(step.mean_rows(g, rows), step.mean(g)[rows])
-    assert MechanismLRT().score_batch(releases, p, csbm) == [_reference_score(r, p) for r in releases]
+    scores = MechanismLRT().score_batch(releases, p, csbm)
+    assert scores == [_reference_score(r, p) for r in releases]
+    assert scores == [MechanismLRT().score(r, p, csbm) for r in releases]  # scored one by one
+    alone = [t.fit_batch(p.world(bit), gens([s]))[0] for bit in (0, 1) for s in (70 + bit, 80 + bit, 90 + bit)]
+    assert [MechanismLRT().score(r, p, csbm) for r in alone] == scores  # fitted one by one
+
+
+def test_unit_rows_and_narrow_columns():
+    x = torch.randn(40, 16)
+    x[0], x[1] = 0.0, x[1] * 1e-30
+    assert torch.equal(unit_rows(x), rownorm(x))
+    adj = transposed_adjacency(torch.tensor([[0, 1, 2, 2, 4, 3], [3, 3, 4, 0, 1, 3]]), 6)
+    part = csr_rows(adj, torch.tensor([3, 5, 1]))  # row 5 has no entries
+    narrow, cols = narrow_columns(part)
+    assert cols.tolist() == [0, 1, 3, 4] and narrow.shape == (3, 4)
+    h, h2 = torch.randn(6, 3), torch.randn(6, 3)
+    assert torch.equal(narrow @ h[cols], part @ h)
+    both = narrow @ torch.cat([h, h2], 1)[cols]  # trials side by side: each its own product
+    assert torch.equal(both[:, :3], part @ h) and torch.equal(both[:, 3:], part @ h2)
 
 
 def test_differing_rows_counts_multiplicity():

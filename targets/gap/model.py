@@ -20,6 +20,12 @@ def rownorm(x: torch.Tensor) -> torch.Tensor:
     return F.normalize(x, p=2, dim=-1)
 
 
+def unit_rows(x: torch.Tensor) -> torch.Tensor:
+    """:func:`rownorm` (F.normalize's own formula, so the same floats) without its Python layers,
+    for tensors outside autograd."""
+    return x / torch.linalg.vector_norm(x, 2, -1, True).clamp_min(1e-12)
+
+
 def sum_aggregate(h: torch.Tensor, edge_index: torch.Tensor, num_nodes: int) -> torch.Tensor:
     """Aᵀ h: row v = Σ over edges u→v of h[u]."""
     src, dst = edge_index[0], edge_index[1]
@@ -76,6 +82,17 @@ def csr_rows(matrix: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
         warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
         return torch.sparse_csr_tensor(new_crow, col[take], val[take], (rows.numel(), matrix.size(1)),
                                        check_invariants=False)
+
+
+def narrow_columns(matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(m', cols): a sparse CSR matrix without its empty columns, and the columns it keeps, so
+    ``m' @ h[cols]`` adds the same terms in the same order as ``m @ h``."""
+    cols, col = torch.unique(matrix.col_indices(), return_inverse=True)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        narrow = torch.sparse_csr_tensor(matrix.crow_indices(), col, matrix.values(), (matrix.size(0), cols.numel()),
+                                         check_invariants=False)
+    return narrow, cols
 
 
 def differing_rows(edges0: torch.Tensor, edges1: torch.Tensor, num_nodes: int) -> torch.Tensor:

@@ -24,9 +24,11 @@ from targets.gap.model import (
     bound_out_degree,
     csr_rows,
     differing_rows,
+    narrow_columns,
     rownorm,
     sum_aggregate,
     transposed_adjacency,
+    unit_rows,
 )
 from targets.gap.recorder import _Recorder, side_generator
 from targets.gap.stacked import ClassifierBatch
@@ -500,7 +502,7 @@ class GAP(Target[GAPConfig]):
                 s_k = noise.mul_(std).add_(agg)  # agg + std·noise, in the draw's buffer
                 sums.append(s_k.detach().cpu())
                 if k + 1 < cfg.hops:
-                    h = rownorm(s_k)
+                    h = unit_rows(s_k)
                     hs.append(h)
             trial_hs.append(hs)
             trial_sums.append(sums)
@@ -518,15 +520,19 @@ class GAP(Target[GAPConfig]):
                   "fresh_noise_per_query": self.bug("fresh-inference-noise"), "unit": claim.unit,
                   "stack_shape": (n, trial_hs[0][0].size(-1), cfg.hops + 1), "encoder_cached": cached,
                   "private_edges": int(edges.size(1)), "graph_edges": int(graph.edge_index.size(1))}
+        # hops ≥ 2: one support function and one rows computation for the batch's trials
+        support = self._support_fn(n)
+        rows_fns = [None] + [self._mean_rows_fn([hs[k] for hs in trial_hs]) for k in range(1, cfg.hops)]
         return [self._edge_release(j, batch, trial_hs[j], trial_sums[j], encoders[j], bound_seeds[j],
-                                   query_seeds[j], mean_key, graph, t, edges, std, shared)
+                                   query_seeds[j], mean_key, support, rows_fns, graph, t, edges, std, shared)
                 for j in range(b)]
 
     def _edge_release(self, j: int, batch: ClassifierBatch, hs: list[torch.Tensor], sums: list[torch.Tensor],
-                      encoder: _Encoder | None, bound_seed: int, query_seed: int, mean_key: Any, graph: Any,
+                      encoder: _Encoder | None, bound_seed: int, query_seed: int, mean_key: Any, support: Any, rows_fns: list[Any], graph: Any,
                       t: dict[str, torch.Tensor], edges: torch.Tensor, std: float, shared: dict[str, Any]
                       ) -> Release:
-        """Trial j's release; `shared`: the batch's info entries (the same for every trial)."""
+        """Trial j's release; `support`, `rows_fns`: its hops ≥ 2's support and (by trial) mean_rows
+        functions; they, and `shared` (the batch's info entries), are the same for every trial."""
         cfg = self.config
         n, claimed_std = shared["stack_shape"][0], shared["noise_std"]
         fresh = shared["fresh_noise_per_query"]
@@ -556,8 +562,8 @@ class GAP(Target[GAPConfig]):
         mechanism = [
             MechanismStep(output=sums[k], mean=self._mean_fn(k, hs, encoder, bound_seed), noise_std=claimed_std,
                           name=f"hop {k + 1}", mean_key=mean_key if k == 0 else None,
-                          support=None if k == 0 else self._support_fn(hs[k].size(0)),
-                          mean_rows=None if k == 0 else self._mean_rows_fn(hs[k]))
+                          support=None if k == 0 else support,
+                          mean_rows=None if k == 0 else rows_fns[k](j))
             for k in range(cfg.hops)
         ]
         info = {"accuracy": Lazy(lambda: batch.accuracy(j)), **shared}
@@ -597,21 +603,40 @@ class GAP(Target[GAPConfig]):
 
         return support
 
-    def _mean_rows_fn(self, released: torch.Tensor) -> Callable[[Any, torch.Tensor], torch.Tensor]:
-        """mean_rows(graph, rows) of a hop k ≥ 2 (edge level): rows of A_graphᵀ · (released H_k)."""
+    def _mean_rows_fn(self, released: list[torch.Tensor]) -> Callable[[int], Callable[[Any, torch.Tensor], torch.Tensor]]:
+        """j ↦ mean_rows(graph, rows) of trial j's hop k ≥ 2 (edge level): rows of A_graphᵀ · (released
+        H_k), where `released` holds the batch's H_k. The first call for a graph and rows computes
+        every trial's rows in one product: the rows' block of Aᵀ, its columns narrowed to the
+        sources it reads, times those sources' rows of the trials' H_k side by side. A CSR product
+        adds each output entry's terms in the row's entry order whatever the other columns, so
+        each trial's rows are those of its own product."""
+        batch: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []  # (edge_index, rows, B × rows × h)
 
-        def block(graph: Any, rows: torch.Tensor) -> torch.Tensor:
+        def block(graph: Any, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             n = int(graph.num_nodes)
             adj = self._adjacencies.get((graph.edge_index,),
                                         lambda: transposed_adjacency(self._private_edges(graph, 0), n))
-            return csr_rows(adj, rows)
+            return narrow_columns(csr_rows(adj, rows))
 
-        def mean_rows(graph: Any, rows: torch.Tensor) -> torch.Tensor:
-            part = self._row_blocks.get((graph.edge_index, rows), lambda: block(graph, rows))  # rows × n
-            prev = released[:part.size(1)]
-            return ((part if part.dtype == prev.dtype else part.to(prev.dtype)) @ prev).cpu()
+        def together(graph: Any, rows: torch.Tensor) -> torch.Tensor:
+            part, sources = self._row_blocks.get((graph.edge_index, rows), lambda: block(graph, rows))
+            h = released[0].size(1)
+            x = torch.cat([r.index_select(0, sources) for r in released], 1)  # sources × (B·h)
+            out = (part if part.dtype == x.dtype else part.to(x.dtype)) @ x
+            return out.view(out.size(0), len(released), h).transpose(0, 1).cpu()
 
-        return mean_rows
+        def for_trial(j: int) -> Callable[[Any, torch.Tensor], torch.Tensor]:
+            def mean_rows(graph: Any, rows: torch.Tensor) -> torch.Tensor:
+                edges = graph.edge_index
+                for e, r, value in batch:
+                    if e is edges and r is rows:
+                        return value[j]
+                batch.append((edges, rows, together(graph, rows)))
+                return batch[-1][2][j]
+
+            return mean_rows
+
+        return for_trial
 
     def noiseless(self, graph: Any) -> torch.Tensor | None:
         """Noiseless hop sums S_1..S_K (K × N × h) with the prepared (or a seed-0, non-private) encoder.
