@@ -277,6 +277,22 @@ def write_markdown(rows: list[dict[str, Any]], seeds: int, split: tuple[float, f
 OTHER_PAPERS = ("gap", "dpdgc", "heterpoisson", "gcon")
 
 
+def code_stamp(target: str | None, preset: str | Path) -> str:
+    """The code a cached fit was made with: the target's package (none for the MLP), this file and
+    the preset's module. A cached fit is reused only under the same stamp, so a table is never
+    rendered from fits of other code."""
+    from audit.provenance import source_hash
+    return source_hash(*([get(target)] if target else []), Path(__file__), Path(preset))
+
+
+def stale_line(stale: list[str]) -> str:
+    """A warning for the section when cached fits of other code are in its table."""
+    if not stale:
+        return ""
+    return (f"\n\n**{len(stale)} cached fit(s) in this table were made by other code** (rerun their cells "
+            f"to refresh): {', '.join(sorted(stale)[:12])}{' …' if len(stale) > 12 else ''}\n")
+
+
 def write_section(out: Path, name: str, markdown: str) -> None:
     """Put `markdown` between ``<!-- begin NAME -->`` and ``<!-- end NAME -->`` in `out`, replacing
     that section if it is there and appending it otherwise; the rest of the file is kept."""

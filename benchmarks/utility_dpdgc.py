@@ -210,7 +210,8 @@ def run(args: Any, split: tuple[float, float, float] | None) -> str:
             graph = None
             for row in rows:
                 key = f"{dataset}|{row}|{seed}"
-                if key in cache:
+                code = U.code_stamp(ROWS[row][1], __file__)
+                if cache.get(key, {}).get("code") == code:
                     continue
                 if graph is None:
                     graph = (directed_wiki(dataset.removesuffix("-directed"), seed, split)
@@ -229,13 +230,15 @@ def run(args: Any, split: tuple[float, float, float] | None) -> str:
                         eps = doubled_noise_epsilon(target, graph, -eps, params)
                         print(f"{key}: ε {eps:.4g} has twice the noise multiplier of ε {-ROWS[row][2]:g}")
                     acc, secs = U.fit_accuracy(target, graph, eps, seed, params, bug)
-                cache[key] = {**acc, "secs": secs}
+                cache[key] = {**acc, "secs": secs, "code": code}
                 _save(cache_file, cache)
                 print(f"{key}: test {100 * acc['test']:.1f} (val {100 * acc['val']:.1f}, paper "
                       f"{paper_number(row, dataset)})  {secs:.0f}s", flush=True)
     for n in notices:
         print(n)
-    return markdown(cache, split, notices)
+    stale = [k for k, v in cache.items()
+             if k.split("|")[1] in ROWS and v.get("code") != U.code_stamp(ROWS[k.split("|")[1]][1], __file__)]
+    return markdown(cache, split, notices) + U.stale_line(stale)
 
 
 def markdown(cache: dict[str, Any], split: tuple[float, float, float], notices: list[str]) -> str:
