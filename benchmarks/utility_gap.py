@@ -54,7 +54,7 @@ NOTES = """
   privacy and no graph, scores 61.7 / 86.5 / 78.0 (Cora / Photo / Computers) at 10/10/20 against the paper's
   72.9 / 91.1 / 83.9, and 76.9 / 91.6 / 84.9 at 75/10/15; DPDGC's Table 2 (75/10/15) prints 76.5 / 91.4 / 85.3
   for its MLP. Rerun at 75/10/15 with nothing else changed, **every GAP cell on Cora, Photo and Computers is
-  within 3.2 points of Table 9** (rows `0.75,0.1,0.15` above; 3 seeds, 2 on Computers), the noise-off ceiling
+  within 3.2 points of Table 9** (rows `0.75,0.1,0.15` above; 3 seeds), the noise-off ceiling
   included. This bears on the CARIBOU section too: its MLP row is the same measurement. The 10/10/20 rows
   are kept: they are what the paper's text asks for, and they fall short by the same amount as the MLP floor.
 * **Cora ∞ at 10/10/20** (75.7 vs 85.1): the same split effect (83.3 at 75/10/15); GAP's code defaults (h = 16,
