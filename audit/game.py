@@ -346,13 +346,9 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
     are many small ops: on two loaded cores a second intra-op thread made GAP's probe cost 4.5×
     the CPU (benchmarks/throughput.md, "GAP's default run").
     """
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with targets.one_torch_thread():
         return _run_audit(spec, out=out, jobs=jobs, backend=backend, scheduler=scheduler, progress=progress,
                           on_chunk=on_chunk, pipeline=pipeline, fresh=fresh, sequential=sequential)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, scheduler: str | None,

@@ -394,6 +394,28 @@ def seeded(rng: torch.Generator) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def one_torch_thread() -> Iterator[None]:
+    """Run a block on one intra-op torch thread (a parallel kernel splits its range by the size of
+    its input, so one thread keeps a run's floats independent of what it is stacked with); the
+    caller's thread count is restored after."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def split_accuracies(pred: torch.Tensor, graph: Any) -> dict[str, float]:
+    """Accuracy of the predicted classes `pred` (one per node, CPU) on the graph's train, val and
+    test masks (NaN for an empty mask)."""
+    y = graph.y.cpu()
+    masks = {split: getattr(graph, f"{split}_mask").cpu() for split in ("train", "val", "test")}
+    return {split: float((pred[mk] == y[mk]).float().mean()) if mk.any() else float("nan")
+            for split, mk in masks.items()}
+
+
 def child_generator(rng: torch.Generator, device: torch.device | str = "cpu") -> torch.Generator:
     """A new generator on `device`, seeded from `rng`."""
     seed = int(torch.randint(0, 2**62, (1,), generator=rng).item())

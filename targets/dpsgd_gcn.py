@@ -62,11 +62,9 @@ from torch import nn
 
 from targets.accounting import calibrate_decreasing, rdp_to_dp, subsampled_gaussian_rdp
 from targets import stacked_mlp
-from targets.base import Claim, Lazy, Release, Target, TargetConfig, child_generator
+from targets.base import Claim, Lazy, Release, Target, TargetConfig, child_generator, split_accuracies
 from targets.dpsgd import canary_from
 from targets.trace import HeterPoissonTrace, TraceStep
-
-_STACK_BYTES = 16 * 2**20  # runs stack until their step tensors reach about this size
 
 #: RDP orders: a fine grid below 10 and the integers up to 256.
 ORDERS: tuple[float, ...] = tuple(float(a) for a in np.linspace(1.05, 10.0, 180)) + tuple(
@@ -249,17 +247,11 @@ class DPSGDGCN(Target[DPSGDGCNConfig]):
                 raise ValueError(f"canary_node {canary_node} is not a training node")
         inputs = propagate(graph, self.config.hops).to(self.device)
         rows = stacked_mlp.padded(int(graph.train_mask.sum()))
-        per_run = 4 * (rows * (3 * inputs.size(1) + 6 * self.config.hidden + 8 * (int(graph.y.max()) + 1))
-                       + 10 * stacked_mlp.padded(d))
-        size = max(1, _STACK_BYTES // per_run)
+        run_bytes = stacked_mlp.stack_bytes(rows, inputs.size(1), self.config.hidden, int(graph.y.max()) + 1,
+                                            stacked_mlp.padded(d))
         canary = (gc, None if canary_node is None else int(canary_node))
-        threads_before = torch.get_num_threads()
-        torch.set_num_threads(1)  # a parallel kernel splits its range by the stack's size: one thread keeps
-        try:                      # run k's floats independent of the stack
-            return [release for i in range(0, len(rngs), size)
-                    for release in self._fit_stack(graph, inputs, rngs[i:i + size], p, canary)]
-        finally:
-            torch.set_num_threads(threads_before)
+        return stacked_mlp.fit_in_stacks(rngs, run_bytes,
+                                         lambda stack: self._fit_stack(graph, inputs, stack, p, canary))
 
     def _fit_stack(self, graph: Any, inputs: torch.Tensor, rngs: list[torch.Generator], p: dict,
                    canary: tuple) -> list[Release]:
@@ -341,11 +333,7 @@ class DPSGDGCN(Target[DPSGDGCNConfig]):
                  shapes: dict, trace: HeterPoissonTrace, p: dict, std: float) -> Release:
         """One run's release from its final flat parameters: weights, api, trace; the accuracy on
         first read."""
-        weights, offset = {}, 0
-        for name, shape in shapes.items():
-            k = math.prod(shape)
-            weights[name] = flat[offset:offset + k].reshape(shape).clone()
-            offset += k
+        weights = stacked_mlp.unflatten(flat, shapes)
         dev, hops = self.device, self.config.hops
         pairs = [(weights[f"{name}.weight"].to(dev), weights[f"{name}.bias"].to(dev)) for name in self._names()]
 
@@ -356,14 +344,8 @@ class DPSGDGCN(Target[DPSGDGCNConfig]):
                 xin = xin[torch.as_tensor(nodes, dtype=torch.long).view(-1).to(dev)]
             return stacked_mlp.softmax_of(xin, pairs).float().cpu()
 
-        def accuracy() -> dict[str, float]:
-            pred, ycpu = predict(graph).argmax(1), graph.y.cpu()
-            masks = {split: getattr(graph, f"{split}_mask").cpu() for split in ("train", "val", "test")}
-            return {split: float((pred[mk] == ycpu[mk]).float().mean()) if mk.any() else float("nan")
-                    for split, mk in masks.items()}
-
-        info = {"accuracy": Lazy(accuracy), "steps_run": p["steps"], "steps_accounted": p["steps"],
+        info = {"accuracy": Lazy(lambda: split_accuracies(predict(graph).argmax(1), graph)), "steps_run": p["steps"], "steps_accounted": p["steps"],
                 "sampling_rate": p["sampling_rate"], "noise_multiplier": p["noise_multiplier"], "noise_std": std,
-                "dimension": offset, "mean_batch": float(np.mean([s.central.numel() for s in trace.steps])),
+                "dimension": sum(w.numel() for w in weights.values()), "mean_batch": float(np.mean([s.central.numel() for s in trace.steps])),
                 "fresh_noise_per_query": False}
         return Release(api=predict, weights=weights, mechanism=None, trace=trace, info=info)

@@ -18,16 +18,47 @@ layer alone with z = a. The per-example vmap(grad) of :mod:`targets.dpsgd` is th
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from targets.base import one_torch_thread
+
 _ALIGN = 32  # rows per run rounded up to this: a run's slice is whole unrolled vector steps (2 × 16 floats)
+STACK_BYTES = 16 * 2**20  # runs stack until their step tensors reach about this size
 
 
 def padded(n: int) -> int:
     return max(_ALIGN, -(-n // _ALIGN) * _ALIGN)
+
+
+def stack_bytes(rows: int, features: int, hidden: int, classes: int, width: int) -> int:
+    """Rough bytes of one run's share of a stack's step tensors (`rows` slots, a `width`-entry
+    parameter row): bounds how many runs stack at once."""
+    return 4 * (rows * (3 * features + 6 * hidden + 8 * classes) + 10 * width)
+
+
+def fit_in_stacks(rngs: list[torch.Generator], run_bytes: int,
+                  fit_stack: Callable[[list[torch.Generator]], list[Any]]) -> list[Any]:
+    """``fit_stack`` over consecutive stacks of `rngs` (as many runs as fit :data:`STACK_BYTES` at
+    `run_bytes` each), on one torch thread so that each run's floats do not depend on its stack."""
+    size = max(1, STACK_BYTES // run_bytes)
+    with one_torch_thread():
+        return [release for i in range(0, len(rngs), size) for release in fit_stack(rngs[i:i + size])]
+
+
+def unflatten(flat: torch.Tensor, shapes: dict[str, tuple[int, ...]]) -> dict[str, torch.Tensor]:
+    """One run's flat parameter row (at least the shapes' total entries) → named parameters
+    (fresh tensors), in the order of `shapes`."""
+    out, offset = {}, 0
+    for name, shape in shapes.items():
+        k = math.prod(shape)
+        out[name] = flat[offset:offset + k].reshape(shape).clone()
+        offset += k
+    return out
 
 
 def pad_rows(t: torch.Tensor, rows: int) -> torch.Tensor:

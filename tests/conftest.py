@@ -48,3 +48,24 @@ def csbm(make_csbm):
 def small_csbm(make_csbm):
     """A 120-node, 3-class, 8-feature graph (seed 3): the gradient, LiRA, GMIA and Adam-LRT tests'."""
     return make_csbm(n=120, classes=3, features=8, seed=3)
+
+
+@pytest.fixture
+def stored_runs(tmp_path):
+    """``stored_runs(target, params, settings)`` plays a 24-trial audit (seed 2) once per
+    ``(name, batch, jobs)`` of `settings`, each in its own folder, and returns
+    ``{name: (stored (index, bit, score) rows, ε_lb)}``: the same seed must give the same trials
+    whatever the batching."""
+    from audit.game import AuditSpec, run_audit
+    from audit.store import Store
+
+    def play(target, params, settings):
+        runs = {}
+        for name, batch, jobs in settings:
+            spec = AuditSpec(target=target, params=params, trials=24, seed=2, batch=batch)
+            result = run_audit(spec, out=tmp_path / name, progress=False, jobs=jobs)
+            with Store(result["store"]) as s:
+                runs[name] = (s.trials(result["key"]), result["eps_lb"])
+        return runs
+
+    return play

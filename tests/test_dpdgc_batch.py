@@ -7,8 +7,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from audit.game import AuditSpec, run_audit
-from audit.store import Store
 from targets.base import build, resolve
 from targets.dpdgc import dpemb
 from targets.trace import HeterPoissonTrace
@@ -105,15 +103,10 @@ def test_thread_groups_change_no_float(csbm, kw, monkeypatch):
         assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
 
 
-def test_dpdgc_run_is_the_same_for_any_batch_and_jobs(tmp_path):
-    params = {k: str(v) for k, v in FAST.items()}
-    runs = {}
+def test_dpdgc_run_is_the_same_for_any_batch_and_jobs(stored_runs):
     # batch 5: 12 trials per world in sub-batches 5 and 7 (the last 2 join), 2 thread groups of 7
-    for name, batch, jobs in [("one", 1, 1), ("auto", 0, 1), ("odd", 3, 1), ("tail", 5, 1), ("jobs", 0, 2)]:
-        spec = AuditSpec(target="dpdgc", params=params, trials=24, seed=2, batch=batch)
-        result = run_audit(spec, out=tmp_path / name, progress=False, jobs=jobs)
-        with Store(result["store"]) as s:
-            runs[name] = (s.trials(result["key"]), result["eps_lb"])
+    runs = stored_runs("dpdgc", {k: str(v) for k, v in FAST.items()},
+                       [("one", 1, 1), ("auto", 0, 1), ("odd", 3, 1), ("tail", 5, 1), ("jobs", 0, 2)])
     rows = runs["one"][0]
     assert len(rows) == 24 and len({sc for _, _, sc in rows}) == 24
     assert all(r == runs["one"] for r in runs.values())

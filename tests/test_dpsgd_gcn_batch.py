@@ -4,8 +4,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from audit.game import AuditSpec, run_audit
-from audit.store import Store
 from targets import stacked_mlp
 from targets.base import build, child_generator, resolve, seeded
 from targets.dpsgd import flatten, per_example_gradients
@@ -130,13 +128,8 @@ def test_fit_batch_equals_fit_with_canaries(csbm, node, per_step):
     assert any(flags) and not all(flags)
 
 
-def test_run_is_the_same_for_any_batch(tmp_path):
-    runs = {}
-    for name, batch in [("one", 1), ("auto", 0), ("odd", 5)]:
-        spec = AuditSpec(target="dpsgd-gcn", params={"steps": "3"}, trials=24, seed=2, batch=batch)
-        result = run_audit(spec, out=tmp_path / name, progress=False)
-        with Store(result["store"]) as s:
-            runs[name] = (s.trials(result["key"]), result["eps_lb"])
+def test_run_is_the_same_for_any_batch(stored_runs):
+    runs = stored_runs("dpsgd-gcn", {"steps": "3"}, [("one", 1, 1), ("auto", 0, 1), ("odd", 5, 1)])
     rows = runs["one"][0]
     assert len(rows) == 24 and len({sc for _, _, sc in rows}) == 24
     assert all(r == runs["one"] for r in runs.values())

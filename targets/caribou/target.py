@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch_geometric.data import Data
 
-from graphs.ops import degrees, drop_isolated
+from graphs.ops import degrees, drop_isolated_with_notice
 from targets import dpsgd
 from targets.accounting import (
     DEFAULT_ORDERS, calibrate_decreasing, gap_delta, gaussian_rdp, gdp_epsilon, gdp_mu, rdp_to_dp,
@@ -223,13 +223,7 @@ class Caribou(Target[CaribouConfig]):
         so that D_min ≥ 1 as the sensitivities of Eq. 6/8 need. Returns the graph to train on and a
         one-line notice (None when nothing was dropped). Masks, features and labels follow the kept
         nodes; the graph is re-indexed."""
-        deg = degrees(graph)
-        isolated = int((deg == 0).sum())
-        if isolated == 0:
-            return graph, None
-        out = drop_isolated(graph)
-        return out, (f"caribou: dropped {isolated} isolated node(s) as the paper does (GAP's RemoveIsolatedNodes): "
-                     f"{graph.num_nodes} -> {out.num_nodes} nodes")
+        return drop_isolated_with_notice(graph, "caribou")
 
     def cached_work(self) -> str | None:
         if self.config.unit == "edge":

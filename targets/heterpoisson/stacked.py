@@ -32,7 +32,7 @@ from targets.base import child_generator
 from targets.heterpoisson.accountant import sml_sample
 from targets.heterpoisson.model import Batch, aggregate
 from targets.stacked_mlp import (clip_factor, deltas, first_layer_sums, gaussian_noise, init_linears,
-                                 last_layer_sums, linear, padded, sq_norm)
+                                 last_layer_sums, linear, padded, sq_norm, unflatten)
 
 _BETA1, _BETA2, _EPS = 0.9, 0.999, 1e-8
 
@@ -63,12 +63,7 @@ class Layout:
 
     def unflatten(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
         """One run's flat vector (≥ d entries) → its named parameters (fresh tensors)."""
-        out, offset = {}, 0
-        for name, shape in self.shapes().items():
-            k = math.prod(shape)
-            out[name] = flat[offset:offset + k].reshape(shape).clone()
-            offset += k
-        return out
+        return unflatten(flat, self.shapes())
 
     def views(self, flat: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """(W1, b1, W2, b2, λ or None) of every run, as views of the K × D block."""
@@ -235,7 +230,3 @@ class Adam:
         denom = (self.v.sqrt() / math.sqrt(1 - _BETA2 ** self.t)).add_(_EPS)
         self.params.addcdiv_(self.m, denom, value=-step_size)
 
-
-def stack_bytes(lay: Layout, rows: int) -> int:
-    """Rough bytes of one run's share of a stack's step tensors (to bound how many runs stack at once)."""
-    return 4 * (rows * (3 * lay.features + 6 * lay.hidden + 8 * lay.classes) + 10 * lay.width)

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from targets.accounting import calibrate_decreasing
-from targets.base import Claim, Lazy, LazyDict, Release, Target, TargetConfig
+from targets.base import Claim, Lazy, LazyDict, Release, Target, TargetConfig, split_accuracies
 from targets.dpsgd import canary_from
 from targets import stacked_mlp
 from targets.heterpoisson import stacked
@@ -18,7 +18,6 @@ from targets.heterpoisson.config import HeterPoissonConfig
 from targets.heterpoisson.model import Batch, star_forward
 from targets.trace import HeterPoissonTrace, TraceStep
 
-_STACK_BYTES = 16 * 2**20  # runs stack until their step tensors reach about this size (csbm: ~19 runs; measured best near there)
 
 
 def feature_stats(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -282,15 +281,11 @@ class HeterPoisson(Target[HeterPoissonConfig]):
             if canary_node is not None and not bool(train_mask[int(canary_node)]):
                 raise ValueError(f"canary_node {canary_node} is not a training node")
         stats = feature_stats(graph.x) if cfg.standardize else None
-        size = max(1, _STACK_BYTES // stacked.stack_bytes(lay, stacked_mlp.padded(int(train_mask.sum()))))
         canary = (gc, None if canary_node is None else int(canary_node), canary_whole_node)
-        threads_before = torch.get_num_threads()
-        torch.set_num_threads(1)  # a parallel kernel splits its range by the stack's size: one thread keeps
-        try:                      # run k's floats independent of the stack
-            return [release for i in range(0, len(rngs), size)
-                    for release in self._fit_stack(graph, rngs[i:i + size], p, lay, canary, stats)]
-        finally:
-            torch.set_num_threads(threads_before)
+        run_bytes = stacked_mlp.stack_bytes(stacked_mlp.padded(int(train_mask.sum())), lay.features, lay.hidden,
+                                            lay.classes, lay.width)  # csbm: ~19 runs a stack, measured best near there
+        return stacked_mlp.fit_in_stacks(rngs, run_bytes,
+                                         lambda stack: self._fit_stack(graph, stack, p, lay, canary, stats))
 
     def _fit_stack(self, graph: Any, rngs: list[torch.Generator], p: dict, lay: stacked.Layout,
                    canary: tuple, stats: tuple | None) -> list[Release]:
@@ -389,14 +384,8 @@ class HeterPoisson(Target[HeterPoissonConfig]):
                                                                   stats)))
         predict = self._predict_fn(weights, run.infer_seed, train_mask, stats)
 
-        def accuracy() -> dict[str, float]:
-            pred, ycpu = predict(graph).argmax(1), graph.y.cpu()
-            masks = {split: getattr(graph, f"{split}_mask").cpu() for split in ("train", "val", "test")}
-            return {split: float((pred[mk] == ycpu[mk]).float().mean()) if mk.any() else float("nan")
-                    for split, mk in masks.items()}
-
         info = {
-            "accuracy": Lazy(accuracy),
+            "accuracy": Lazy(lambda: split_accuracies(predict(graph).argmax(1), graph)),
             "steps_run": p["run_steps"],
             "steps_accounted": p["steps"],
             "sampling_rate": p["sampling_rate"],
