@@ -16,25 +16,17 @@ depend on the machine (and on what else runs on it).
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import time
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from audit.game import AuditSpec, setup_run, trial_seed  # noqa: E402
+from trial_cost import arguments, compare
+from audit.game import AuditSpec, setup_run
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--batch", type=int, default=64)
-    p.add_argument("--single", type=int, default=16, help="trials of the one-fit-per-trial measurement")
-    p.add_argument("--repeats", type=int, default=2)
-    args = p.parse_args(argv)
-    torch.set_num_threads(1)
+    args = arguments(__doc__, argv, batch=64, single=16)
     graph, target, claim = setup_run(AuditSpec(target="heterpoisson"))
     target.prepare(graph)
     plan = target.plan(graph)
@@ -54,25 +46,8 @@ def main(argv: list[str] | None = None) -> int:
                 torch.randn(d, generator=gen, dtype=torch.float64)
         return (time.process_time() - c0) / k * 1e3
 
-    def batched() -> float:
-        gens = [torch.Generator().manual_seed(trial_seed(0, i)) for i in range(args.batch)]
-        c0 = time.process_time()
-        target.fit_batch(graph, gens)
-        return (time.process_time() - c0) / args.batch * 1e3
-
-    def single() -> float:
-        c0 = time.process_time()
-        for i in range(args.single):
-            target.fit(graph, torch.Generator().manual_seed(trial_seed(0, i)))
-        return (time.process_time() - c0) / args.single * 1e3
-
-    single()  # warm-up
     print(f"heterpoisson on csbm: d = {d}, T = {steps}, q_b = {q}, batched = {getattr(target, 'batched', False)}")
-    print("| repeat | draw floor | fit_batch of %d | one fit per trial |" % args.batch)
-    print("|---:|---:|---:|---:|")
-    for r in range(args.repeats):
-        f, b, s = floor(), batched(), single()
-        print(f"| {r + 1} | {f:.2f} | {b:.2f} ({b / f:.1f}×) | {s:.2f} ({s / f:.1f}×) |")
+    compare(target, graph, floor, args)
     return 0
 
 

@@ -21,6 +21,7 @@ when it has one, e.g. CARIBOU, which prints its notice).
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import math
 import os
@@ -277,10 +278,11 @@ def write_markdown(rows: list[dict[str, Any]], seeds: int, split: tuple[float, f
 OTHER_PAPERS = ("gap", "dpdgc", "heterpoisson", "gcon")
 
 
+@functools.cache
 def code_stamp(target: str | None, preset: str | Path) -> str:
     """The code a cached fit was made with: the target's package (none for the MLP), this file and
     the preset's module. A cached fit is reused only under the same stamp, so a table is never
-    rendered from fits of other code."""
+    rendered from fits of other code. Hashed once per process (the sources do not change during a run)."""
     from audit.provenance import source_hash
     return source_hash(*([get(target)] if target else []), Path(__file__), Path(preset))
 
