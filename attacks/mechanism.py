@@ -119,7 +119,7 @@ def _step_score(step: MechanismStep, means: _Means) -> float:
     return float(((o - means.mid) * d).sum())
 
 
-def _step_scores(steps: list[MechanismStep], means: list[_Means]) -> list[float]:
+def _scores_given_means(steps: list[MechanismStep], means: list[_Means]) -> list[float]:
     """``[_step_score(s, m) for s, m in zip(steps, means)]``; plain Gaussian steps over the same
     rows on their stacked rows (elementwise), each sum over its own contiguous slice."""
     m = means[0]
@@ -194,7 +194,7 @@ class MechanismLRT(Attack):
                 means = _batch_means(group, pair, supports[id(group[0].support)])
             else:
                 means = [_means(group[0], pair)]
-            for i, score in zip(members, _step_scores(group, means)):
+            for i, score in zip(members, _scores_given_means(group, means)):
                 scores[i] = score
         return [scores[i] for i in range(len(steps))]
 
