@@ -243,6 +243,8 @@ class Target(ABC, Generic[C]):
     bugs: ClassVar[dict[str, str]] = {}
     #: True where :meth:`fit_batch` does genuinely vectorised work (the game then batches by default)
     batched: ClassVar[bool] = False
+    #: a batched target's own auto batch for the mechanism view on CPU (None: the game's default)
+    auto_batch: ClassVar[int | None] = None
 
     config: C
 

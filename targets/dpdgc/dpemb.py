@@ -144,7 +144,7 @@ def _train_stack(adj: Adjacency, sched: Schedule, y: torch.Tensor, train_idx: to
     scale = torch.tensor(float(batch), device=dev)
     step = torch.zeros((), device=dev)  # Adam's step count, read (not advanced) by the fused kernel
     m = train_idx.numel()
-    perms = torch.empty(k_runs, m, dtype=torch.long)  # each step's randperm of every run, drawn in place
+    perms = torch.empty(k_runs, m, dtype=torch.long, device="cpu")  # each step's randperms, drawn in place (CPU generators)
     y_dev = y.to(dev)
     runs = torch.arange(k_runs, device=dev)[:, None]  # K × 1
     arange_b = torch.arange(batch, device=dev)[None, :]
