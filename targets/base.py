@@ -177,6 +177,11 @@ class LazyDict(Mapping):
         yield from self._eager
         yield from (k for k in self._computed() if k not in self._eager)
 
+    @property
+    def computed(self) -> bool:
+        """Whether the lazy entries have been computed."""
+        return self._rest._done
+
     def eager_items(self) -> list[tuple[str, Any]]:
         """The entries at hand (computes nothing)."""
         return list(self._eager.items())

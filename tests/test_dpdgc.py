@@ -121,7 +121,7 @@ def test_classifier_shapes_declared_without_training(csbm):
     r = t.fit(csbm, torch.Generator().manual_seed(0))
     assert torch.equal(before, torch.random.get_rng_state())
     shapes = r.weights.rest_shapes
-    assert shapes and "clf.head.weight" in shapes and not r.weights._rest._done
+    assert shapes and "clf.head.weight" in shapes and not r.weights.computed
     trained = {k: tuple(v.shape) for k, v in r.weights.items() if k.startswith("clf.")}
     assert trained == shapes
 
