@@ -87,7 +87,7 @@ import numpy as np
 import torch
 from scipy import stats
 
-from targets.base import LEVELS, Lazy, MechanismStep, Release, Target, resolve
+from targets.base import LEVELS, Lazy, LazyDict, MechanismStep, Release, Target, resolve
 
 #: the SeedSequence tag of the check's generators (never used by a trial)
 SEED_TAG = 0xDEC1A4ED
@@ -256,7 +256,12 @@ def _leaks(release: Release, means: dict[int, torch.Tensor], read: tuple[str, ..
     found = []
     places: list[tuple[str, Any]] = []
     if "weights" not in read and release.weights is not None and not isinstance(release.weights, Lazy):
-        places += [(f"weights[{k!r}]", v) for k, v in release.weights.items()]
+        weights = release.weights
+        shapes = {tuple(m.shape) for m in means.values()}
+        if isinstance(weights, LazyDict) and weights.rest_shapes is not None \
+                and not shapes & set(weights.rest_shapes.values()):
+            weights = dict(weights.eager_items())  # no lazy entry has a mean's shape: none computed
+        places += [(f"weights[{k!r}]", v) for k, v in weights.items()]
     places += [(f"info[{k!r}]", v) for k, v in (release.info or {}).items()]
     for where, value in places:
         if not isinstance(value, torch.Tensor) or value.numel() < 2:

@@ -122,16 +122,18 @@ AUTO_BATCH_CUDA = 64
 
 
 def batch_size(spec_batch: int, target: targets.Target, level: str = "mechanism") -> int:
-    """The batch size a run uses: the spec's, or auto (0): for a vectorised target AUTO_BATCH on
-    the mechanism view, AUTO_BATCH_TRAINING on views that need the trained model, AUTO_BATCH_CUDA
-    on CUDA; 1 for a target without ``fit_batch``."""
+    """The batch size a run uses: the spec's, or auto (0): for a vectorised target AUTO_BATCH (or
+    the target's ``auto_batch``) on the mechanism view, AUTO_BATCH_TRAINING on views that need the
+    trained model, AUTO_BATCH_CUDA on CUDA; 1 for a target without ``fit_batch``."""
     if spec_batch:
         return spec_batch
     if not getattr(target, "batched", False):
         return 1
     if getattr(target, "device", torch.device("cpu")).type == "cuda":
         return AUTO_BATCH_CUDA
-    return AUTO_BATCH if level == "mechanism" else AUTO_BATCH_TRAINING
+    if level != "mechanism":
+        return AUTO_BATCH_TRAINING
+    return getattr(target, "auto_batch", None) or AUTO_BATCH
 
 
 def cached_work(target: targets.Target) -> str | None:

@@ -5,7 +5,7 @@ than wall time on a shared machine; threads' CPU is summed):
 
 * floor: the trial's own draws alone (init, T × (``randperm`` + n·h + h normals), Z's n·h
   float64 normals), replayed on fresh generators;
-* fit_batch: ``fit_batch`` of ``--batch`` trials (the game's auto batch is 16);
+* fit_batch: ``fit_batch`` of ``--batch`` trials (DPDGC's auto batch is 48);
 * fit: one ``fit`` per trial (``--batch 1``).
 
     taskset -c 1 python benchmarks/dpdgc_cost.py          # one core: no help from the thread groups
@@ -24,7 +24,7 @@ from audit.game import AuditSpec, setup_run
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = arguments(__doc__, argv, batch=16, single=4)
+    args = arguments(__doc__, argv, batch=48, single=4)
     graph, target, claim = setup_run(AuditSpec(target="dpdgc"))
     target.prepare(graph)
     n, h = graph.num_nodes, target.config.hidden

@@ -151,18 +151,40 @@ class LazyDict(Mapping):
     a :class:`Lazy` mapping computed on first access to one of them (or on iteration): e.g. a
     release's ``weights``, with the embedding's parameters eager and a lazily trained classifier's."""
 
-    def __init__(self, eager: dict[str, Any], rest: Lazy) -> None:
+    def __init__(self, eager: dict[str, Any], rest: Lazy, rest_shapes: dict[str, tuple[int, ...]] | None = None
+                 ) -> None:
+        """`rest_shapes`, where given, are the lazy entries' tensor shapes, known without computing
+        them (a model's parameter shapes); they are checked when the entries are computed."""
         self._eager = dict(eager)
         self._rest = rest
+        self.rest_shapes = None if rest_shapes is None else {k: tuple(v) for k, v in rest_shapes.items()}
+
+    def _computed(self) -> dict[str, Any]:
+        done = self._rest._done
+        rest = self._rest.get()
+        if not done and self.rest_shapes is not None:
+            got = {k: tuple(v.shape) for k, v in rest.items() if isinstance(v, torch.Tensor)}
+            if got != self.rest_shapes:
+                raise AssertionError(f"lazy entries' shapes {got} differ from the declared {self.rest_shapes}")
+        return rest
 
     def __getitem__(self, key: str) -> Any:
         if key in self._eager:
             return self._eager[key]
-        return self._rest.get()[key]
+        return self._computed()[key]
 
     def __iter__(self) -> Iterator[str]:
         yield from self._eager
-        yield from (k for k in self._rest.get() if k not in self._eager)
+        yield from (k for k in self._computed() if k not in self._eager)
+
+    @property
+    def computed(self) -> bool:
+        """Whether the lazy entries have been computed."""
+        return self._rest._done
+
+    def eager_items(self) -> list[tuple[str, Any]]:
+        """The entries at hand (computes nothing)."""
+        return list(self._eager.items())
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
@@ -226,6 +248,8 @@ class Target(ABC, Generic[C]):
     bugs: ClassVar[dict[str, str]] = {}
     #: True where :meth:`fit_batch` does genuinely vectorised work (the game then batches by default)
     batched: ClassVar[bool] = False
+    #: a batched target's own auto batch for the mechanism view on CPU (None: the game's default)
+    auto_batch: ClassVar[int | None] = None
 
     config: C
 

@@ -134,6 +134,8 @@ def test_auto_batch_size_follows_the_target():
     assert game.batch_size(0, targets.build("gaussian")) == game.AUTO_BATCH
     assert game.batch_size(0, targets.build("gap"), "api") == game.AUTO_BATCH_TRAINING
     assert game.batch_size(0, targets.build("gcn")) == 1
+    assert game.batch_size(0, targets.build("dpdgc")) == 48 and game.batch_size(3, targets.build("dpdgc")) == 3
+    assert game.batch_size(0, targets.build("dpdgc"), "api") == game.AUTO_BATCH_TRAINING
     assert game.batch_size(5, targets.build("gcn")) == 5
 
 

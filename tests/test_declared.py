@@ -10,13 +10,14 @@ import time
 
 import numpy as np
 import pytest
+import torch
 
 from audit import declared
 from audit.game import trial_seed
 from canaries.base import make as make_canary
 from canaries.edge import ExplicitEdge
 from graphs.ops import degrees
-from targets.base import build, replace_config
+from targets.base import Lazy, LazyDict, Release, build, replace_config
 
 
 def pinned(name: str, graph, **params):
@@ -89,6 +90,27 @@ def test_leaky_view_is_reported(csbm, pair):
     check = declared.check_declared(pinned("tests.deviants:LeakyView", csbm), pair, seed=0, n=8,
                                     attack=("mechanism", "api", "weights"))
     assert check.unread_views == []
+
+
+def test_leak_scan_computes_lazy_weights_only_where_a_shape_could_match():
+    """A ``LazyDict`` weights view whose lazy entries declare shapes: the scan checks its eager
+    entries, computes the lazy ones only where a declared shape is a mean's shape (and then finds
+    a leak there), and a wrong declaration is caught when the entries are computed."""
+    mean = torch.randn(5, 3, dtype=torch.float64)
+    calls = []
+
+    def view(rest: dict, shapes: dict) -> Release:
+        lazy = Lazy(lambda: calls.append(1) or rest)
+        return Release(weights=LazyDict({"w": mean.float()}, lazy, shapes))
+
+    other = {"clf": torch.zeros(4, 2)}
+    found = declared._leaks(view(other, {"clf": (4, 2)}), {0: mean}, ("mechanism",))
+    assert calls == [] and found == ["weights['w'] equals the noiseless mean of mechanism step 0"]
+    found = declared._leaks(view({"clf": mean.clone()}, {"clf": (5, 3)}), {0: mean}, ("mechanism",))
+    assert calls == [1] and "weights['clf'] equals the noiseless mean of mechanism step 0" in found
+    with pytest.raises(AssertionError, match="differ from the declared"):
+        dict(view(other, {"clf": (5, 3)}).weights)
+    assert declared._leaks(view(other, None), {0: mean}, ("mechanism",)) and calls == [1, 1, 1]
 
 
 @pytest.mark.parametrize("kw,fragment", [

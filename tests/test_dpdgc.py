@@ -112,6 +112,20 @@ def test_release_views(csbm):
     assert torch.allclose(norms, torch.full_like(norms, 1e-8), rtol=1e-5)  # projected rows
 
 
+def test_classifier_shapes_declared_without_training(csbm):
+    """The ``weights`` view declares its lazy classifier entries' shapes (for the declared check's
+    leak scan) without training it or drawing from torch's global generator; the declared shapes
+    are the trained classifier's (the view checks them when it computes)."""
+    t = build("dpdgc", **FAST)
+    before = torch.random.get_rng_state()
+    r = t.fit(csbm, torch.Generator().manual_seed(0))
+    assert torch.equal(before, torch.random.get_rng_state())
+    shapes = r.weights.rest_shapes
+    assert shapes and "clf.head.weight" in shapes and not r.weights.computed
+    trained = {k: tuple(v.shape) for k, v in r.weights.items() if k.startswith("clf.")}
+    assert trained == shapes
+
+
 def test_noise_has_claimed_scale(csbm):
     t, r = fit(csbm, epsilon=2)
     step = r.mechanism[0]

@@ -144,12 +144,15 @@ def _train_stack(adj: Adjacency, sched: Schedule, y: torch.Tensor, train_idx: to
     scale = torch.tensor(float(batch), device=dev)
     step = torch.zeros((), device=dev)  # Adam's step count, read (not advanced) by the fused kernel
     m = train_idx.numel()
+    perms = torch.empty(k_runs, m, dtype=torch.long, device="cpu")  # each step's randperms, drawn in place (CPU generators)
     y_dev = y.to(dev)
     runs = torch.arange(k_runs, device=dev)[:, None]  # K × 1
     arange_b = torch.arange(batch, device=dev)[None, :]
     rows_of = None if adj.sparse is not None else _BatchRows(adj, train_idx, y, classes, k_runs, batch)
     for t in range(sched.steps):
-        pos = torch.stack([torch.randperm(m, generator=rng)[:batch] for rng in rngs]).to(dev)  # K × B in train_idx
+        for perm, rng in zip(perms, rngs):
+            torch.randperm(m, generator=rng, out=perm)
+        pos = perms[:, :batch].to(dev)  # K × B in train_idx
         idx = train_idx.to(dev)[pos] if rows_of is None or trace is not None else None
         if rows_of is None:
             pre_all = torch.sparse.mm(adj.sparse[0], w.transpose(0, 1).reshape(n, k_runs * h)).view(n, k_runs, h)
@@ -169,8 +172,8 @@ def _train_stack(adj: Adjacency, sched: Schedule, y: torch.Tensor, train_idx: to
         gs = gpre.mul_((sched.clip / norms.add_(1e-12)).clamp_(max=1.0)[..., None])
         # each run's noise after its batch (its generator's order), drawn once the batch rows' work
         # is done, so the clean sum lands on rows the draw has just written
-        for k, rng in enumerate(rngs):
-            grads[k].normal_(0.0, sched.std, generator=rng)
+        for block, rng in zip(blocks[1], rngs):
+            block.normal_(0.0, sched.std, generator=rng)
         noisy = grads.to(dev)
         # the clean sum onto the noise: row j of run k gathers the clipped g_i of its batch rows i
         # with A[i, j], row n (b) all of them
@@ -235,8 +238,8 @@ class _BatchRows:
         self.offsets = offsets = ends - counts
         total = int(ends[-1])
         shift = self.start.index_select(0, flat).add_(self.run_shift).sub_(offsets)
-        entry = torch.repeat_interleave(shift, counts, output_size=total).add_(self.arange[:total])
-        self.counts, self.total = counts, total
+        self.bag = bag = torch.repeat_interleave(counts, output_size=total)  # entry e's bag (its batch row)
+        entry = shift.index_select(0, bag).add_(self.arange[:total])
         self.target = self.cols.index_select(0, entry)
         self.val = None if self.vals is None else self.vals.index_select(0, entry)
         self.onehot = self.labels.index_select(0, flat).view(k_runs, -1, self.labels.size(1))
@@ -247,5 +250,5 @@ class _BatchRows:
 
     def spread(self, gs: torch.Tensor) -> torch.Tensor:
         """Row e: the clipped g_i of the bag that entry e belongs to, times A's value."""
-        rows = gs.reshape(-1, gs.size(-1)).repeat_interleave(self.counts, dim=0, output_size=self.total)
+        rows = gs.reshape(-1, gs.size(-1)).index_select(0, self.bag)
         return rows if self.val is None else rows.mul_(self.val[:, None])
