@@ -1,7 +1,7 @@
 """Sequential audits in the game: ``run --sequential`` plays trials in growing blocks and stops as
 soon as the verdict is settled (the test is :class:`audit.sequential.SequentialAudit`).
 
-Looks. Trials 2k and 2k+1 take opposite bits (:func:`audit.game.secret_bit`), so the 2n trials from
+Looks. Trials 2k and 2k+1 take opposite bits (:func:`audit.play.secret_bit`), so the 2n trials from
 an even index on hold exactly n trials of each world. Look j reads trial indices
 [offset, offset + 2·n_j), n_j = first·2^j per world and the last n_j the whole budget's, with
 first = max(FIRST_LOOK_MIN, ⌈budget / 16⌉), so at most five looks; each world's trials in index

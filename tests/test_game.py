@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from attacks import base as attacks
-from audit import game
+from audit import game, play
 from audit.game import AuditSpec, run_audit
 from audit.result import Result
 from audit.store import Store
@@ -22,11 +22,11 @@ def _scores(result):
 
 
 def test_bits_are_balanced_and_seeded():
-    bits = [game.secret_bit(0, i) for i in range(1000)]
+    bits = [play.secret_bit(0, i) for i in range(1000)]
     assert sum(bits) == 500
     assert all(bits[2 * j] != bits[2 * j + 1] for j in range(500))
-    assert bits != [game.secret_bit(1, i) for i in range(1000)]
-    assert game.trial_seed(0, 1) != game.trial_seed(0, 2) != game.trial_seed(1, 1)
+    assert bits != [play.secret_bit(1, i) for i in range(1000)]
+    assert play.trial_seed(0, 1) != play.trial_seed(0, 2) != play.trial_seed(1, 1)
 
 
 def test_the_whole_run_uses_one_thread_and_restores_the_callers(tmp_path, monkeypatch):
@@ -199,13 +199,13 @@ def test_a_runs_chunks_share_one_target_and_attack_and_the_trials_do_not_change(
     spec = _spec(trials=400, batch=8)  # several chunks of at most 100 trials
     reused = run_audit(spec, out=tmp_path / "reused", progress=False).to_dict()
     n_reused = len(built)
-    assert not game._WORKER  # released when the run ends
+    assert not play._WORKER  # released when the run ends
 
     class Forgetful(dict):
         def __setitem__(self, key, value):
             pass
 
-    monkeypatch.setattr(game, "_WORKER", Forgetful())
+    monkeypatch.setattr(play, "_WORKER", Forgetful())
     built.clear()
     fresh = run_audit(spec, out=tmp_path / "fresh", progress=False).to_dict()
     assert len(built) >= n_reused + 3  # one more target for each chunk after the first
