@@ -1,0 +1,242 @@
+"""The 2-layer GCN of :mod:`targets.gcn` trained for K runs at once (one product chain per epoch).
+
+Run k has its own graph (its normalised Â_k: the same graph for every run of
+:class:`targets.gcn.NonPrivateGCN`, one perturbed graph per run for :mod:`targets.edgerand`), its own
+parameters and its own generator. The K graphs form one block-diagonal CSR matrix, so a graph
+convolution of the whole stack is one sparse product whose row r of block k sums the same entries, in
+the same order, as run k's product alone; the dense products are batched (``bmm``) on widths that
+keep each run's floats what they are alone (:func:`targets.stacked_mlp.pad_cols`'s note), and the
+parameters live in one K × D block (D a multiple of 64) that one Adam steps, element by element. So
+run k's floats do not depend on K, and ``fit`` is this with K = 1.
+
+Per epoch, exactly as the module version trains: dropout on the features (their stored entries when
+sparse), the first convolution, ReLU, dropout, the second convolution, cross-entropy over the
+training nodes, Adam; then the evaluation forward and the best-validation-accuracy parameters kept.
+Only the rows a loss or an accuracy reads are computed in the second convolution (the training rows
+while training, the validation rows while evaluating): the others never reach a number that is used.
+Each run's generator seeds one torch generator (as :func:`targets.base.seeded` seeds the global one)
+that draws the initialisation (nn.Linear's order) and then, per epoch, the feature mask and the hidden
+mask, as ``F.dropout`` draws them.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from targets import stacked_mlp
+
+_WIDTH_ALIGN = 64  # parameter row length: whole vector steps for Adam's elementwise kernels
+
+
+class _SpMM(torch.autograd.Function):
+    """A @ dense with the gradient A^T @ grad, A^T given (both CSR)."""
+
+    @staticmethod
+    def forward(ctx: Any, a: torch.Tensor, a_t: torch.Tensor, dense: torch.Tensor) -> torch.Tensor:
+        ctx.a_t = a_t
+        return a @ dense
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[None, None, torch.Tensor]:
+        return None, None, ctx.a_t @ grad.contiguous()
+
+
+class BlockCSR:
+    """K sparse matrices (``shape`` each) as one block-diagonal CSR matrix and its transpose, for
+    values that may change (dropout on stored entries) while the pattern stays.
+
+    ``entries[k]`` = (rows, cols) of run k, sorted row-major (coalesced COO order)."""
+
+    def __init__(self, entries: Sequence[tuple[torch.Tensor, torch.Tensor]], shape: tuple[int, int],
+                 device: torch.device) -> None:
+        n_rows, n_cols = shape
+        k_runs = len(entries)
+        rows = torch.cat([r + k * n_rows for k, (r, _) in enumerate(entries)])
+        cols = torch.cat([c + k * n_cols for k, (_, c) in enumerate(entries)])
+        self.shape = (k_runs * n_rows, k_runs * n_cols)
+        self.crow = _crow(rows, self.shape[0]).to(device)
+        self.col = cols.to(device)
+        self.perm = torch.argsort(cols * self.shape[0] + rows).to(device)  # transpose order of the values
+        self.crow_t = _crow(cols[self.perm.cpu()], self.shape[1]).to(device)
+        self.col_t = rows.to(device)[self.perm]
+
+    def matrices(self, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(A, Aᵀ) for the concatenated values of the K runs."""
+        a = torch.sparse_csr_tensor(self.crow, self.col, values, self.shape)
+        a_t = torch.sparse_csr_tensor(self.crow_t, self.col_t, values[self.perm], self.shape[::-1])
+        return a, a_t
+
+
+def _multipliers(gens: list[torch.Generator], shape: tuple[int, ...], keep: float) -> torch.Tensor:
+    """Each run's dropout multipliers (mask / keep; shape[0] runs), drawn as F.dropout draws them."""
+    out = torch.empty(shape)
+    for k, gen in enumerate(gens):
+        out[k].bernoulli_(keep, generator=gen)
+    return out.div_(keep)
+
+
+def _crow(rows: torch.Tensor, n: int) -> torch.Tensor:
+    return torch.cat([torch.zeros(1, dtype=torch.long), torch.bincount(rows, minlength=n).cumsum(0)])
+
+
+def spmm(mats: tuple[torch.Tensor, torch.Tensor], dense: torch.Tensor) -> torch.Tensor:
+    return _SpMM.apply(mats[0], mats[1], dense)
+
+
+def rows_of(adj: torch.Tensor, keep: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(rows, cols, values) of the coalesced COO `adj` restricted to the rows in the sorted index
+    `keep`, rows renumbered 0..len(keep)−1 (row-major order kept)."""
+    rows, cols = adj.indices()
+    pos = torch.full((adj.size(0),), -1, dtype=torch.long)
+    pos[keep] = torch.arange(keep.numel())
+    sel = pos[rows] >= 0
+    return pos[rows[sel]], cols[sel], adj.values()[sel]
+
+
+@dataclass
+class Layout:
+    """Where W1 (H × F), b1, W2 (Cp × H; rows past C zero), b2 (Cp) sit in a parameter row."""
+
+    features: int
+    hidden: int
+    classes: int
+
+    @property
+    def out(self) -> int:  # the second layer's output width, padded so batched products keep run floats
+        return -(-self.classes // 4) * 4
+
+    @property
+    def width(self) -> int:
+        f, h, o = self.features, self.hidden, self.out
+        return -(-(h * f + h + o * h + o) // _WIDTH_ALIGN) * _WIDTH_ALIGN
+
+    def views(self, flat: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        f, h, o = self.features, self.hidden, self.out
+        k = flat.size(0)
+        w1 = flat[:, :h * f].view(k, h, f)
+        b1 = flat[:, h * f:h * f + h]
+        at = h * f + h
+        w2 = flat[:, at:at + o * h].view(k, o, h)
+        b2 = flat[:, at + o * h:at + o * h + o]
+        return w1, b1, w2, b2
+
+    def init(self, gen: torch.Generator) -> torch.Tensor:
+        """One run's row, nn.Linear(F, H) then nn.Linear(H, C) initialised from `gen` in module order."""
+        f, h, c = self.features, self.hidden, self.classes
+        dense = torch.zeros(h * f + h + c * h + c)
+        stacked_mlp.init_linears(dense, [(f, h), (h, c)], gen)
+        row = torch.zeros(self.width)
+        row[:h * f + h + c * h] = dense[:h * f + h + c * h]
+        at = h * f + h + self.out * h
+        row[at:at + c] = dense[h * f + h + c * h:]
+        return row
+
+    def weights(self, row: torch.Tensor) -> dict[str, torch.Tensor]:
+        """One run's parameters under the module's names (fresh CPU tensors)."""
+        w1, b1, w2, b2 = self.views(row.unsqueeze(0).cpu())
+        c = self.classes
+        return {"conv1.weight": w1[0].clone(), "conv1.bias": b1[0].clone(),
+                "conv2.weight": w2[0, :c].clone(), "conv2.bias": b2[0, :c].clone()}
+
+
+def run_bytes(num_nodes: int, features: int, hidden: int, nnz: int, feature_nnz: int | None) -> int:
+    """Rough bytes of one run's share of a stack: its masks and activations, its graph (both
+    orientations), its sparse features if any."""
+    dense_x = num_nodes * features if feature_nnz is None else 3 * feature_nnz
+    return 4 * (3 * dense_x + 10 * num_nodes * hidden) + 40 * nnz
+
+
+class Features:
+    """The input layer of a stack: dropout on x and x W1ᵀ for every run (dense x: a batched product;
+    sparse x: its stored entries dropped, one block-diagonal sparse product)."""
+
+    def __init__(self, x: torch.Tensor, k_runs: int, device: torch.device) -> None:
+        self.k, self.device = k_runs, device
+        self.sparse = x.is_sparse
+        if self.sparse:
+            rows, cols = x.indices()
+            self.values = x.values()
+            self.block = BlockCSR([(rows, cols)] * k_runs, tuple(x.shape), device)
+            self.clean = self.block.matrices(self.values.repeat(k_runs).to(device))
+        else:
+            self.x = x.to(device)
+            self.clean_x = self.x.expand(k_runs, -1, -1).contiguous()
+
+    def masks(self, gens: list[torch.Generator], keep: float) -> torch.Tensor | None:
+        """Each run's dropout multipliers on x (None where F.dropout would draw nothing)."""
+        shape = tuple(self.values.shape) if self.sparse else tuple(self.x.shape)
+        if keep == 1.0 or 0 in shape:
+            return None
+        return _multipliers(gens, (self.k, *shape), keep).to(self.device)
+
+    def times(self, w1: torch.Tensor, multipliers: torch.Tensor | None) -> torch.Tensor:
+        """(dropout(x) W1ᵀ) of every run, K·N × H (no dropout when `multipliers` is None)."""
+        k, h, f = w1.shape
+        if self.sparse:
+            mats = self.clean if multipliers is None else self.block.matrices(
+                (self.values.to(self.device) * multipliers).reshape(-1))
+            return spmm(mats, w1.transpose(1, 2).reshape(k * f, h))
+        xd = self.clean_x if multipliers is None else self.x * multipliers
+        return torch.bmm(xd, w1.transpose(1, 2)).view(-1, h)
+
+
+def train(x: torch.Tensor, y: torch.Tensor, train_mask: torch.Tensor, select: torch.Tensor,
+          adjs: list[torch.Tensor], gens: list[torch.Generator], *, hidden: int, epochs: int, lr: float,
+          dropout: float, weight_decay: float, device: torch.device) -> tuple[torch.Tensor, list[float], Layout]:
+    """Train len(adjs) runs (run k on the coalesced COO Â `adjs[k]`, drawing from `gens[k]`);
+    `select` marks the nodes whose accuracy picks the kept epoch. Returns the kept parameter rows
+    (K × D, CPU), each run's best accuracy and the layout of a row."""
+    k_runs, n = len(adjs), int(x.size(0))
+    lay = Layout(int(x.size(1)), hidden, int(y.max()) + 1)
+    keep = 1.0 - dropout
+    tr = train_mask.nonzero().view(-1)
+    sel = select.nonzero().view(-1)
+
+    def block(nodes: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        parts = [(*a.indices(), a.values()) if nodes is None else rows_of(a, nodes) for a in adjs]
+        rows = n if nodes is None else nodes.numel()
+        vals = torch.cat([p[2] for p in parts]).to(device)
+        return BlockCSR([(p[0], p[1]) for p in parts], (rows, n), device).matrices(vals)
+
+    full, on_train, on_select = block(None), block(tr), block(sel)
+    inputs = Features(x, k_runs, device)
+    y_train = y[tr].to(device).repeat(k_runs)
+    y_select = y[sel].to(device)
+
+    flat = torch.stack([lay.init(g) for g in gens]).to(device).requires_grad_(True)
+    opt = torch.optim.Adam([flat], lr=lr, weight_decay=weight_decay)
+    best_flat = flat.detach().clone()
+    best = torch.full((k_runs,), -1.0, dtype=torch.float64)
+    h_shape = (k_runs, n, hidden)
+
+    def hidden_layer(w1: torch.Tensor, b1: torch.Tensor, mult: torch.Tensor | None) -> torch.Tensor:
+        return F.relu(spmm(full, inputs.times(w1, mult)).view(h_shape) + b1.unsqueeze(1))
+
+    def logits(h: torch.Tensor, w2: torch.Tensor, b2: torch.Tensor, mats: tuple, rows: int) -> torch.Tensor:
+        hw = torch.bmm(h, w2.transpose(1, 2)).view(-1, lay.out)
+        return (spmm(mats, hw).view(k_runs, rows, lay.out) + b2.unsqueeze(1))[:, :, :lay.classes]
+
+    for _ in range(epochs):
+        w1, b1, w2, b2 = lay.views(flat)
+        x_mult = inputs.masks(gens, keep)  # F.dropout draws nothing when p = 0
+        h = hidden_layer(w1, b1, x_mult)
+        if dropout > 0:
+            h = h * _multipliers(gens, h_shape, keep).to(device)
+        z = logits(h, w2, b2, on_train, tr.numel())
+        losses = F.cross_entropy(z.reshape(-1, lay.classes), y_train, reduction="none").view(k_runs, -1)
+        opt.zero_grad()
+        losses.mean(1).sum().backward()
+        opt.step()
+        with torch.no_grad():
+            w1, b1, w2, b2 = lay.views(flat)
+            z = logits(hidden_layer(w1, b1, None), w2, b2, on_select, sel.numel())
+            acc = (z.argmax(2) == y_select).float().mean(1).double().cpu()
+            better = acc > best
+            if bool(better.any()):
+                best = torch.where(better, acc, best)
+                best_flat[better.to(device)] = flat.detach()[better.to(device)]
+    return best_flat.cpu(), best.tolist(), lay
