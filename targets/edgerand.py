@@ -154,6 +154,7 @@ class PerturbedGraphGCN(Target[PerturbedGCNConfig]):
     """Input perturbation of the adjacency + a non-private GCN; subclasses implement :meth:`perturb`."""
 
     levels: tuple[str, ...] = ("api", "weights")
+    batched: ClassVar[bool] = True
     bugs: ClassVar[dict[str, str]] = {
         "no-noise": "trains on the true adjacency (no perturbation) while claiming the calibrated ε",
     }
@@ -193,11 +194,20 @@ class PerturbedGraphGCN(Target[PerturbedGCNConfig]):
         return noisy, {"perturbed": True, **stats}
 
     def fit(self, graph: Data, rng: torch.Generator) -> Release:
-        perturb_rng = child_generator(rng)
-        query_rng = child_generator(rng)
-        train_rng = child_generator(rng)
-        noisy, stats = self.release_graph(graph, perturb_rng)
-        inner = self._gcn.fit(noisy, train_rng)
+        return self.fit_batch(graph, [rng])[0]
+
+    def fit_batch(self, graph: Data, rngs: list[torch.Generator]) -> list[Release]:
+        """``len(rngs)`` runs, run k perturbing `graph` with ``rngs[k]`` only and training its GCN
+        stacked with the others' (:meth:`targets.gcn.NonPrivateGCN.fit_graphs`): bitwise
+        ``fit(graph, rngs[k])`` on CPU."""
+        children = [(child_generator(rng), child_generator(rng), child_generator(rng)) for rng in rngs]
+        released = [self.release_graph(graph, perturb_rng) for perturb_rng, _, _ in children]
+        inner = self._gcn.fit_graphs([noisy for noisy, _ in released], [train for _, _, train in children])
+        return [self._wrap(graph, noisy, stats, release, query_rng)
+                for (noisy, stats), release, (_, query_rng, _) in zip(released, inner, children)]
+
+    def _wrap(self, graph: Data, noisy: Data, stats: dict[str, Any], inner: Release,
+              query_rng: torch.Generator) -> Release:
         inner_predict = inner.api
         n = int(graph.num_nodes)
 
