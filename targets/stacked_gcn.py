@@ -68,8 +68,8 @@ class BlockCSR:
         return a, a_t
 
 
-#: bit i of byte b, for b in 0..255
-_BITS = ((torch.arange(256).unsqueeze(1) >> torch.arange(8)) & 1).float()
+#: 2 × (bit i of byte b), b in 0..255: the multipliers (mask / keep) at keep = ½
+_HALF = ((torch.arange(256).unsqueeze(1) >> torch.arange(8)) & 1).float() * 2
 
 
 def _multipliers(gens: list[torch.Generator], shape: tuple[int, ...], keep: float) -> torch.Tensor:
@@ -80,10 +80,9 @@ def _multipliers(gens: list[torch.Generator], shape: tuple[int, ...], keep: floa
     if keep == 0.5:
         words = torch.stack([torch.randint(-2**63, 2**63 - 1, (-(-n // 64),), generator=g, dtype=torch.int64)
                              for g in gens])
-        mask = _BITS.index_select(0, words.view(torch.uint8).view(-1).long()).view(k_runs, -1)[:, :n]
-    else:
-        mask = (torch.stack([torch.rand(n, generator=g) for g in gens]) < keep).float()
-    return (mask / keep).reshape(shape)
+        return _HALF.index_select(0, words.view(torch.uint8).view(-1).long()).view(k_runs, -1)[:, :n].reshape(shape)
+    mask = (torch.stack([torch.rand(n, generator=g) for g in gens]) < keep).float()
+    return mask.div_(keep).reshape(shape)
 
 
 def _crow(rows: torch.Tensor, n: int) -> torch.Tensor:
@@ -255,11 +254,12 @@ def train(x: torch.Tensor, y: torch.Tensor, train_mask: torch.Tensor, select: to
         for _ in range(epochs):
             w1, b1, w2, b2 = lay.views(flat)
             pre = (full[0] @ inputs.times(w1, inputs.masks(gens, keep))).view(h_shape) + b1.unsqueeze(1)
-            gate = (pre > 0).float()
             h = F.relu(pre)
             if dropout > 0:  # F.dropout draws nothing when p = 0
                 mult = _multipliers(gens, h_shape, keep).to(device)
-                h, gate = h * mult, gate * mult
+                h, gate = h * mult, torch.where(pre > 0, mult, 0.0)
+            else:
+                gate = (pre > 0).float()
             z = logits(h, w2, b2, on_train[0])
             g_z = torch.softmax(z[:, :, :c], dim=2) - onehot[:, :c]
             g_z = F.pad(g_z / tr.numel(), (0, o - c))

@@ -132,7 +132,7 @@ ALLOWED: list[tuple[str, str]] = [
     ("lapgraph.py", "kept = torch.zeros(m"),
     # the stacked GCN: dropout masks drawn from CPU generators, graph indices and initial rows
     # built on CPU, then moved to the run's device
-    ("stacked_gcn.py", "_BITS = ((torch.arange(256)"),
+    ("stacked_gcn.py", "_HALF = ((torch.arange(256)"),
     ("stacked_gcn.py", "torch.rand(n, generator=g)"),
     ("stacked_gcn.py", "torch.zeros(1, dtype=torch.long), torch.bincount"),
     ("stacked_gcn.py", "pos = torch.full((adj.size(0),)"),
