@@ -175,7 +175,15 @@ class NonPrivateGCN(Target[GCNConfig]):
         if float((x != 0).float().mean()) < 0.1:  # mostly-zero features: train on a sparse copy (faster)
             x = x.to_sparse().coalesce()
         select = graph.val_mask if bool(graph.val_mask.any()) else graph.train_mask
-        adjs = [normalized_adjacency(g.edge_index.cpu(), n, cfg.normalization) for g in graphs]
+        exact: dict[int, torch.Tensor] = {}  # Â in float64, once per distinct graph
+        for g in graphs:
+            if id(g) not in exact:
+                exact[id(g)] = normalized_adjacency(g.edge_index.cpu(), n, cfg.normalization, torch.float64)
+        # training's Â: the float64 one rounded (the same indices, no second coalesce)
+        single = {key: torch.sparse_coo_tensor(a.indices(), a.values().float(), a.shape, is_coalesced=True)
+                  for key, a in exact.items()}
+        adjs = [single[id(g)] for g in graphs]
+        inference = {key: csr(a) for key, a in exact.items()}
         run_bytes = stacked_gcn.run_bytes(n, x.size(1), cfg.hidden, max(a._nnz() for a in adjs),
                                           x._nnz() if x.is_sparse else None)
 
@@ -187,18 +195,19 @@ class NonPrivateGCN(Target[GCNConfig]):
                 x, graph.y.cpu(), graph.train_mask.cpu(), select.cpu(), [adjs[i] for i in idx], gens,
                 hidden=cfg.hidden, epochs=cfg.epochs, lr=cfg.lr, dropout=cfg.dropout,
                 weight_decay=cfg.weight_decay, device=self.device)
-            return [self._release(graphs[i], lay.weights(rows[j]), best[j]) for j, i in enumerate(idx)]
+            return [self._release(graphs[i], inference[id(graphs[i])], lay.weights(rows[j]), best[j])
+                    for j, i in enumerate(idx)]
 
         return stacked_mlp.fit_in_stacks(list(range(len(rngs))), run_bytes, fit_stack)
 
-    def _release(self, graph: Any, weights: dict[str, torch.Tensor], best: float) -> Release:
-        """One run's release: the kept weights, the float64 inference copy behind the API."""
+    def _release(self, graph: Any, adj64: torch.Tensor, weights: dict[str, torch.Tensor], best: float) -> Release:
+        """One run's release: the kept weights, the float64 inference copy (on `adj64`, its graph's Â as
+        CSR) behind the API."""
         cfg = self.config
         n = int(graph.num_nodes)
         infer = GCN(graph.x.size(1), cfg.hidden, int(graph.y.max()) + 1, cfg.dropout).double().eval()
         infer.load_state_dict({k: v.double() for k, v in weights.items()})
         x64 = graph.x.double().cpu()
-        adj64 = csr(normalized_adjacency(graph.edge_index.cpu(), n, cfg.normalization, torch.float64))
         with torch.no_grad():
             base = torch.softmax(infer(x64, adj64), dim=1)
         accuracy = {s: _accuracy(base, graph.y.cpu(), getattr(graph, f"{s}_mask").cpu())

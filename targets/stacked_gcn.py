@@ -149,10 +149,11 @@ class Layout:
 
 
 def run_bytes(num_nodes: int, features: int, hidden: int, nnz: int, feature_nnz: int | None) -> int:
-    """Rough bytes of one run's share of a stack: its masks and activations, its graph (both
-    orientations), its sparse features if any."""
+    """Rough bytes of one run's share of a stack's per-epoch working set: its masks and activations,
+    its graph once (a sparse product streams it; the stack need not stay in cache), its sparse
+    features if any."""
     dense_x = num_nodes * features if feature_nnz is None else 3 * feature_nnz
-    return 4 * (3 * dense_x + 10 * num_nodes * hidden) + 40 * nnz
+    return 4 * (3 * dense_x + 10 * num_nodes * hidden) + 8 * nnz
 
 
 def times_t(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
