@@ -180,7 +180,8 @@ class NonPrivateGCN(Target[GCNConfig]):
             if id(g) not in exact:
                 exact[id(g)] = normalized_adjacency(g.edge_index.cpu(), n, cfg.normalization, torch.float64)
         # training's Â: the float64 one rounded (the same indices, no second coalesce)
-        single = {key: torch.sparse_coo_tensor(a.indices(), a.values().float(), a.shape, is_coalesced=True)
+        single = {key: torch.sparse_coo_tensor(a.indices(), a.values().float(), a.shape, is_coalesced=True,
+                                               check_invariants=False)
                   for key, a in exact.items()}
         adjs = [single[id(g)] for g in graphs]
         inference = {key: csr(a) for key, a in exact.items()}
