@@ -16,6 +16,7 @@ import hashlib
 import inspect
 import json
 import math
+import os
 import platform
 import sys
 import time
@@ -157,6 +158,31 @@ class _Setup:
     threads: int = 1
     batch: int = 1
     pipeline: bool | None = None
+    token: str = ""  # names the run: a process's later chunks of it reuse its target and attack
+
+
+#: this process's target and attack of the run it plays, by ``_Setup.token`` (one run at a time):
+#: a run's later chunks reuse them, and the per-world work they cache, instead of rebuilding them
+_WORKER: dict[str, tuple[Any, Any]] = {}
+
+
+def _worker_objects(setup: _Setup) -> tuple[targets.Target, Any]:
+    """(target, attack) for `setup`, built and prepared once per run and process. Reuse cannot
+    change a trial's floats: every cache a target or attack keeps is keyed by (and checks the
+    identity of) the graphs it was computed from, and a trial draws only from its own generator."""
+    hit = _WORKER.get(setup.token) if setup.token else None
+    if hit is not None:
+        target, attack = hit
+        target.prepare(setup.graph)  # (a worker process unpickles a new graph object per chunk)
+        return target, attack
+    target = targets.get(setup.target_cls)(setup.config)
+    attack = attacks.make(setup.attack)
+    attack.bind_target(target)  # shadow-model attacks train copies of the target (never on trials)
+    target.prepare(setup.graph)
+    if setup.token:
+        _WORKER.clear()
+        _WORKER[setup.token] = (target, attack)
+    return target, attack
 
 
 def _batches(setup: _Setup, bits: dict[int, int]) -> list[tuple[int, list[int]]]:
@@ -193,10 +219,7 @@ def play_chunk(setup: _Setup, indices: list[int]) -> list[tuple[int, int, float]
     """
     if setup.threads:
         torch.set_num_threads(setup.threads)
-    target = targets.get(setup.target_cls)(setup.config)
-    attack = attacks.make(setup.attack)
-    attack.bind_target(target)  # shadow-model attacks train copies of the target (never on trials)
-    target.prepare(setup.graph)
+    target, attack = _worker_objects(setup)
 
     def fit(bit: int, batch: list[int]) -> list[Any]:
         world = setup.pair.world(bit)
@@ -371,15 +394,16 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
         # the probe's witness where the target takes it and it beats the given graph (audit.worstcase)
         from audit import worstcase
 
-        choice = worstcase.choose(build_target(spec), graph, level=level, dataset=spec.dataset, out=out,
-                                  params=spec.params)
+        # on the CPU whatever the run's device: the canary is public and the same for every device
+        choice = worstcase.choose(build_target(replace(spec, device="cpu")), graph, level=level,
+                                  dataset=spec.dataset, out=out, params=spec.params)
         if choice.play:
             target_cls, canary_name = choice.target_name, choice.canary
             graph, target, claim = setup_run(replace(spec, target=target_cls, params=choice.params,
                                                      dataset=choice.dataset))
     canary_rng = np.random.default_rng([spec.seed, 0xCA4A])
     canary = canaries.make(canary_name)
-    pair = canary.worlds(graph, canary_rng, target)
+    pair = canary.worlds(graph, canary_rng, targets.on_cpu(target))
     if choice is not None:
         pair.info["input_choice"] = choice.record
 
@@ -389,7 +413,8 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
     key = run_key(spec, code)
     todo = _resume(store, key, spec, code, fresh=fresh, quiet=sequential)
     batch = batch_size(spec.batch, target, level)
-    setup = _Setup(target_cls, target.config, pair, graph, attack_name, spec.seed, batch=batch, pipeline=pipeline)
+    setup = _Setup(target_cls, target.config, pair, graph, attack_name, spec.seed, batch=batch, pipeline=pipeline,
+                   token=f"{key}:{os.getpid()}:{time.time_ns()}")
     bar = None
     if progress and todo:
         from tqdm.auto import tqdm
@@ -429,6 +454,7 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
         if seq is None:
             play(list(range(spec.trials)))
     finally:
+        _WORKER.pop(setup.token, None)
         if bar is not None:
             bar.close()
     trials_wall = time.time() - t_trials

@@ -114,7 +114,8 @@ class _DrawRecorder(torch.overrides.TorchFunctionMode):
             method = bool(args) and isinstance(args[0], torch.Tensor)  # in place: t.normal_(..., generator=)
             shape = (tuple(args[0].shape), args[0].dtype, args[0].device) if method else None
             buf = (tuple(out.shape), out.dtype, out.device) if isinstance(out, torch.Tensor) else None
-            self.calls.append((func, args[1:] if method else args, rest, shape, buf))
+            dev = kwargs["generator"].device
+            self.calls.append((func, args[1:] if method else args, rest, shape, buf, dev))
         return func(*args, **kwargs)
 
 
@@ -137,16 +138,21 @@ def noise_floor(spec: AuditSpec, repeats: int = 8, fits: int = 16) -> tuple[floa
         target.fit(world, torch.Generator().manual_seed(trial_seed(spec.seed, 0)))
     numbers = 0
     plan = []
-    for func, args, kwargs, shape, buf in rec.calls:
+    devices = set()
+    for func, args, kwargs, shape, buf, dev in rec.calls:
+        devices.add(dev)
         pre = torch.empty(shape[0], dtype=shape[1], device=shape[2]) if shape else None
         out = torch.empty(buf[0], dtype=buf[1], device=buf[2]) if buf else None
         numbers += pre.numel() if pre is not None else out.numel() if out is not None else 0
-        plan.append((func, args, kwargs, pre, out))
+        plan.append((func, args, kwargs, pre, out, dev))
     best = math.inf
+    sync = torch.cuda.synchronize if any(d.type == "cuda" for d in devices) else (lambda: None)
     for r in range(repeats):
-        gen = torch.Generator().manual_seed(trial_seed(spec.seed, r + 1))
+        gens = {d: torch.Generator(device=d).manual_seed(trial_seed(spec.seed, r + 1)) for d in devices}
+        sync()
         t = time.perf_counter()
-        for func, args, kwargs, pre, out in plan:
+        for func, args, kwargs, pre, out, dev in plan:
+            gen = gens[dev]
             if pre is not None:
                 func(pre, *args, generator=gen, **kwargs)
             elif out is not None:
@@ -154,10 +160,13 @@ def noise_floor(spec: AuditSpec, repeats: int = 8, fits: int = 16) -> tuple[floa
             else:
                 drawn = func(*args, generator=gen, **kwargs)
                 numbers += drawn.numel() if r == 0 else 0
+        sync()
         best = min(best, time.perf_counter() - t)
     gens = [torch.Generator().manual_seed(trial_seed(spec.seed, i)) for i in range(fits)]
+    sync()
     t = time.perf_counter()
     target.fit_batch(world, gens) if getattr(target, "batched", False) else [target.fit(world, g) for g in gens]
+    sync()
     return best, len(plan), numbers, (time.perf_counter() - t) / fits
 
 
@@ -204,8 +213,10 @@ def table(rows: list[Row], reference: dict[str, float]) -> str:
     return "\n".join(lines)
 
 
-def rows_for(dataset: str, args: argparse.Namespace) -> list[Row]:
-    common = dict(dataset=dataset, canary=args.canary, seed=args.seed, epsilon=1.0, batch=args.batch)
+def rows_for(dataset: str, args: argparse.Namespace, device: str = "cpu") -> list[Row]:
+    common = dict(dataset=dataset, canary=args.canary, seed=args.seed, epsilon=1.0, batch=args.batch, device=device)
+    if device != "cpu":
+        dataset = f"{dataset} [{device}]"
     out = [
         Row(f"{dataset} gaussian / mechanism-lrt",
             AuditSpec(target="gaussian", attack="mechanism-lrt", **common), args.trials, args.trials_one),
@@ -222,25 +233,16 @@ def rows_for(dataset: str, args: argparse.Namespace) -> list[Row]:
             AuditSpec(target="gap", attack="linkteller", level="api", **common), args.full_trials,
             args.full_trials_one),
     ]
-    if not args.no_backends:
+    if not args.no_backends and device == "cpu":
         caribou = AuditSpec(target="caribou", attack="mechanism-lrt", **common)
         for jobs in (1, 2):
             out.append(Row(f"{dataset} caribou, loky {jobs} job(s)", caribou, args.trials, 0, jobs=jobs, floor=False))
         for workers in (1, 2):
             out.append(Row(f"{dataset} caribou, dask LocalCluster {workers} worker(s)", caribou, args.trials, 0,
                            jobs=workers, backend="dask", workers=workers, floor=False))
-    cuda = [Row(f"{dataset} caribou / mechanism-lrt, cuda",
-                AuditSpec(target="caribou", attack="mechanism-lrt", device="cuda", **common),
-                args.trials, args.trials_one),
-            Row(f"{dataset} gap / mechanism-lrt, cuda",
-                AuditSpec(target="gap", attack="mechanism-lrt", device="cuda", **common), args.trials,
-                args.trials_one)]
-    if torch.cuda.is_available():
-        out += cuda
-    else:
-        for row in cuda:
+    if device == "cuda" and not torch.cuda.is_available():
+        for row in out:
             row.results["skipped"] = "skipped: no CUDA device"
-        out += cuda
     return out
 
 
@@ -260,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", default=None, help="comma-separated substrings: run only rows whose label has one")
     p.add_argument("--no-backends", action="store_true", help="skip the loky/Dask rows")
     p.add_argument("--threads", type=int, default=1, help="torch threads in this process (default 1)")
+    p.add_argument("--devices", default="cpu,cuda", help="comma-separated devices; every row on each "
+                   "(cuda rows are skipped without a GPU; default cpu,cuda)")
     args = p.parse_args(argv)
     args.trials_one = args.trials_one or args.trials
     args.full_trials_one = args.full_trials_one or args.full_trials
@@ -268,7 +272,8 @@ def main(argv: list[str] | None = None) -> int:
 
     rows: list[Row] = []
     for dataset in [d.strip() for d in args.dataset.split(",") if d.strip()]:
-        rows += rows_for(dataset, args)
+        for device in [d.strip() for d in args.devices.split(",") if d.strip()]:
+            rows += rows_for(dataset, args, device)
     if args.only:
         keys = [k.strip() for k in args.only.split(",")]
         rows = [r for r in rows if any(k in r.label for k in keys)]

@@ -424,6 +424,19 @@ def child_generator(rng: torch.Generator, device: torch.device | str = "cpu") ->
     return g
 
 
+def noise_generator(rng: torch.Generator, device: torch.device | str) -> torch.Generator:
+    """The generator a trial draws its mechanism noise from on `device`.
+
+    On the CPU, `rng` itself (the floats of a CPU run never change). On an accelerator, a Philox
+    generator on that device seeded from one draw of `rng` (:func:`child_generator`), so the noise
+    is drawn where it is used, never copied from the host, and is still a function of (run seed,
+    trial index) alone: a trial's draws do not depend on ``--batch``, ``--jobs`` or the backend.
+    A CUDA run's noise is therefore another (equally distributed) stream than a CPU run's."""
+    if torch.device(device).type == "cpu":
+        return rng
+    return child_generator(rng, device)
+
+
 def _jsonable(value: Any) -> Any:
     if isinstance(value, float) and (math.isinf(value) or math.isnan(value)):
         return str(value)
@@ -497,6 +510,14 @@ def check_release(release: Any, target: Target) -> Release:
         raise ValueError(f"target {type(target).__module__}.{type(target).__name__}: fit() returned "
                          f"{type(release).__name__}, not a targets.base.Release (wrap its views in Release(...))")
     return release
+
+
+def on_cpu(target: Target) -> Target:
+    """`target` if it runs on the CPU, else the same configuration on the CPU (for work whose result
+    must not depend on the run's device, such as choosing the canary)."""
+    if getattr(target, "device", torch.device("cpu")).type == "cpu":
+        return target
+    return type(target)(replace_config(target.config, device="cpu"))
 
 
 def build(name: str, *, epsilon: float | None = None, delta: float | None = None,

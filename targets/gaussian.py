@@ -25,7 +25,7 @@ import torch
 from torch_geometric.data import Data
 
 from targets.accounting import gdp_epsilon, gdp_mu
-from targets.base import Claim, MechanismStep, Release, Target, TargetConfig
+from targets.base import Claim, MechanismStep, Release, Target, TargetConfig, noise_generator
 
 SENSITIVITY = math.sqrt(2.0)
 
@@ -103,8 +103,10 @@ class GaussianMechanism(Target[GaussianConfig]):
         return std
 
     def noiseless(self, graph: Data) -> torch.Tensor:
-        x = graph.x.to(self.device)
-        return aggregate(graph, _unit_rows(x) if self.config.normalize else x)
+        """A·X̂, summed on the CPU (in edge order: CUDA's index_add_ adds in no fixed order), then
+        moved to the run's device."""
+        x = graph.x.cpu()
+        return aggregate(graph, _unit_rows(x) if self.config.normalize else x).to(self.device)
 
     def cached_work(self) -> str | None:
         return "noiseless A·X̂ and the claim, computed once per world graph per worker"
@@ -125,13 +127,15 @@ class GaussianMechanism(Target[GaussianConfig]):
         return self.fit_batch(graph, [rng])[0]
 
     def fit_batch(self, graph: Data, rngs: list[torch.Generator]) -> list[Release]:
-        """One noiseless A·X̂ for the batch; per trial, its own N(0, 1) draw (n × f, CPU, from its
-        own generator) scaled and added in place: the floats of ``mean + std·noise``."""
+        """One noiseless A·X̂ for the batch; per trial, its own N(0, 1) draw (n × f, on the run's
+        device, from :func:`targets.base.noise_generator` of its generator) scaled and added in
+        place: the floats of ``mean + std·noise``."""
         mean, std, claimed_std = self._world(graph)
         key = ("gaussian: A·X", self.config.normalize, str(self.device))
         releases = []
         for rng in rngs:
-            released = torch.randn(mean.shape, generator=rng, dtype=mean.dtype).to(self.device)
+            released = torch.randn(mean.shape, generator=noise_generator(rng, mean.device), dtype=mean.dtype,
+                                   device=mean.device)
             released.mul_(std).add_(mean)
             step = MechanismStep(output=released, mean=self.noiseless, noise_std=claimed_std, name="A·X + noise", mean_key=key)
             releases.append(Release(api=_predictor(released), mechanism=[step],

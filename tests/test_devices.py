@@ -197,3 +197,15 @@ def test_tensor_factories_name_their_device():
             offenders.append(f"{rel}:{no}: {line.strip()}")
     assert not offenders, "tensor factories without device= (move the result, or allow-list it):\n" + \
         "\n".join(offenders)
+
+
+def test_on_cpu_gives_the_same_configuration_on_the_cpu():
+    import dataclasses
+
+    target = base.build("gcon")
+    assert base.on_cpu(target) is target
+    target.config = dataclasses.replace(target.config, device="cuda")  # as a CUDA run's target would be
+    target.device = torch.device("cuda")
+    twin = base.on_cpu(target)
+    assert type(twin) is type(target) and twin.device.type == "cpu"
+    assert twin.config == dataclasses.replace(target.config, device="cpu")

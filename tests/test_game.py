@@ -183,3 +183,30 @@ def test_auto_attack_picks_a_trace_attack_only_where_a_gradient_canary_fits(targ
     from targets.base import build
 
     assert attacks.auto_attack(build(target, **params), load("csbm")) == expected
+
+
+def test_a_runs_chunks_share_one_target_and_attack_and_the_trials_do_not_change(tmp_path, monkeypatch):
+    from targets.gaussian import GaussianMechanism
+
+    built = []
+    init = GaussianMechanism.__init__
+
+    def counting_init(self, *a, **k):
+        built.append(1)
+        init(self, *a, **k)
+
+    monkeypatch.setattr(GaussianMechanism, "__init__", counting_init)
+    spec = _spec(trials=400, batch=8)  # several chunks of at most 100 trials
+    reused = run_audit(spec, out=tmp_path / "reused", progress=False).to_dict()
+    n_reused = len(built)
+    assert not game._WORKER  # released when the run ends
+
+    class Forgetful(dict):
+        def __setitem__(self, key, value):
+            pass
+
+    monkeypatch.setattr(game, "_WORKER", Forgetful())
+    built.clear()
+    fresh = run_audit(spec, out=tmp_path / "fresh", progress=False).to_dict()
+    assert len(built) >= n_reused + 3  # one more target for each chunk after the first
+    assert _scores(reused) == _scores(fresh)

@@ -14,7 +14,7 @@ from targets import dpsgd
 from targets.accounting import (
     DEFAULT_ORDERS, calibrate_decreasing, gap_delta, gaussian_rdp, gdp_epsilon, gdp_mu, rdp_to_dp,
     subsampled_gaussian_rdp)
-from targets.base import Claim, Lazy, MechanismStep, Release, Target, TargetConfig, child_generator, seeded
+from targets.base import Claim, Lazy, MechanismStep, Release, Target, TargetConfig, child_generator, noise_generator, seeded
 from targets.caribou.accountant import compositions, edge_sensitivity, node_sensitivity
 from targets.caribou.config import CaribouConfig
 from targets.caribou.model import (
@@ -250,10 +250,11 @@ class Caribou(Target[CaribouConfig]):
         c = self.config
         x = x0
         hops = []
+        noise_rng = noise_generator(rng, x0.device) if rng is not None and sigma_abs > 0 else None
         for _ in range(c.hops):
             x = cgl(graph, x, x0, c.contraction, c.alpha1, c.beta)
-            if rng is not None and sigma_abs > 0:
-                x = x + sigma_abs * torch.randn(x.shape, generator=rng, dtype=x.dtype).to(x.device)
+            if noise_rng is not None:
+                x = x + sigma_abs * torch.randn(x.shape, generator=noise_rng, dtype=x.dtype, device=x.device)
             if not self.bug("no-projection"):
                 x = project(x, c.projection)
             hops.append(x)
@@ -270,13 +271,14 @@ class Caribou(Target[CaribouConfig]):
         base = x0.unsqueeze(1)
         x = base.expand(n, batch, h).contiguous()
         hops = []
+        gens = [noise_generator(rng, x0.device) for rng in rngs] if sigma_abs > 0 else []
         for _ in range(c.hops):
             x = cgl(graph, x, base, c.contraction, c.alpha1, c.beta)
             if sigma_abs > 0:
-                noise = torch.empty((batch, n, h), dtype=x.dtype)
-                for j, rng in enumerate(rngs):
-                    torch.randn((n, h), generator=rng, dtype=x.dtype, out=noise[j])
-                x.add_(noise.to(x.device).mul_(sigma_abs).transpose(0, 1))
+                noise = torch.empty((batch, n, h), dtype=x.dtype, device=x.device)
+                for j, g in enumerate(gens):
+                    torch.randn((n, h), generator=g, dtype=x.dtype, device=x.device, out=noise[j])
+                x.add_(noise.mul_(sigma_abs).transpose(0, 1))
             if not self.bug("no-projection"):
                 x = project(x, c.projection, inplace=True)
             hops.append(x)

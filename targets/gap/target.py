@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from graphs.ops import drop_isolated_with_notice, fingerprint
-from targets.base import Claim, Lazy, MechanismStep, Release, Target, TargetConfig, child_generator, seeded
+from targets.base import Claim, Lazy, MechanismStep, Release, Target, TargetConfig, child_generator, noise_generator, seeded
 from targets.dpsgd import assign_flat_grad, canary_from, clip_rows, noisy_sum, poisson_sample
 from targets.gap.accountant import dpsgd_schedule, gap_claim
 from targets.gap.config import GAPConfig
@@ -294,10 +294,11 @@ class GAP(Target[GAPConfig]):
         n = x0.size(0)
         h = rownorm(x0)
         hs, sums = [h], []
+        rng = noise_generator(rng, h.device) if rng is not None else None
         for _ in range(self.config.hops):
             s = sum_aggregate(h, edges, n)
             if rng is not None:
-                noise = torch.randn(s.shape, generator=rng, dtype=s.dtype).to(s.device)
+                noise = torch.randn(s.shape, generator=rng, dtype=s.dtype, device=s.device)
                 s = s + std * noise
             sums.append(s)
             h = rownorm(s)
@@ -404,7 +405,7 @@ class GAP(Target[GAPConfig]):
         # on the run's own seed would test the claim against something no adversary sees.
         bounded = not self.bug("no-degree-bound")
         mechanism = [
-            MechanismStep(output=sums[k].detach().cpu(),
+            MechanismStep(output=sums[k].detach(),
                           mean=self._mean_fn(k, hs, encoder, 0 if bounded else bound_seed),
                           noise_std=None if bounded else claimed_std,
                           name=f"hop {k + 1}" + (" (mean with a public degree-bound seed)" if bounded else ""))
@@ -496,11 +497,12 @@ class GAP(Target[GAPConfig]):
         for j, r in enumerate(rngs):
             h = h0 if cached else h0[j]
             hs, sums = [h], []
+            g = noise_generator(r, h.device)
             for k in range(cfg.hops):
                 agg = first if k == 0 and cached else aggregate(h)
-                noise = torch.randn(agg.shape, generator=r, dtype=agg.dtype).to(agg.device)
+                noise = torch.randn(agg.shape, generator=g, dtype=agg.dtype, device=agg.device)
                 s_k = noise.mul_(std).add_(agg)  # agg + std·noise, in the draw's buffer
-                sums.append(s_k.detach().cpu())
+                sums.append(s_k.detach())  # on the run's device: the attack moves the rows it reads
                 if k + 1 < cfg.hops:
                     h = unit_rows(s_k)
                     hs.append(h)

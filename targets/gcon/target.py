@@ -276,7 +276,7 @@ class GCON(Target[GCONConfig]):
             "labels": labels.cpu(),
         }
         return Release(api=predict, weights={"theta": theta_cpu},
-                       mechanism=[MechanismStep(output=theta_cpu, mean=mean, noise_std=None, name="theta_priv",
+                       mechanism=[MechanismStep(output=theta.detach(), mean=mean, noise_std=None, name="theta_priv",
                                                 log_density=log_density)],
                        info=info)
 
