@@ -75,17 +75,25 @@ class BlockCSR:
 _HALF = ((torch.arange(256).unsqueeze(1) >> torch.arange(8)) & 1).float() * 2
 
 
-def _multipliers(gens: list[torch.Generator], shape: tuple[int, ...], keep: float) -> torch.Tensor:
-    """Each run's dropout multipliers, Bernoulli(keep) / keep (shape[0] runs, run k's from gens[k]):
-    for keep = ½ one random bit per entry (64-bit words from the generator, read byte by byte, bit by
-    bit), else one float32 uniform per entry compared with keep (as bernoulli_ does)."""
-    k_runs, n = shape[0], math.prod(shape[1:])
+def _multipliers(gens: list[torch.Generator], shapes: list[tuple[int, ...]], keep: float) -> list[torch.Tensor]:
+    """Each run's dropout multipliers, Bernoulli(keep) / keep, for masks of the given per-run
+    shapes (K × shape each, run k's from gens[k], one draw per run for all of them): for keep = ½ one
+    random bit per entry (64-bit words, each mask starting on a word, read byte by byte, bit by bit),
+    else one float32 uniform per entry compared with keep (as bernoulli_ does)."""
+    k_runs, sizes = len(gens), [math.prod(shape) for shape in shapes]
     if keep == 0.5:
-        words = torch.stack([torch.randint(-2**63, 2**63 - 1, (-(-n // 64),), generator=g, dtype=torch.int64)
+        spans = [-(-n // 64) * 64 for n in sizes]
+        words = torch.stack([torch.randint(-2**63, 2**63 - 1, (sum(spans) // 64,), generator=g, dtype=torch.int64)
                              for g in gens])
-        return _HALF.index_select(0, words.view(torch.uint8).view(-1).long()).view(k_runs, -1)[:, :n].reshape(shape)
-    mask = (torch.stack([torch.rand(n, generator=g) for g in gens]) < keep).float()
-    return mask.div_(keep).reshape(shape)
+        flat = _HALF.index_select(0, words.view(torch.uint8).view(-1).long()).view(k_runs, -1)
+    else:
+        spans = sizes
+        flat = (torch.stack([torch.rand(sum(sizes), generator=g) for g in gens]) < keep).float().div_(keep)
+    out, at = [], 0
+    for shape, n, span in zip(shapes, sizes, spans):
+        out.append(flat[:, at:at + n].reshape(k_runs, *shape))
+        at += span
+    return out
 
 
 def _crow(rows: torch.Tensor, n: int) -> torch.Tensor:
@@ -180,12 +188,10 @@ class Features:
             self.clean_x = self.x.expand(k_runs, -1, -1).contiguous()
         self.dropped: Any = None
 
-    def masks(self, gens: list[torch.Generator], keep: float) -> torch.Tensor | None:
-        """Each run's dropout multipliers on x (None where F.dropout would draw nothing)."""
+    def mask_shape(self, keep: float) -> tuple[int, ...] | None:
+        """A run's dropout mask on x (None where F.dropout would draw nothing)."""
         shape = tuple(self.values.shape) if self.sparse else tuple(self.x.shape)
-        if keep == 1.0 or 0 in shape:
-            return None
-        return _multipliers(gens, (self.k, *shape), keep).to(self.device)
+        return None if keep == 1.0 or 0 in shape else shape
 
     def times(self, w1: torch.Tensor, multipliers: torch.Tensor | None) -> torch.Tensor:
         """(dropout(x) W1ᵀ) of every run, K·N × H (no dropout when `multipliers` is None); the
@@ -247,6 +253,8 @@ def train(x: torch.Tensor, y: torch.Tensor, train_mask: torch.Tensor, select: to
     best_flat = flat.detach().clone()
     best = torch.full((k_runs,), -1.0, dtype=torch.float64)
     h_shape = (k_runs, n, hidden)
+    x_shape = inputs.mask_shape(keep)
+    shapes = ([x_shape] if x_shape is not None else []) + ([(n, hidden)] if dropout > 0 else [])  # p = 0: no draws
     g_w1, g_b1, g_w2, g_b2 = lay.views(flat.grad)
 
     if inputs.sparse:
@@ -264,9 +272,11 @@ def train(x: torch.Tensor, y: torch.Tensor, train_mask: torch.Tensor, select: to
     with torch.no_grad():
         for _ in range(epochs):
             w1, b1, w2, b2 = lay.views(flat)
-            pre = (full[0] @ inputs.times(w1, inputs.masks(gens, keep))).view(h_shape) + b1.unsqueeze(1)
+            masks = [m.to(device) for m in _multipliers(gens, shapes, keep)]  # the x mask, then h's
+            x_mult = masks.pop(0) if x_shape is not None else None
+            mult = masks.pop(0) if dropout > 0 else None
+            pre = (full[0] @ inputs.times(w1, x_mult)).view(h_shape) + b1.unsqueeze(1)
             h = F.relu(pre)
-            mult = _multipliers(gens, h_shape, keep).to(device) if dropout > 0 else None  # p = 0: no draws
             if mult is not None:
                 h = h * mult
             z = logits(h, w2, b2, on_train[0])

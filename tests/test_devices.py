@@ -133,7 +133,7 @@ ALLOWED: list[tuple[str, str]] = [
     # the stacked GCN: dropout masks drawn from CPU generators, graph indices and initial rows
     # built on CPU, then moved to the run's device
     ("stacked_gcn.py", "_HALF = ((torch.arange(256)"),
-    ("stacked_gcn.py", "torch.rand(n, generator=g)"),
+    ("stacked_gcn.py", "torch.rand(sum(sizes), generator=g)"),
     ("stacked_gcn.py", "torch.zeros(1, dtype=torch.long), torch.bincount"),
     ("stacked_gcn.py", "pos = torch.full((adj.size(0),)"),
     ("stacked_gcn.py", "pos[keep] = torch.arange(keep.numel())"),

@@ -76,12 +76,14 @@ def test_a_run_does_not_depend_on_its_stack_mates(csbm):
 
 @pytest.mark.parametrize("keep", [0.5, 0.8])
 def test_dropout_multipliers_are_bernoulli_over_keep(keep):
-    m = stacked_gcn._multipliers(_gens([1, 2]), (2, 400, 50), keep)
+    m, small = stacked_gcn._multipliers(_gens([1, 2]), [(400, 50), (7, 3)], keep)
+    assert m.shape == (2, 400, 50) and small.shape == (2, 7, 3)
     assert set(m.unique().tolist()) == {0.0, torch.tensor(1.0 / keep).item()}
     share = float((m > 0).float().mean())
     assert abs(share - keep) < 4 * (keep * (1 - keep) / m.numel()) ** 0.5
-    alone = stacked_gcn._multipliers(_gens([2]), (1, 400, 50), keep)
-    assert torch.equal(m[1], alone[0]) and not torch.equal(m[0], m[1])
+    alone, alone_small = stacked_gcn._multipliers(_gens([2]), [(400, 50), (7, 3)], keep)
+    assert torch.equal(m[1], alone[0]) and torch.equal(small[1], alone_small[0])
+    assert not torch.equal(m[0], m[1])
 
 
 def _reference(graph, gen, *, hidden, epochs, lr, dropout, weight_decay):
@@ -96,8 +98,7 @@ def _reference(graph, gen, *, hidden, epochs, lr, dropout, weight_decay):
     x, y, keep = graph.x.float(), graph.y, 1 - dropout
     best, state = -1.0, {k: v.clone() for k, v in model.state_dict().items()}
     for _ in range(epochs):
-        mx = stacked_gcn._multipliers([gen], (1, n, f), keep)[0]
-        mh = stacked_gcn._multipliers([gen], (1, n, hidden), keep)[0]
+        mx, mh = (m[0] for m in stacked_gcn._multipliers([gen], [(n, f), (n, hidden)], keep))
         xw = (x * mx) @ model.conv1.weight.t()
         h = F.relu(torch.sparse.mm(adj, xw) + model.conv1.bias) * mh
         z = torch.sparse.mm(adj, h @ model.conv2.weight.t()) + model.conv2.bias
