@@ -7,7 +7,10 @@ convolution of the whole stack is one sparse product whose row r of block k sums
 the same order, as run k's product alone; the dense products are batched (``bmm``) on widths that
 keep each run's floats what they are alone (:func:`targets.stacked_mlp.pad_cols`'s note), and the
 parameters live in one K × D block (D a multiple of 64) that one Adam steps, element by element. So
-run k's floats do not depend on K, and ``fit`` is this with K = 1.
+run k's floats do not depend on K, and ``fit`` is this with K = 1. The gradient is written out
+(no autograd): cross-entropy's (softmax − onehot) / n_train on the training rows, back through the
+second convolution, dropout and ReLU, and the first convolution (tests/test_gcn_batch.py checks it
+against the module trained by autograd).
 
 Per epoch, exactly as the module version trains: dropout on the features (their stored entries when
 sparse), the first convolution, ReLU, dropout, the second convolution, cross-entropy over the
@@ -19,9 +22,9 @@ features; the same number as Â (X W1ᵀ) up to rounding).
 
 Each run's generator seeds one torch generator (as :func:`targets.base.seeded` seeds the global one)
 that draws the initialisation (nn.Linear's order) and then, per epoch, the feature mask and the hidden
-mask. A mask entry is Bernoulli(1 − dropout) as in ``F.dropout``, but drawn from random words (one
-bit an entry at the default dropout ½, :func:`_multipliers`): ``bernoulli_`` spends one generator call
-an entry, and on csbm its 5.8 M calls a run cost more than the rest of the training.
+mask (one draw for both). A mask entry is Bernoulli(1 − dropout) as in ``F.dropout``, but drawn from
+random words (one bit an entry at the default dropout ½, :func:`_multipliers`): ``bernoulli_`` spends
+one generator call an entry, and on csbm its 5.8 M calls a run cost more than the rest of the training.
 """
 from __future__ import annotations
 
