@@ -10,9 +10,9 @@ played must be equal (bitwise; the largest difference is printed otherwise).
 Rows: gaussian, caribou and gap on the ``mechanism`` view (mechanism-lrt), DPDGC's (whose
 mechanism trains DP-Emb in every trial), HeterPoisson's (DP-SGD trained in every trial, gradient-lrt
 on the trace), GAP's full training (api view with LinkTeller, which
-trains the classifier on every release), the loky backend with 1
-and 2 jobs and a Dask LocalCluster with 1 and 2 workers (caribou, batched), and CUDA (``--device
-cuda``) where available.
+trains the classifier on every release), and on the CPU the loky backend with 1 and 2 jobs and a
+Dask LocalCluster with 1 and 2 workers (caribou, batched). Every row runs on each device of
+``--devices`` (default ``cpu,cuda``; the CUDA rows are skipped without a GPU).
 
     python benchmarks/throughput.py                       # Cora (default) and csbm
     python benchmarks/throughput.py --dataset csbm --trials 256 --trials-one 32
