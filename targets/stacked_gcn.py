@@ -88,7 +88,7 @@ def _multipliers(gens: list[torch.Generator], shapes: list[tuple[int, ...]], kee
         spans = [-(-n // 64) * 64 for n in sizes]
         words = torch.stack([torch.randint(-2**63, 2**63 - 1, (sum(spans) // 64,), generator=g, dtype=torch.int64)
                              for g in gens])
-        flat = _HALF.index_select(0, words.view(torch.uint8).view(-1).long()).view(k_runs, -1)
+        flat = _HALF.index_select(0, words.view(torch.uint8).view(-1).int()).view(k_runs, -1)
     else:
         spans = sizes
         flat = (torch.stack([torch.rand(sum(sizes), generator=g) for g in gens]) < keep).float().div_(keep)
