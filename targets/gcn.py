@@ -22,7 +22,9 @@ is False); ``Release.info["query_count"]["queries"]`` counts calls that carried 
 Batched trials: ``fit_batch(graph, rngs)`` (and ``fit_graphs``, one graph per run, for the
 input-perturbation targets) trains K runs stacked (:mod:`targets.stacked_gcn`); run k's release is
 bitwise ``fit(graph, rngs[k])`` on CPU, and ``fit`` is the stack of one. The inference copy uses CSR
-products.
+products. The model, epochs, optimiser and kept-epoch rule are those above; the floats of a run are
+not those of the earlier module loop (dropout masks drawn from random words, CSR summation order,
+the gradient written out: see :mod:`targets.stacked_gcn`).
 
 Views: ``api`` and ``weights`` (``conv1.weight``, ``conv1.bias``, ``conv2.weight``, ``conv2.bias``).
 Shapes: ``x`` N × d; hidden N × ``hidden``; posteriors n_query × classes.
