@@ -41,10 +41,10 @@ def stack_bytes(rows: int, features: int, hidden: int, classes: int, width: int)
     return 4 * (rows * (3 * features + 6 * hidden + 8 * classes) + 10 * width)
 
 
-def fit_in_stacks(rngs: list[torch.Generator], run_bytes: int,
-                  fit_stack: Callable[[list[torch.Generator]], list[Any]]) -> list[Any]:
-    """``fit_stack`` over consecutive stacks of `rngs` (as many runs as fit :data:`STACK_BYTES` at
-    `run_bytes` each), on one torch thread so that each run's floats do not depend on its stack."""
+def fit_in_stacks(rngs: list[Any], run_bytes: int, fit_stack: Callable[[list[Any]], list[Any]]) -> list[Any]:
+    """``fit_stack`` over consecutive stacks of `rngs` (the runs' generators, or anything standing
+    for the runs; as many runs as fit :data:`STACK_BYTES` at `run_bytes` each), on one torch thread
+    so that each run's floats do not depend on its stack."""
     size = max(1, STACK_BYTES // run_bytes)
     with one_torch_thread():
         return [release for i in range(0, len(rngs), size) for release in fit_stack(rngs[i:i + size])]

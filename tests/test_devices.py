@@ -130,6 +130,16 @@ ALLOWED: list[tuple[str, str]] = [
     ("gcn.py", "loops = torch.arange(num_nodes)"),
     ("gcn.py", "torch.ones(num_nodes, dtype=dtype)"),
     ("lapgraph.py", "kept = torch.zeros(m"),
+    # the stacked GCN: dropout masks drawn from CPU generators, graph indices and initial rows
+    # built on CPU, then moved to the run's device
+    ("stacked_gcn.py", "_HALF = ((torch.arange(256)"),
+    ("stacked_gcn.py", "torch.rand(sum(sizes), generator=g)"),
+    ("stacked_gcn.py", "torch.zeros(1, dtype=torch.long), torch.bincount"),
+    ("stacked_gcn.py", "pos = torch.full((adj.size(0),)"),
+    ("stacked_gcn.py", "pos[keep] = torch.arange(keep.numel())"),
+    ("stacked_gcn.py", "dense = torch.zeros(h * f + h + c * h + c)"),
+    ("stacked_gcn.py", "row = torch.zeros(self.width)"),
+    ("stacked_gcn.py", "best = torch.full((k_runs,), -1.0"),
     ("gaussian.py", "torch.randn(mean.shape, generator=rng"),
     ("dpdgc/target.py", "masks = [torch.zeros(n, dtype=torch.bool)"),
     ("dpdgc/target.py", "values = torch.ones(edge_index.size(1)"),
