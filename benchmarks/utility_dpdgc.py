@@ -33,6 +33,8 @@ _GAP_EDGE = {**_GAP, "dropout": 0.5}
 _GAP_NODE = {**_GAP, "unit": "node", "batch_size": 64, "max_degree": 100}
 
 #: row id → (label, target, ε, params, bug, published setting of the target or a dict by dataset)
+_C8 = {"norm_scale": 1e-8}  # the paper's experiments' c (spec §2.4); the target's default is c = 1
+_NZ = {"normalize_z": True}  # Z row-normalised before the classifier (Alg. 2; post-processing)
 ROWS: dict[str, tuple[str, str | None, float, dict[str, Any], str | None, Any]] = {
     "mlp": ("MLP (floor)", None, math.inf, {}, None, TABLE2_MLP),
     "inf": ("DPDGC non-private (noise off)", "dpdgc", 1.0, {}, "no-noise", ("non-private", math.inf)),
@@ -41,25 +43,34 @@ ROWS: dict[str, tuple[str, str | None, float, dict[str, Any], str | None, Any]] 
     "k5": ("DPDGC N_5 ε=16", "dpdgc", 16.0, {"unit": "node", "k": 5}, None, ("k=5", 16.0)),
     "k25": ("DPDGC N_25 ε=16", "dpdgc", 16.0, {"unit": "node", "k": 25}, None, ("k=25", 16.0)),
     "node": ("DPDGC node ε=16", "dpdgc", 16.0, {"unit": "node"}, None, ("node", 16.0)),
-    # DPDGC feeding (Z − b)/c to its classifier (the target's `rescale_z`, post-processing): with
-    # c = 1e-8, Z = A·W + b holds A·W only in the last bits of b's float32 mantissa
-    "inf-rz": ("DPDGC non-private, rescale_z", "dpdgc", 1.0, {"rescale_z": True}, "no-noise",
+    # Alg. 2's row normalisation of Z (post-processing): a noisy Z of norm ~√deg·c otherwise
+    # dominates the DP-SGD classifier's clipped gradients
+    "inf-nz": ("DPDGC non-private, Z normalised", "dpdgc", 1.0, _NZ, "no-noise", ("non-private", math.inf)),
+    "edge-nz": ("DPDGC edge ε=1, Z normalised", "dpdgc", 1.0, _NZ, None, ("edge", 1.0)),
+    "k1-nz": ("DPDGC N_1 ε=16, Z normalised", "dpdgc", 16.0, {"unit": "node", "k": 1, **_NZ}, None,
+              ("k=1", 16.0)),
+    "k5-nz": ("DPDGC N_5 ε=16, Z normalised", "dpdgc", 16.0, {"unit": "node", "k": 5, **_NZ}, None,
+              ("k=5", 16.0)),
+    "k25-nz": ("DPDGC N_25 ε=16, Z normalised", "dpdgc", 16.0, {"unit": "node", "k": 25, **_NZ}, None,
+               ("k=25", 16.0)),
+    "node-nz": ("DPDGC node ε=16, Z normalised", "dpdgc", 16.0, {"unit": "node", **_NZ}, None, ("node", 16.0)),
+    # the paper's c = 1e-8 with a real projection: every projected Adam step (lr 1e-3) overwrites
+    # W's direction, and Z = A·W + b holds A·W only in the last bits of b's float32 mantissa
+    "inf-c8": ("DPDGC non-private, c=1e-8", "dpdgc", 1.0, _C8, "no-noise", ("non-private", math.inf)),
+    "edge-c8": ("DPDGC edge ε=1, c=1e-8", "dpdgc", 1.0, _C8, None, ("edge", 1.0)),
+    "k1-c8": ("DPDGC N_1 ε=16, c=1e-8", "dpdgc", 16.0, {"unit": "node", "k": 1, **_C8}, None, ("k=1", 16.0)),
+    "k5-c8": ("DPDGC N_5 ε=16, c=1e-8", "dpdgc", 16.0, {"unit": "node", "k": 5, **_C8}, None, ("k=5", 16.0)),
+    "k25-c8": ("DPDGC N_25 ε=16, c=1e-8", "dpdgc", 16.0, {"unit": "node", "k": 25, **_C8}, None,
+               ("k=25", 16.0)),
+    "node-c8": ("DPDGC node ε=16, c=1e-8", "dpdgc", 16.0, {"unit": "node", **_C8}, None, ("node", 16.0)),
+    # c = 1e-8 and (Z − b)/c fed to the classifier (the target's `rescale_z`, post-processing)
+    "inf-rz": ("DPDGC non-private, c=1e-8, rescale_z", "dpdgc", 1.0, {"rescale_z": True, **_C8}, "no-noise",
                ("non-private", math.inf)),
-    "edge-rz": ("DPDGC edge ε=1, rescale_z", "dpdgc", 1.0, {"rescale_z": True}, None, ("edge", 1.0)),
-    "k1-rz": ("DPDGC N_1 ε=16, rescale_z", "dpdgc", 16.0, {"unit": "node", "k": 1, "rescale_z": True}, None,
-              ("k=1", 16.0)),
-    "node-rz": ("DPDGC node ε=16, rescale_z", "dpdgc", 16.0, {"unit": "node", "rescale_z": True}, None,
-                ("node", 16.0)),
-    # DPDGC with row norm c = 1 (privacy unchanged: c scales Z's signal and its noise alike, spec
-    # §9 #2): with c = 1e-8 every projected Adam step (lr 1e-3) overwrites W's direction
-    "inf-c1": ("DPDGC non-private, c=1", "dpdgc", 1.0, {"norm_scale": 1.0}, "no-noise", ("non-private", math.inf)),
-    "edge-c1": ("DPDGC edge ε=1, c=1", "dpdgc", 1.0, {"norm_scale": 1.0}, None, ("edge", 1.0)),
-    "k1-c1": ("DPDGC N_1 ε=16, c=1", "dpdgc", 16.0, {"unit": "node", "k": 1, "norm_scale": 1.0}, None,
-              ("k=1", 16.0)),
-    "node-c1": ("DPDGC node ε=16, c=1", "dpdgc", 16.0, {"unit": "node", "norm_scale": 1.0}, None, ("node", 16.0)),
-    # the reference code: W's rows never normalised (the target's planted `norm-noop`), so Z's noise
-    # σ·c·Δ is ~1e-8 of Z's signal (spec §8.1)
-    "edge-noop": ("DPDGC edge ε=1, reference code (W never normalised)", "dpdgc", 1.0, {}, "norm-noop",
+    "edge-rz": ("DPDGC edge ε=1, c=1e-8, rescale_z", "dpdgc", 1.0, {"rescale_z": True, **_C8}, None,
+                ("edge", 1.0)),
+    # the reference code: W's rows never normalised (the target's planted `norm-noop`) at the paper's
+    # c = 1e-8, so Z's noise σ·c·Δ is ~1e-8 of Z's signal (spec §8.1)
+    "edge-noop": ("DPDGC edge ε=1, reference code (W never normalised, c=1e-8)", "dpdgc", 1.0, _C8, "norm-noop",
                   ("edge", 1.0)),
     "gap-inf": ("GAP non-private (noise off)", "gap", 1.0, _GAP_EDGE, "no-noise", TABLE2_GAP_INF),
     "gap-edge": ("GAP edge ε=1", "gap", 1.0, _GAP_EDGE, None, ("edge (DPDGC)", 1)),

@@ -361,6 +361,8 @@ class DPDGC(Target[DPDGCConfig]):
 
     def _classifier_inputs(self, x: torch.Tensor, z: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         zin = (z - b.double()) / self.config.norm_scale if self.config.rescale_z else z
+        if self.config.normalize_z:
+            zin = F.normalize(zin, dim=1)
         return torch.cat([x.to(self.device).float(), zin.float()], dim=1)
 
     def fit(self, graph: Any, rng: torch.Generator) -> Release:
