@@ -123,12 +123,12 @@ def test_release_views(csbm):
 
 
 def test_normalize_z_feeds_unit_rows(csbm):
-    t = build("dpdgc", normalize_z=True)
+    t = build("dpdgc")  # normalize_z by default (Alg. 2)
     z = torch.randn(csbm.num_nodes, t.config.hidden, dtype=torch.float64) * 30
     inputs = t._classifier_inputs(csbm.x, z, torch.zeros(t.config.hidden))
     assert torch.equal(inputs[:, :csbm.x.size(1)], csbm.x.float())
     assert torch.allclose(inputs[:, csbm.x.size(1):].norm(dim=1), torch.ones(csbm.num_nodes), atol=1e-5)
-    plain = build("dpdgc")._classifier_inputs(csbm.x, z, torch.zeros(t.config.hidden))
+    plain = build("dpdgc", normalize_z=False)._classifier_inputs(csbm.x, z, torch.zeros(t.config.hidden))
     assert torch.equal(plain[:, csbm.x.size(1):], z.float())
 
 
