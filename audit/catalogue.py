@@ -132,8 +132,8 @@ CATALOGUE: list[Entry] = [
     # DPDGC (edge level)
     Entry("dpdgc", "CONSISTENT", trials=100, params=_DPDGC_FAST),
     Entry("dpdgc", "VIOLATION", bug="no-noise", trials=100, params=_DPDGC_FAST),
-    Entry("dpdgc", "VIOLATION", bug="norm-noop", trials=100, params=_DPDGC_FAST,
-          why="weight rows keep their trained norms ≫ c while the noise is scaled to c"),
+    Entry("dpdgc", "VIOLATION", bug="norm-noop", trials=100, params={**_DPDGC_FAST, "norm_scale": "1e-8"},
+          why="weight rows keep their trained norms ≫ c (the paper's c = 1e-8) while the noise is scaled to c"),
     # DPDGC (k-neighbour level): DP-Emb's DP-Adam trace with a gradient canary of g·C
     Entry("dpdgc", "VIOLATION", bug="sqrt-group-noise", epsilon=8, params=_DPDGC_KNB_FULL, attack="gradient-lrt",
           estimator="gdp", trials=200, why="DP-Emb noise 2σ√g·C against the claimed 2σg·C (g = 26)"),

@@ -91,12 +91,22 @@ def test_claim_details(csbm):
     c = build("dpdgc", epsilon=2).claim(csbm)
     for key in ("noise_multiplier", "noise_std", "sensitivity", "steps_encoder", "sampling_rate", "order"):
         assert key in c.details
-    assert c.details["sensitivity"] == pytest.approx(1e-8)
+    assert c.details["sensitivity"] == pytest.approx(1.0)  # c (default 1, spec §9 #2)
     assert c.details["components"] == ["SGD_enc(wor)", "Gaussian(Z)"]
     assert "directed" in c.unit
-    n = build("dpdgc", unit="node", epsilon=2, max_degree=10).claim(csbm).details
+    n = build("dpdgc", unit="node", epsilon=2, max_degree=10, norm_scale=1e-8).claim(csbm).details
     assert n["sensitivity"] == pytest.approx(1e-8 * math.sqrt(20)) and n["group_size"] == 21
     assert build("dpdgc", unit="node", node_group="paper", max_degree=10).group_size() == 11
+
+
+@pytest.mark.parametrize("level", [dict(), dict(unit="node", k=5), dict(unit="node")])
+def test_claim_does_not_depend_on_c(csbm, level):
+    # c scales Z's signal and its noise alike (spec §9 #2): σ and ε are the same, the Z noise std is σ·Δ_Z
+    small, big = (build("dpdgc", epsilon=4, norm_scale=c, **level).claim(csbm) for c in (1e-8, 1.0))
+    assert small.epsilon == big.epsilon and small.delta == big.delta
+    assert small.details["noise_multiplier"] == big.details["noise_multiplier"]
+    assert small.details["encoder_noise_std"] == big.details["encoder_noise_std"]
+    assert small.details["noise_std"] == pytest.approx(1e-8 * big.details["noise_std"])
 
 
 # ------------------------------------------------------------------ release
@@ -109,7 +119,17 @@ def test_release_views(csbm):
     acc = resolve(r.info["accuracy"])
     assert 0.0 <= acc["test"] <= 1.0 and r.info["fresh_noise_per_query"] is False
     norms = r.weights["emb.W"].norm(dim=1)
-    assert torch.allclose(norms, torch.full_like(norms, 1e-8), rtol=1e-5)  # projected rows
+    assert torch.allclose(norms, torch.full_like(norms, t.config.norm_scale), rtol=1e-5)  # projected rows
+
+
+def test_normalize_z_feeds_unit_rows(csbm):
+    t = build("dpdgc")  # normalize_z by default (Alg. 2)
+    z = torch.randn(csbm.num_nodes, t.config.hidden, dtype=torch.float64) * 30
+    inputs = t._classifier_inputs(csbm.x, z, torch.zeros(t.config.hidden))
+    assert torch.equal(inputs[:, :csbm.x.size(1)], csbm.x.float())
+    assert torch.allclose(inputs[:, csbm.x.size(1):].norm(dim=1), torch.ones(csbm.num_nodes), atol=1e-5)
+    plain = build("dpdgc", normalize_z=False)._classifier_inputs(csbm.x, z, torch.zeros(t.config.hidden))
+    assert torch.equal(plain[:, csbm.x.size(1):], z.float())
 
 
 def test_classifier_shapes_declared_without_training(csbm):
@@ -173,13 +193,13 @@ def test_no_noise_bug(csbm):
 
 
 def test_norm_noop_bug(csbm):
-    t, r = fit(csbm, bug="norm-noop")
+    t, r = fit(csbm, bug="norm-noop", norm_scale=1e-8)  # the paper's c, far below the trained row norms
     c = t.config.norm_scale
     norms = r.weights["emb.W"].norm(dim=1)
     # true sensitivity of Z under one directed entry is max_j ‖W_j‖; the claim is c
     assert norms.max().item() > 1e5 * c
     assert t.claim(csbm).details["sensitivity"] == pytest.approx(c)
-    _, ok = fit(csbm)
+    _, ok = fit(csbm, norm_scale=1e-8)
     assert ok.weights["emb.W"].norm(dim=1).max().item() <= c * (1 + 1e-5)
 
 

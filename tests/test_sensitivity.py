@@ -76,7 +76,8 @@ def test_dpdgc_norm_noop_flagged_and_correct_config_at_claim(small):
     ok = probe_step(step, small, candidates=6, max_nodes=3, use_families=False)
     assert not ok.violation
     assert ok.best.measured == pytest.approx(target.config.norm_scale, rel=1e-6)
-    target, step = _step("dpdgc", small, bug="norm-noop", **fast)
+    # the bug shows where c is below the trained row norms (~√(h/3n)): the paper's c = 1e-8
+    target, step = _step("dpdgc", small, bug="norm-noop", norm_scale=1e-8, **fast)
     bad = probe_step(step, small, candidates=6, max_nodes=3, use_families=False)
     assert bad.violation and bad.best.ratio > 1e3
 

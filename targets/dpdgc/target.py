@@ -44,7 +44,8 @@ class DPDGC(Target[DPDGCConfig]):
     bugs: ClassVar[dict[str, str]] = {
         "no-noise": "every noise std is 0 (DP-Emb, Z, classifier) while the calibrated ε is claimed",
         "norm-noop": "W's rows are never projected to norm c (reference code's no-op normalisation) "
-                     "while the Z noise stays σ·c·Δ: Z's true sensitivity is max‖W_j‖ ≫ c",
+                     "while the Z noise stays σ·c·Δ: Z's true sensitivity is max‖W_j‖, ≫ c where c is "
+                     "below the trained row norms (the paper's c = 1e-8)",
         "sqrt-group-noise": "DP-Emb noise scales with √g instead of the claimed g (reference code)",
     }
     published_accuracy: ClassVar[dict] = {
@@ -384,6 +385,8 @@ class DPDGC(Target[DPDGCConfig]):
 
     def _classifier_inputs(self, x: torch.Tensor, z: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         zin = (z - b.double()) / self.config.norm_scale if self.config.rescale_z else z
+        if self.config.normalize_z:
+            zin = F.normalize(zin, dim=1)
         return torch.cat([x.to(self.device).float(), zin.float()], dim=1)
 
     def fit(self, graph: Any, rng: torch.Generator) -> Release:
