@@ -23,3 +23,15 @@ def test_a_section_is_appended_then_replaced_and_the_rest_kept(tmp_path):
     assert text.startswith("# CARIBOU\n\n<!-- analysis -->\nhand-written\n")
     assert "first" not in text and text.count("<!-- begin gap -->") == 1
     assert text.index("second") < text.index("## GCON")
+
+
+def test_dpdgc_rows_selected_on_validation_never_on_test():
+    import sys
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import utility_dpdgc
+    fit = lambda val, test: {"val": val, "test": test, "secs": 1.0, "code": "x"}  # noqa: E731
+    cache = {"cora|edge|0": fit(0.70, 0.90), "cora|edge-c8|0": fit(0.75, 0.60),
+             "cora|edge|1": fit(0.80, 0.50), "cora|edge-c8|1": fit(0.80, 0.99),  # a tie: the first candidate
+             "cora|edge|2": fit(0.90, 0.90)}  # seed 2 lacks a candidate: not selected
+    picks = utility_dpdgc.selected_runs(cache, "cora", ["edge", "edge-c8"])
+    assert [(row, f["test"]) for row, f in picks] == [("edge-c8", 0.60), ("edge", 0.50)]

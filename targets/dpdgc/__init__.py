@@ -15,7 +15,8 @@ Pipeline (spec §2.1, §4.2):
    ``2σ·f(g)·clip`` on the sum (replace-one adjacency, group size g), then every row of W is
    projected back to norm ``norm_scale`` = c.
 3. **Embedding**: ``Z = A W + 1 bᵀ + N(0, s²)`` with ``s = σ·Δ_Z`` (computed in float64), cached.
-4. **Classifier**: LINKX-style over (X_i, Z_i): plain Adam with dropout/BatchNorm under edge GDP,
+4. **Classifier**: LINKX-style over (X_i, Z_i), Z row-normalised first (``normalize_z``, Alg. 2;
+   post-processing): plain Adam with dropout/BatchNorm under edge GDP,
    DP-Adam (group size 1, noise ``2σ·clip``) under k-neighbour and node GDP.
 5. **Inference**: ``softmax(classifier(X_v, Z_v))`` from the cached Z; no fresh noise per query.
 
