@@ -209,3 +209,22 @@ def test_on_cpu_gives_the_same_configuration_on_the_cpu():
     twin = base.on_cpu(target)
     assert type(twin) is type(target) and twin.device.type == "cpu"
     assert twin.config == dataclasses.replace(target.config, device="cpu")
+
+
+def test_noise_generator_is_the_trials_own_on_the_cpu():
+    rng = torch.Generator().manual_seed(3)
+    assert base.noise_generator(rng, "cpu") is rng
+    assert base.noise_generator(rng, torch.device("cpu")) is rng
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_noise_depends_on_the_trial_alone(csbm):
+    """A trial's CUDA release is the same batched or alone (the Gaussian reference sums A·X̂ on the CPU)."""
+    target = base.build("gaussian", device="cuda")
+    seeds = [11, 12, 13]
+    batched = target.fit_batch(csbm, [torch.Generator().manual_seed(s) for s in seeds])
+    alone = [target.fit(csbm, torch.Generator().manual_seed(s)) for s in seeds]
+    for b, a in zip(batched, alone):
+        assert b.mechanism[0].output.device.type == "cuda"
+        assert torch.equal(b.mechanism[0].output, a.mechanism[0].output)
+    assert not torch.equal(batched[0].mechanism[0].output, batched[1].mechanism[0].output)
