@@ -96,18 +96,16 @@ def _worker_objects(setup: _Setup) -> tuple[targets.Target, Any]:
     change a trial's floats: every cache a target or attack keeps is keyed by (and checks the
     identity of) the graphs it was computed from, and a trial draws only from its own generator."""
     hit = _WORKER.get(setup.token) if setup.token else None
-    if hit is not None:
-        target, attack = hit
-        target.prepare(setup.graph)  # (a worker process unpickles a new graph object per chunk)
-        return target, attack
-    target = targets.get(setup.target_cls)(setup.config)
-    attack = attacks.make(setup.attack)
-    attack.bind_target(target)  # shadow-model attacks train copies of the target (never on trials)
-    target.prepare(setup.graph)
-    if setup.token:
-        _WORKER.clear()
-        _WORKER[setup.token] = (target, attack)
-    return target, attack
+    if hit is None:
+        target = targets.get(setup.target_cls)(setup.config)
+        attack = attacks.make(setup.attack)
+        attack.bind_target(target)  # shadow-model attacks train copies of the target (never on trials)
+        hit = (target, attack)
+        if setup.token:
+            _WORKER.clear()
+            _WORKER[setup.token] = hit
+    hit[0].prepare(setup.graph)  # every chunk: a worker process unpickles a new graph object per chunk
+    return hit
 
 
 def _batches(setup: _Setup, bits: dict[int, int]) -> list[tuple[int, list[int]]]:

@@ -274,7 +274,7 @@ class DPSGDGCN(Target[DPSGDGCNConfig]):
         params = torch.zeros(k_runs, width)
         canary_rngs = []
         for k, rng in enumerate(rngs):  # _Net built under seeded(rng), then the canary split
-            gen = torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,), generator=rng).item()))
+            gen = child_generator(rng)
             stacked_mlp.init_linears(params[k], layers, gen)
             canary_rngs.append(child_generator(rng))  # always split, so worlds with and without canary align
         params = params.to(dev)

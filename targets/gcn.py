@@ -41,7 +41,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from targets import stacked_gcn, stacked_mlp
-from targets.base import Claim, Release, Target, TargetConfig
+from targets.base import Claim, Release, Target, TargetConfig, child_generator
 
 DEFAULT_DELTA = 1e-5
 
@@ -192,8 +192,7 @@ class NonPrivateGCN(Target[GCNConfig]):
 
         def fit_stack(idx: list[int]) -> list[Release]:
             # each run's generator seeds its own torch generator, as seeded(rng) seeds the global one
-            gens = [torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,), generator=rngs[i]).item()))
-                    for i in idx]
+            gens = [child_generator(rngs[i]) for i in idx]
             rows, best, lay = stacked_gcn.train(
                 x, graph.y.cpu(), graph.train_mask.cpu(), select.cpu(), [adjs[i] for i in idx], gens,
                 hidden=cfg.hidden, epochs=cfg.epochs, lr=cfg.lr, dropout=cfg.dropout,

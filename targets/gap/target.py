@@ -383,7 +383,7 @@ class GAP(Target[GAPConfig]):
             return {split: _accuracy(model, stack[t[split]], t["y"][t[split]]) for split in ("train", "val", "test")}
 
         fresh = self.bug("fresh-inference-noise")
-        query_rng = torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,), generator=rng).item()))
+        query_rng = child_generator(rng)
 
         def predict(query_graph: Any = None, nodes: Any = None) -> torch.Tensor:
             classifier = classifier_fn()

@@ -196,7 +196,7 @@ def init_runs(lay: Layout, rngs: list[torch.Generator]) -> tuple[torch.Tensor, l
     params = torch.zeros(len(rngs), lay.width)
     runs = []
     for k, rng in enumerate(rngs):
-        gen = torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,), generator=rng).item()))
+        gen = child_generator(rng)
         init_linears(params[k, int(lay.gin):], [(lay.features, lay.hidden), (lay.hidden, lay.classes)], gen)
         canary_rng = child_generator(rng)  # always split, so worlds with and without canary align
         infer_seed = int(torch.randint(0, 2**62, (1,), generator=rng).item())
