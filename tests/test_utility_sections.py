@@ -35,3 +35,18 @@ def test_dpdgc_rows_selected_on_validation_never_on_test():
              "cora|edge|2": fit(0.90, 0.90)}  # seed 2 lacks a candidate: not selected
     picks = utility_dpdgc.selected_runs(cache, "cora", ["edge", "edge-c8"])
     assert [(row, f["test"]) for row, f in picks] == [("edge-c8", 0.60), ("edge", 0.50)]
+
+
+def test_committed_utility_md_has_each_section_once_under_its_own_heading():
+    """Each preset's section is present once and opens with its own title: one preset's run must
+    never overwrite another's section (GCON's figures were once replaced by its ceiling)."""
+    import re
+    text = (ROOT / "results" / "utility.md").read_text()
+    names = re.findall(r"<!-- begin (\S+) -->", text)
+    assert len(names) == len(set(names)) and {"gap", "dpdgc", "heterpoisson", "gcon", "gcon-ceiling"} <= set(names)
+    titles = {}
+    for name in names:
+        body = text[text.index(f"<!-- begin {name} -->"):text.index(f"<!-- end {name} -->")]
+        titles[name] = next(line for line in body.splitlines() if line.startswith("# "))
+    assert len(set(titles.values())) == len(titles), titles
+    assert "figures" in titles["gcon"] and "ceiling" in titles["gcon-ceiling"]
