@@ -24,9 +24,14 @@ the perturbed adjacency, so queries cost no privacy. Two variants (``variant``):
 Claim: pure ε-DP. The ``delta`` field is formal only (our claims need δ > 0; default 1e-5); the
 accountant string says so. Calibration from ε is direct (no root finding).
 
-Views: ``api`` (the GCN's ``predict``; same-size queries use the query's features and the
-*perturbed* private edges; an inductive query graph of another size is itself perturbed once per
-query with the same mechanism and fresh randomness split off at fit time) and ``weights``.
+Views: ``mechanism`` (the released adjacency Ã, the perturbation's output, with its exact
+log-density, so ``mechanism-lrt``'s score is the exact likelihood ratio: ±ε at the canary pair for
+``rr``; for ``density`` a first step, the noisy edge count M·d̃, with its Laplace density), ``api``
+(the GCN's ``predict``; same-size queries use the query's features and the *perturbed* private
+edges; an inductive query graph of another size is itself perturbed once per query with the same
+mechanism and fresh randomness split off at fit time) and ``weights``. The GCN is trained the first
+time ``api`` or ``weights`` is read (a batch's runs together), from a generator split off at fit
+time, so a release is the same whether or not it is: a mechanism-level audit trains no GCN.
 
 Cost: the perturbation draws one uniform per unordered pair, O(n²) time and memory (n = 600 csbm:
 179,700 pairs, milliseconds; Cora 2,708 nodes: 3.7 M pairs, fine; beyond ~50k nodes the dense
@@ -43,14 +48,15 @@ mechanism): every edge changes it by exactly 1, so canary search has nothing to 
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 import torch
 from torch_geometric.data import Data
 
-from targets.base import Claim, Release, Target, TargetConfig, child_generator
+from targets.base import Claim, Lazy, LazyDict, MechanismStep, Release, Target, TargetConfig, child_generator
 from targets.gcn import GCNConfig, NonPrivateGCN
 
 DEFAULT_DELTA = 1e-5
@@ -66,17 +72,22 @@ def upper_pairs(n: int) -> tuple[torch.Tensor, torch.Tensor]:
     return iu[0], iu[1]
 
 
-def upper_adjacency(graph: Data) -> torch.Tensor:
-    """The 0/1 upper-triangular adjacency as a length-M bool vector (pair order of :func:`upper_pairs`)."""
+def upper_index(graph: Data) -> torch.Tensor:
+    """The positions (pair order of :func:`upper_pairs`) of the graph's undirected edges, each once, sorted."""
     n = int(graph.num_nodes)
     ei = graph.edge_index.cpu()
     a, b = torch.minimum(ei[0], ei[1]), torch.maximum(ei[0], ei[1])
     keep = a != b
     a, b = a[keep], b[keep]
     # linear index of (a, b), a < b, in row-major upper-triangular order
-    lin = a * n - a * (a + 1) // 2 + (b - a - 1)
+    return torch.unique(a * n - a * (a + 1) // 2 + (b - a - 1))
+
+
+def upper_adjacency(graph: Data) -> torch.Tensor:
+    """The 0/1 upper-triangular adjacency as a length-M bool vector (pair order of :func:`upper_pairs`)."""
+    n = int(graph.num_nodes)
     out = torch.zeros(n * (n - 1) // 2, dtype=torch.bool)
-    out[lin] = True
+    out[upper_index(graph)] = True
     return out
 
 
@@ -90,6 +101,21 @@ def graph_from_upper(graph: Data, kept: torch.Tensor) -> Data:
     order = torch.argsort(ei[0] * n + ei[1])
     new.edge_index = ei[:, order].contiguous()
     return new
+
+
+def _kept_step(kept: torch.Tensor, mean: Callable[[Data], torch.Tensor], on_kept: float, on_dropped: float
+               ) -> MechanismStep:
+    """The released adjacency Ã (length-M bool) of a per-pair randomised response, with its exact
+    log-density: ``log P(Ã | A) = const + Σ_{edges e of A} (on_kept if Ã_e else on_dropped)``, where
+    ``on_kept = log P(Ã_e=1 | A_e=1)/P(Ã_e=1 | A_e=0)`` and ``on_dropped`` the same for Ã_e = 0 (the
+    pairs outside A add a term that does not depend on A)."""
+
+    def log_density(g: Data) -> float:
+        e = upper_index(g)
+        k = int(kept[e].sum())
+        return k * on_kept + (e.numel() - k) * on_dropped
+
+    return MechanismStep(output=kept, mean=mean, name="perturbed adjacency (upper triangle)", log_density=log_density)
 
 
 def laplace(shape: Any, scale: float, rng: torch.Generator, dtype: torch.dtype = torch.float64) -> torch.Tensor:
@@ -153,10 +179,30 @@ class EdgeRandConfig(PerturbedGCNConfig):
             raise ValueError(f"The 'density_share' parameter must be in (0, 1), got {self.density_share!r}")
 
 
-class PerturbedGraphGCN(Target[PerturbedGCNConfig]):
-    """Input perturbation of the adjacency + a non-private GCN; subclasses implement :meth:`perturb`."""
+@dataclass
+class Perturbation:
+    """One run's perturbation of the adjacency.
 
-    levels: tuple[str, ...] = ("api", "weights")
+    ``kept()`` is the perturbed upper-triangular adjacency (length-M bool) the GCN trains on,
+    computed on first call where it is post-processing of ``steps`` (LapGraph's top-T); ``steps``
+    are the noisy values the DP proof is about, each with its exact log-density (the white-box view).
+    """
+
+    kept: Callable[[], torch.Tensor]
+    steps: list[MechanismStep]
+    stats: dict[str, Any]
+    edges: int  # undirected edges of the perturbed graph
+
+
+class PerturbedGraphGCN(Target[PerturbedGCNConfig]):
+    """Input perturbation of the adjacency + a non-private GCN; subclasses implement :meth:`perturb`.
+
+    Views: ``mechanism`` (the perturbation's noisy values with their exact log-densities: the
+    strongest audit, and no GCN is trained for it), ``api`` and ``weights`` (the GCN, trained on the
+    perturbed graph the first time either is read; a batch's GCNs train stacked).
+    """
+
+    levels: tuple[str, ...] = ("mechanism", "api", "weights")
     batched: ClassVar[bool] = True
     bugs: ClassVar[dict[str, str]] = {
         "no-noise": "trains on the true adjacency (no perturbation) while claiming the calibrated ε",
@@ -167,7 +213,9 @@ class PerturbedGraphGCN(Target[PerturbedGCNConfig]):
         super().__init__(config, **overrides)
         self._gcn = NonPrivateGCN(self.config.gcn_config())
 
-    def perturb(self, graph: Data, rng: torch.Generator) -> tuple[Data, dict[str, Any]]:
+    def perturb(self, graph: Data, rng: torch.Generator, noise: bool = True) -> Perturbation:
+        """The mechanism run on `graph` with `rng`; ``noise=False`` (the ``no-noise`` bug) releases
+        the noiseless values in the same steps, declared with the same law."""
         raise NotImplementedError
 
     def mechanism_details(self, graph: Data) -> dict[str, Any]:
@@ -189,44 +237,65 @@ class PerturbedGraphGCN(Target[PerturbedGCNConfig]):
         """The deterministic input of the mechanism: the upper-triangular 0/1 adjacency (float)."""
         return upper_adjacency(graph).float()
 
+    def release(self, graph: Data, rng: torch.Generator) -> Perturbation:
+        """The mechanism's run (the noiseless values where the ``no-noise`` bug is planted)."""
+        run = self.perturb(graph, rng, noise=not self.bug("no-noise"))
+        run.stats["perturbed"] = not self.bug("no-noise")
+        return run
+
     def release_graph(self, graph: Data, rng: torch.Generator) -> tuple[Data, dict[str, Any]]:
         """The graph the GCN is trained on (perturbed unless the ``no-noise`` bug is planted)."""
         if self.bug("no-noise"):
             return graph, {"perturbed": False}
-        noisy, stats = self.perturb(graph, rng)
-        return noisy, {"perturbed": True, **stats}
+        run = self.perturb(graph, rng)
+        return graph_from_upper(graph, run.kept()), run.stats
 
     def fit(self, graph: Data, rng: torch.Generator) -> Release:
         return self.fit_batch(graph, [rng])[0]
 
     def fit_batch(self, graph: Data, rngs: list[torch.Generator]) -> list[Release]:
-        """``len(rngs)`` runs, run k perturbing `graph` with ``rngs[k]`` only and training its GCN
-        stacked with the others' (:meth:`targets.gcn.NonPrivateGCN.fit_graphs`): bitwise
-        ``fit(graph, rngs[k])`` on CPU."""
+        """``len(rngs)`` runs, run k perturbing `graph` with ``rngs[k]`` only. The GCNs are trained
+        when an ``api`` or ``weights`` view is first read, all the batch's together, stacked
+        (:meth:`targets.gcn.NonPrivateGCN.fit_graphs`), each from its own generator split off here:
+        bitwise ``fit(graph, rngs[k])`` on CPU, whether or not a view is read."""
         children = [(child_generator(rng), child_generator(rng), child_generator(rng)) for rng in rngs]
-        released = [self.release_graph(graph, perturb_rng) for perturb_rng, _, _ in children]
-        inner = self._gcn.fit_graphs([noisy for noisy, _ in released], [train for _, _, train in children])
-        return [self._wrap(graph, noisy, stats, release, query_rng)
-                for (noisy, stats), release, (_, query_rng, _) in zip(released, inner, children)]
+        runs = [self.release(graph, perturb_rng) for perturb_rng, _, _ in children]
+        noisy = [graph if self.bug("no-noise") else None for _ in runs]  # no-noise: the graph itself
 
-    def _wrap(self, graph: Data, noisy: Data, stats: dict[str, Any], inner: Release,
-              query_rng: torch.Generator) -> Release:
-        inner_predict = inner.api
+        def train() -> list[Release]:
+            graphs = [g if g is not None else graph_from_upper(graph, run.kept()) for g, run in zip(noisy, runs)]
+            return self._gcn.fit_graphs(graphs, [train_rng for _, _, train_rng in children])
+
+        stack = Lazy(train)
+        return [self._wrap(graph, run, stack, k, query_rng)
+                for k, (run, (_, query_rng, _)) in enumerate(zip(runs, children))]
+
+    def _wrap(self, graph: Data, run: Perturbation, stack: Lazy, k: int, query_rng: torch.Generator) -> Release:
         n = int(graph.num_nodes)
+
+        def gcn() -> Release:
+            return stack.get()[k]
 
         def predict(query_graph: Any = None, nodes: Any = None) -> torch.Tensor:
             """GCN posteriors on the perturbed graph; an inductive query graph is perturbed first."""
             if query_graph is None or query_graph is graph:
-                return inner_predict(None, nodes)
+                return gcn().api(None, nodes)
             if int(query_graph.num_nodes) == n:
-                return inner_predict(query_graph, nodes)
+                return gcn().api(query_graph, nodes)
             q_noisy, _ = self.release_graph(query_graph, query_rng)
-            return inner_predict(q_noisy, nodes)
+            return gcn().api(q_noisy, nodes)
 
-        info = dict(inner.info)
-        info.update({"mechanism": self.name, "noisy_edges": int(noisy.edge_index.size(1) // 2),
-                     "perturbation": stats, "inference": "query features + perturbed private edges"})
-        return Release(api=predict, weights=inner.weights, info=info)
+        features, classes, hidden = int(graph.x.size(1)), int(graph.y.max()) + 1, self.config.hidden
+        shapes = {"conv1.weight": (hidden, features), "conv1.bias": (hidden,),
+                  "conv2.weight": (classes, hidden), "conv2.bias": (classes,)}
+        info: dict[str, Any] = {
+            "mechanism": self.name, "noisy_edges": run.edges, "perturbation": run.stats,
+            "inference": "query features + perturbed private edges", "fresh_noise_per_query": False}
+        for key in ("accuracy", "best_val_accuracy", "query_count"):
+            info[key] = Lazy(lambda key=key: gcn().info[key])
+        return Release(api=predict, weights=LazyDict({}, Lazy(lambda: gcn().weights), shapes),
+                       mechanism=[dataclasses.replace(s, output=s.output.to(self.device)) for s in run.steps],
+                       info=info)
 
 
 class EdgeRand(PerturbedGraphGCN):
@@ -257,23 +326,42 @@ class EdgeRand(PerturbedGraphGCN):
                 "p": 1.0 / (1.0 + math.exp(-eps_link)), "density_laplace_scale": 1.0 / (pairs * eps_density),
                 "pairs": pairs}
 
-    def perturb(self, graph: Data, rng: torch.Generator) -> tuple[Data, dict[str, Any]]:
+    def perturb(self, graph: Data, rng: torch.Generator, noise: bool = True) -> Perturbation:
         cfg = self.config
         a = upper_adjacency(graph)
         m = a.numel()
         if cfg.variant == "rr":
             s = self.flip_probability()
-            replaced = torch.rand(m, generator=rng, dtype=torch.float64) < s
-            coin = torch.rand(m, generator=rng, dtype=torch.float64) < 0.5
-            kept = torch.where(replaced, coin, a)
-            return graph_from_upper(graph, kept), {"s": s}
+            if noise:
+                replaced = torch.rand(m, generator=rng, dtype=torch.float64) < s
+                coin = torch.rand(m, generator=rng, dtype=torch.float64) < 0.5
+                kept = torch.where(replaced, coin, a)
+            else:
+                kept = a
+            # log P(Ã | A) = const + Σ_{edges e of A} log(P(Ã_e | 1) / P(Ã_e | 0)): ±log((1 − s/2)/(s/2)) = ±ε
+            log_ratio = math.log((1 - s / 2) / (s / 2))
+            step = _kept_step(kept, lambda g: s / 2 + (1 - s) * upper_adjacency(g).double(), log_ratio, -log_ratio)
+            return Perturbation(lambda: kept, [step], {"s": s}, int(kept.sum()))
         eps_link, eps_density = self.density_split()
-        d = float(a.sum()) / m
-        d_noisy = d + float(laplace((), 1.0 / (m * eps_density), rng))
+        edges = float(a.sum())
+        noisy_edges = edges + (float(laplace((), 1.0 / eps_density, rng)) if noise else 0.0)  # = M·d̃
+        d_noisy = noisy_edges / m
         p = 1.0 / (1.0 + math.exp(-eps_link))
         d_c = min(max(d_noisy, 0.0), 1.0)
         denom = 2 * p * d_c - p - d_c + 1
         q = min(1.0, d_c / denom) if denom > 0 else 1.0
-        u = torch.rand(m, generator=rng, dtype=torch.float64)
-        kept = torch.where(a, u < p * q, u < (1 - p) * q)
-        return graph_from_upper(graph, kept), {"noisy_density": d_noisy, "p": p, "q": q}
+        if noise:
+            u = torch.rand(m, generator=rng, dtype=torch.float64)
+            kept = torch.where(a, u < p * q, u < (1 - p) * q)
+        else:
+            kept = a
+        density = MechanismStep(
+            output=torch.tensor(noisy_edges, dtype=torch.float64), name="noisy edge count (M·d̃)",
+            mean=lambda g: torch.tensor(float(upper_index(g).numel()), dtype=torch.float64),
+            # Lap(1/(M·ε_density)) on the density is Lap(1/ε_density) on the count M·d
+            log_density=lambda g: -eps_density * abs(noisy_edges - upper_index(g).numel()))
+        # given q (from the released d̃): P(Ã=1 | A=1) = pq, P(Ã=1 | A=0) = (1 − p)q
+        step = _kept_step(kept, lambda g: (1 - p) * q + (2 * p - 1) * q * upper_adjacency(g).double(),
+                          math.log(p / (1 - p)), math.log((1 - p * q) / (1 - (1 - p) * q)))
+        return Perturbation(lambda: kept, [density, step], {"noisy_density": d_noisy, "p": p, "q": q},
+                            int(kept.sum()))

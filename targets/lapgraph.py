@@ -19,7 +19,9 @@ Cost: one Laplace draw per pair and a top-T over the M = n(n−1)/2 entries, O(n
 (csbm 600 nodes: 179,700 entries; Cora: 3.7 M; the reference code chunks the argpartition in 50
 slices for larger graphs). The perturbed graph has ≈ |E| edges, so training cost is unchanged.
 
-Views ``api`` and ``weights`` as in :mod:`targets.edgerand`. Bugs: ``no-noise`` (true adjacency
+Views as in :mod:`targets.edgerand`; the ``mechanism`` view is the noisy count |E| + Lap(1/ε1)
+(before truncation) and the noisy entries Ã, each with its exact Laplace log-density (top-T is
+post-processing, computed only for the GCN). Bugs: ``no-noise`` (true adjacency
 released, claim kept). :meth:`noiseless` is the upper-triangular adjacency.
 """
 from __future__ import annotations
@@ -30,8 +32,14 @@ from typing import Any, ClassVar
 import torch
 from torch_geometric.data import Data
 
-from targets.base import TargetConfig
-from targets.edgerand import PerturbedGCNConfig, PerturbedGraphGCN, graph_from_upper, laplace, upper_adjacency
+from targets.base import Lazy, MechanismStep, TargetConfig
+from targets.edgerand import (PerturbedGCNConfig, PerturbedGraphGCN, Perturbation, laplace, upper_adjacency,
+                              upper_index)
+
+
+def _edge_gain(values: torch.Tensor) -> float:
+    """Σ (|v − 1| − |v|) over the noisy entries at a graph's edges (float64)."""
+    return float(((values - 1).abs() - values.abs()).sum())
 
 
 @dataclass
@@ -69,15 +77,29 @@ class LapGraph(PerturbedGraphGCN):
         return {"eps_count": eps1, "eps_entries": eps2, "count_laplace_scale": 1.0 / eps1,
                 "entry_laplace_scale": 1.0 / eps2}
 
-    def perturb(self, graph: Data, rng: torch.Generator) -> tuple[Data, dict[str, Any]]:
+    def perturb(self, graph: Data, rng: torch.Generator, noise: bool = True) -> Perturbation:
         eps1, eps2 = self.split()
         a = upper_adjacency(graph)
         m = a.numel()
-        count_noise = float(laplace((), 1.0 / eps1, rng))
-        t = int(a.sum()) + int(count_noise)  # int() truncates toward zero, as the reference code
+        edges = int(a.sum())
+        count_noise = float(laplace((), 1.0 / eps1, rng)) if noise else 0.0
+        t = edges + int(count_noise)  # int() truncates toward zero, as the reference code
         t = min(max(t, 0), m)
-        noisy = a.double() + laplace(m, 1.0 / eps2, rng)
-        kept = torch.zeros(m, dtype=torch.bool)
-        if t > 0:
-            kept[torch.topk(noisy, t, sorted=False).indices] = True
-        return graph_from_upper(graph, kept), {"T": t, "count_noise": count_noise}
+        noisy = a.double() + laplace(m, 1.0 / eps2, rng) if noise else a.double()
+
+        def top_t() -> torch.Tensor:  # post-processing of (T, Ã): computed only for the GCN
+            kept = torch.zeros(m, dtype=torch.bool)
+            if t > 0:
+                kept[torch.topk(noisy, t, sorted=False).indices] = True
+            return kept
+
+        # exact log-densities (up to terms that do not depend on the graph): the count's
+        # Lap(1/ε1) at |E|, and Σ_pairs −ε2·|Ã_ij − A_ij| = const − ε2·Σ_{edges e of A} (|Ã_e − 1| − |Ã_e|)
+        count = MechanismStep(
+            output=torch.tensor(edges + count_noise, dtype=torch.float64), name="noisy edge count",
+            mean=lambda g: torch.tensor(float(upper_index(g).numel()), dtype=torch.float64),
+            log_density=lambda g: -eps1 * abs(edges + count_noise - upper_index(g).numel()))
+        entries = MechanismStep(
+            output=noisy, name="noisy adjacency (upper triangle)", mean=lambda g: upper_adjacency(g).double(),
+            log_density=lambda g: -eps2 * _edge_gain(noisy[upper_index(g)]))
+        return Perturbation(Lazy(top_t).get, [count, entries], {"T": t, "count_noise": count_noise}, t)

@@ -31,7 +31,7 @@ def _is_undirected_simple(g) -> bool:
 @pytest.mark.parametrize("cls", [EdgeRand, LapGraph])
 def test_contract_and_claim(cls, csbm):
     t = cls(epsilon=2.0)
-    assert t.unit.value == "edge" and set(t.levels) == {"api", "weights"} and "no-noise" in t.bugs
+    assert t.unit.value == "edge" and set(t.levels) == {"mechanism", "api", "weights"} and "no-noise" in t.bugs
     c = t.claim(csbm)
     assert c.epsilon == 2.0 and c.delta == 1e-5 and c.unit == "edge"
     assert "pure" in c.accountant and c.details["pure_dp"] is True
@@ -68,7 +68,7 @@ def test_edgerand_rr_law(small):
     a = upper_adjacency(small)
     keep, add = [], []
     for seed in range(5):
-        noisy, _ = t.perturb(small, torch.Generator().manual_seed(seed))
+        noisy, _ = t.release_graph(small, torch.Generator().manual_seed(seed))
         assert _is_undirected_simple(noisy)
         b = upper_adjacency(noisy)
         keep.append(float(b[a].float().mean()))
@@ -83,14 +83,14 @@ def test_edgerand_density_variant_preserves_density(small):
     a = upper_adjacency(small)
     counts, kept = [], []
     for seed in range(5):
-        noisy, stats = t.perturb(small, torch.Generator().manual_seed(seed))
+        noisy, stats = t.release_graph(small, torch.Generator().manual_seed(seed))
         b = upper_adjacency(noisy)
         counts.append(int(b.sum()))
         kept.append(float(b[a].float().mean()))
         assert 0 < stats["q"] <= 1
     assert abs(np.mean(counts) / int(a.sum()) - 1) < 0.15        # density kept (rr would add ~350 edges)
     p = 1 / (1 + math.exp(-3.6))
-    assert np.mean(kept) == pytest.approx(p * np.mean([t.perturb(small, torch.Generator().manual_seed(s))[1]["q"]
+    assert np.mean(kept) == pytest.approx(p * np.mean([t.release_graph(small, torch.Generator().manual_seed(s))[1]["q"]
                                                        for s in range(5)]), abs=0.08)
 
 
@@ -99,14 +99,14 @@ def test_lapgraph_law(small):
     a = upper_adjacency(small)
     m = int(a.sum())
     for seed in range(3):
-        noisy, stats = t.perturb(small, torch.Generator().manual_seed(seed))
+        noisy, stats = t.release_graph(small, torch.Generator().manual_seed(seed))
         assert _is_undirected_simple(noisy)
         b = upper_adjacency(noisy)
         assert int(b.sum()) == stats["T"]
         assert abs(stats["T"] - m) <= 25 * 20                    # |Lap(1/0.04)| < 20 scales, w.p. 1 − 2e-9
         # top-T of A + Lap(1/3.96) keeps far more true edges than chance (m / M ≈ 0.04)
         assert float(b[a].float().mean()) > 0.3
-    hi, _ = LapGraph(epsilon=200.0).perturb(small, torch.Generator().manual_seed(0))
+    hi, _ = LapGraph(epsilon=200.0).release_graph(small, torch.Generator().manual_seed(0))
     assert float(upper_adjacency(hi)[a].float().mean()) > 0.99
 
 
@@ -167,3 +167,75 @@ def test_laplace_sampler_has_the_claimed_scale():
     assert float(z.abs().mean()) == pytest.approx(2.0, rel=0.02)       # E|Lap(b)| = b
     assert float(z.var()) == pytest.approx(8.0, rel=0.04)              # Var = 2b²
     assert abs(float(z.mean())) < 0.03
+
+
+# ------------------------------------------------------------------ the mechanism view
+def _pair(small, u=0, v=150):
+    from attacks.base import make
+    assert not bool(((small.edge_index[0] == u) & (small.edge_index[1] == v)).any())
+    return make("mechanism-lrt"), type("Pair", (), {"g0": small, "g1": add_edge(small, u, v), "info": {}})(), (u, v)
+
+
+def _pos(n, u, v):
+    return u * n - u * (u + 1) // 2 + (v - u - 1)
+
+
+def test_edgerand_mechanism_score_is_the_exact_rr_likelihood_ratio(small):
+    """The score is ±ε at the canary pair, by the released entry; the view is the graph the GCN
+    trains on; reading it trains no GCN (the stacked training is lazy: the same release either way)."""
+    from targets.base import child_generator
+    attack, pair, (u, v) = _pair(small)
+    t = EdgeRand(epsilon=1.5, **FAST)
+    stacks = []
+    fit_graphs = t._gcn.fit_graphs
+    t._gcn.fit_graphs = lambda graphs, rngs: stacks.append(len(graphs)) or fit_graphs(graphs, rngs)
+    for g in (pair.g0, pair.g1):
+        releases = t.fit_batch(g, [torch.Generator().manual_seed(s) for s in range(6)])
+        for s, r in enumerate(releases):
+            (step,) = r.view("mechanism")
+            released = bool(step.output[_pos(small.num_nodes, u, v)])
+            assert attack.score(r, pair) == pytest.approx(1.5 if released else -1.5, abs=1e-9)
+            trained_on, _ = t.release_graph(g, child_generator(torch.Generator().manual_seed(s)))
+            assert torch.equal(upper_adjacency(trained_on), step.output)
+        assert stacks == [] and not any(r.weights.computed for r in releases)
+        releases[0].view("api")(None, torch.arange(3))
+        assert [len(r.view("weights")) for r in releases] == [4] * 6
+        assert stacks == [6]  # the batch's GCNs trained together, once
+        stacks.clear()
+
+
+def test_edgerand_density_and_lapgraph_scores_are_their_exact_likelihood_ratios(small):
+    attack, pair, (u, v) = _pair(small)
+    c = _pos(small.num_nodes, u, v)
+    edges = small.edge_index.size(1) // 2
+    t = EdgeRand(epsilon=2.0, variant="density", **FAST)
+    eps_link, eps_d = t.density_split()
+    for r in t.fit_batch(pair.g1, [torch.Generator().manual_seed(s) for s in range(4)]):
+        count, adj = r.view("mechanism")
+        p, q = r.info["perturbation"]["p"], r.info["perturbation"]["q"]
+        pair_term = math.log(p / (1 - p)) if bool(adj.output[c]) else math.log((1 - p * q) / (1 - (1 - p) * q))
+        count_term = -eps_d * (abs(float(count.output) - edges - 1) - abs(float(count.output) - edges))
+        assert attack.score(r, pair) == pytest.approx(pair_term + count_term, abs=1e-9)
+    t = LapGraph(epsilon=2.0, **FAST)
+    eps1, eps2 = t.split()
+    for r in t.fit_batch(pair.g0, [torch.Generator().manual_seed(s) for s in range(4)]):
+        count, entries = r.view("mechanism")
+        a = float(entries.output[c])
+        o = float(count.output)
+        expected = -eps2 * (abs(a - 1) - abs(a)) - eps1 * (abs(o - edges - 1) - abs(o - edges))
+        assert attack.score(r, pair) == pytest.approx(expected, abs=1e-9)
+        assert abs(expected) <= 2.0 + 1e-9  # pure ε-DP: the likelihood ratio never exceeds e^ε
+        assert r.info["noisy_edges"] == r.info["perturbation"]["T"]
+
+
+@pytest.mark.parametrize("name", ["edgerand", "lapgraph"])
+def test_mechanism_audit_default_separates_the_bug_and_bounds_the_correct_target(name, tmp_path):
+    """The default attack is now the mechanism view's exact test: tight on the correct target
+    (ε_lb ≤ ε, and informative), a VIOLATION on the no-noise bug, with no GCN trained."""
+    from attacks.base import auto_attack
+    from targets.base import build
+    assert auto_attack(build(name, epsilon=1.0)) == "mechanism-lrt"
+    ok = audit_claim(name, epsilon=1.0, trials=1000, out=tmp_path)
+    assert ok["verdict"] == "CONSISTENT" and ok["attack"] == "mechanism-lrt" and 0.2 < ok["eps_lb"] <= 1.0
+    bad = audit_claim(name, epsilon=1.0, bug="no-noise", trials=200, out=tmp_path)
+    assert bad["verdict"] == "VIOLATION"
