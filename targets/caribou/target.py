@@ -19,6 +19,7 @@ from targets.caribou.accountant import compositions, edge_sensitivity, node_sens
 from targets.caribou.config import CaribouConfig
 from targets.caribou.model import (
     ClassificationModule, Encoder, _fit_best_val, bound_degree, cgl, feature_fingerprint, project)
+from targets.caribou.stacked import CMBatch
 
 
 class Caribou(Target[CaribouConfig]):
@@ -297,19 +298,26 @@ class Caribou(Target[CaribouConfig]):
         c = self.config
         z = torch.cat([x0, xk], dim=1)
         y = graph.y.to(self.device)
-        classes = int(graph.y.max()) + 1
         train = graph.train_mask.to(self.device)
-        edge = c.unit == "edge"
-        with seeded(rng):
-            cm = ClassificationModule(c.hidden, classes, batch_norm=edge, dropout=c.dropout if edge else 0.0,
-                                      x0_dropout=c.x0_dropout if edge else 0.0).to(self.device)
+        cm, gen = self._new_cm(graph, rng)
         opt = torch.optim.Adam(cm.parameters(), lr=c.lr, weight_decay=c.weight_decay)
-        if not edge:
+        if c.unit != "edge":
             self._dp_train(cm, z[train], y[train], opt, sigma, self._dpsgd_steps(graph)[2], rng)
         else:
-            _fit_best_val(cm, z, graph, c.cm_epochs, opt, child_generator(rng, z.device))
+            _fit_best_val(cm, z, graph, c.cm_epochs, opt, gen)
         cm.eval()
         return cm
+
+    def _new_cm(self, graph: Data, rng: torch.Generator) -> tuple[ClassificationModule, torch.Generator | None]:
+        """A freshly initialised CM (from `rng`) and, at edge level, its dropout generator (split
+        off `rng` next: :func:`~targets.caribou.stacked.train` and ``_fit_best_val`` draw from it)."""
+        c = self.config
+        edge = c.unit == "edge"
+        with seeded(rng):
+            cm = ClassificationModule(c.hidden, int(graph.y.max()) + 1, batch_norm=edge,
+                                      dropout=c.dropout if edge else 0.0,
+                                      x0_dropout=c.x0_dropout if edge else 0.0).to(self.device)
+        return cm, child_generator(rng, self.device) if edge else None
 
     def fit(self, graph: Data, rng: torch.Generator) -> Release:
         c = self.config
@@ -342,13 +350,16 @@ class Caribou(Target[CaribouConfig]):
         mean_key = ("caribou: noiseless PCMP", fingerprint, c.hops, c.contraction, c.alpha1, c.beta,
                     c.projection, self.bug("no-projection"), str(self.device))
         kept = hops if self.bug("release-all-hops") else hops[-1:]  # _release reads the last hop only
-        return [self._release(graph, graph, encoder, x0, [x[:, j].contiguous() for x in kept], rng, mean_key)
+        cms = CMBatch(x0, graph.y.to(self.device), graph.train_mask.to(self.device), graph.val_mask.to(self.device),
+                      c.cm_epochs, c.lr, c.weight_decay)
+        return [self._release(graph, graph, encoder, x0, [x[:, j].contiguous() for x in kept], rng, mean_key, cms)
                 for j, rng in enumerate(rngs)]
 
     def _release(self, graph: Data, work: Data, encoder: Encoder, x0: torch.Tensor, hops: list[torch.Tensor],
-                 rng: torch.Generator, mean_key: Any) -> Release:
+                 rng: torch.Generator, mean_key: Any, cms: CMBatch | None = None) -> Release:
         """The release of one trial whose PCMP hops are `hops`; splits the classifier's and the
-        inference's generators off `rng` (after the PCMP noise, as in the paper's order)."""
+        inference's generators off `rng` (after the PCMP noise, as in the paper's order). Edge
+        level: the CM joins the batch `cms`, trained with the batch's other CMs when first needed."""
         c = self.config
         claim = self.claim(graph)
         sigma_abs = 0.0 if self.bug("no-noise") else claim.details["noise_std"]
@@ -357,8 +368,12 @@ class Caribou(Target[CaribouConfig]):
         cm_rng = child_generator(rng)
         inference_rng = child_generator(rng)
         state: dict[str, Any] = {"queries": 0}
+        if cms is not None:
+            index = cms.add(lambda: self._new_cm(graph, cm_rng), xk)
 
         def cm() -> nn.Module:
+            if cms is not None:
+                return cms.module(index)
             if "cm" not in state:
                 state["cm"] = self._train_cm(work, x0, xk, cm_rng, sigma)
             return state["cm"]

@@ -1,0 +1,141 @@
+"""CARIBOU's edge-level classification modules trained stacked over a batch's trials
+(targets/caribou/stacked.py): bitwise the module trained alone, whatever the batch."""
+import copy
+
+import pytest
+import torch
+from torch_geometric.data import Data
+
+from attacks.linkteller import query_graph
+from audit import data, play
+from audit.game import AuditSpec, run_audit
+from audit.store import Store
+
+from targets.base import build, child_generator, resolve, seeded
+from targets.caribou import stacked
+from targets.caribou.model import ClassificationModule, _fit_best_val
+
+FAST = {"encoder_epochs": 5, "hidden": 16, "hops": 3, "cm_epochs": 12, "dropout": 0.5, "x0_dropout": 0.3}
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return data.load("csbm", seed=0)
+
+
+def _reference_train(modules, z, y, train_mask, val_mask, epochs, lr, weight_decay, gens):
+    """What the CMs were before stacking: one ``_fit_best_val`` per module."""
+    split = Data(y=y, train_mask=train_mask, val_mask=val_mask)
+    for k, m in enumerate(modules):
+        _fit_best_val(m, z(k), split, epochs, torch.optim.Adam(m.parameters(), lr=lr, weight_decay=weight_decay),
+                      gens[k])
+
+
+def _same_state(a, b):
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+
+
+@pytest.mark.parametrize("runs, hidden, weight_decay", [(1, 16, 0.0), (3, 16, 0.01), (5, 64, 0.0), (1, 12, 0.0)])
+def test_stacked_training_is_each_module_trained_alone(graph, runs, hidden, weight_decay):
+    gen = torch.Generator().manual_seed(runs)
+    unit = lambda: torch.nn.functional.normalize(torch.randn(graph.num_nodes, hidden, generator=gen), dim=1)  # noqa: E731
+    x0, xks = unit(), [unit() for _ in range(runs)]
+
+    def fresh():
+        mods, gens = [], []
+        for k in range(runs):
+            rng = torch.Generator().manual_seed(10 + k)
+            with seeded(rng):
+                mods.append(ClassificationModule(hidden, 3, True, dropout=0.5, x0_dropout=0.3))
+            gens.append(child_generator(rng))
+        return mods, gens
+
+    z = lambda k: torch.cat([x0, xks[k]], 1)  # noqa: E731
+    (ref, ref_gens), (mods, gens) = fresh(), fresh()
+    args = (graph.y, graph.train_mask, graph.val_mask, 25, 1e-3, weight_decay)
+    _reference_train(ref, z, *args, ref_gens)
+    stacked.train(mods, z, *args, gens)
+    kept = set()
+    for a, b in zip(ref, mods):
+        _same_state(a.state_dict(), b.state_dict())
+        assert not b.training
+        kept.add(int(b.bn.num_batches_tracked))
+        assert torch.equal(a(z(0)), b(z(0)))
+    assert len(kept) > 1 or runs == 1  # the runs kept different epochs: the checkpoint is per run
+    assert all(torch.equal(a.get_state(), b.get_state()) for a, b in zip(ref_gens, gens))  # the same draws
+
+
+def _views(release, graph):
+    query = query_graph(graph, graph.x * 1.5, "none")
+    return (release.view("weights"), release.view("api")(graph), release.view("api")(query),
+            resolve(release.info["accuracy"]))
+
+
+def _same_views(a, b):
+    _same_state(a[0], b[0])
+    assert torch.equal(a[1], b[1]) and torch.equal(a[2], b[2])
+    assert dict(a[3]) == dict(b[3])
+
+
+@pytest.mark.parametrize("runs", [1, 3, 5])
+def test_fit_batch_is_fit_and_the_unstacked_module(graph, runs, monkeypatch):
+    t = build("caribou", **FAST)
+    t.prepare(graph)
+    seeds = [torch.Generator().manual_seed(40 + k) for k in range(runs)]
+    batch = t.fit_batch(graph, [copy.deepcopy(g) for g in seeds])
+    got = [_views(r, graph) for r in batch]
+    for k in range(runs):  # run k alone (fit: a batch of one)
+        _same_views(got[k], _views(t.fit(graph, copy.deepcopy(seeds[k])), graph))
+    monkeypatch.setattr(stacked, "train", _reference_train)
+    unstacked = t.fit_batch(graph, [copy.deepcopy(g) for g in seeds])
+    for k in range(runs):
+        _same_views(got[k], _views(unstacked[k], graph))
+    assert runs == 1 or not torch.equal(got[0][1], got[1][1])
+
+
+def test_one_read_trains_the_whole_batch_once(graph, monkeypatch):
+    calls = []
+    real = stacked.train
+
+    def counting(modules, *args):
+        calls.append(len(modules))
+        return real(modules, *args)
+
+    monkeypatch.setattr(stacked, "train", counting)
+    t = build("caribou", **FAST)
+    batch = t.fit_batch(graph, [torch.Generator().manual_seed(s) for s in range(4)])
+    assert calls == []  # lazily: nothing trained until a view needs a CM
+    batch[2].view("api")(graph)
+    assert calls == [4]
+    for r in batch:
+        r.view("weights")
+        r.view("api")(query_graph(graph, graph.x, "none"))
+    assert calls == [4]
+
+
+def test_unaligned_width_trains_stacks_of_one(graph, monkeypatch):
+    calls = []
+    real = stacked.train
+    monkeypatch.setattr(stacked, "train", lambda modules, *a: (calls.append(len(modules)), real(modules, *a))[1])
+    t = build("caribou", **{**FAST, "hidden": 12})
+    batch = t.fit_batch(graph, [torch.Generator().manual_seed(s) for s in range(3)])
+    batch[0].view("weights")
+    assert calls == [1, 1, 1]
+    with pytest.raises(ValueError, match="multiple of 32"):
+        real([ClassificationModule(12, 3, True)] * 2, None, graph.y, graph.train_mask, graph.val_mask, 1, 1e-3, 0.0, [])
+
+
+def test_linkteller_audit_scores_do_not_depend_on_batch(tmp_path):
+    def scores(batch):
+        spec = AuditSpec(target="caribou", attack="linkteller", trials=12, seed=5, batch=batch,
+                         params={k: str(v) for k, v in FAST.items()})
+        result = run_audit(spec, out=tmp_path / f"b{batch}", progress=False)
+        assert result["batch"] == (batch or play.AUTO_BATCH_TRAINING)
+        with Store(result["store"]) as s:
+            return s.trials(result["key"])
+
+    one = scores(1)
+    assert scores(5) == one and scores(0) == one and len(one) == 12
+    assert len({s for _, _, s in one}) > 1
