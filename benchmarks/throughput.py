@@ -9,8 +9,8 @@ played must be equal (bitwise; the largest difference is printed otherwise).
 
 Rows: gaussian, caribou and gap on the ``mechanism`` view (mechanism-lrt), DPDGC's (whose
 mechanism trains DP-Emb in every trial), HeterPoisson's (DP-SGD trained in every trial, gradient-lrt
-on the trace), GAP's and the non-private GCN's full training (api view with LinkTeller, which
-trains the classifier on every release), and on the CPU the loky backend with 1 and 2 jobs and a
+on the trace), GAP's, CARIBOU's and the non-private GCN's full training (api view with LinkTeller,
+which trains the classifier on every release), and on the CPU the loky backend with 1 and 2 jobs and a
 Dask LocalCluster with 1 and 2 workers (caribou, batched). Every row runs on each device of
 ``--devices`` (default ``cpu,cuda``; the CUDA rows are skipped without a GPU).
 
@@ -232,6 +232,9 @@ def rows_for(dataset: str, args: argparse.Namespace, device: str = "cpu") -> lis
         Row(f"{dataset} gap full training / linkteller (api)",
             AuditSpec(target="gap", attack="linkteller", level="api", **common), args.full_trials,
             args.full_trials_one),
+        Row(f"{dataset} caribou full training / linkteller (api)",
+            AuditSpec(target="caribou", attack="linkteller", level="api", **common), args.full_trials,
+            args.full_trials_one),
         Row(f"{dataset} gcn full training / linkteller (api)",
             AuditSpec(target="gcn", attack="linkteller", level="api", **common), args.full_trials,
             args.full_trials_one),
@@ -255,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trials", type=int, default=128, help="trials of each batched run")
     p.add_argument("--trials-one", type=int, default=0, help="trials of each batch=1 run (0: as many as --trials; "
                    "fewer trials means fewer per chunk, so the per-chunk setup weighs more on batch=1)")
-    p.add_argument("--full-trials", type=int, default=16, help="trials of the full-training runs (GAP and GCN api, DPDGC, HeterPoisson)")
+    p.add_argument("--full-trials", type=int, default=16, help="trials of the full-training runs (GAP, CARIBOU and GCN api, DPDGC, HeterPoisson)")
     p.add_argument("--full-trials-one", type=int, default=0, help="batch=1 trials of the full-training runs "
                    "(0: as many)")
     p.add_argument("--batch", type=int, default=0, help="batch size of the batched runs (0 = auto)")

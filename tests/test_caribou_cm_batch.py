@@ -115,16 +115,23 @@ def test_one_read_trains_the_whole_batch_once(graph, monkeypatch):
     assert calls == [4]
 
 
-def test_unaligned_width_trains_stacks_of_one(graph, monkeypatch):
-    calls = []
-    real = stacked.train
+@pytest.mark.parametrize("hidden, runs, stacked_calls, alone", [(12, 3, [], 3), (16, 1, [], 1), (16, 3, [3], 0)])
+def test_stack_sizes(graph, monkeypatch, hidden, runs, stacked_calls, alone):
+    """Unaligned widths train stacks of one; a stack of one is the module trained alone."""
+    calls, singles = [], []
+    real, real_alone = stacked.train, stacked._fit_best_val
     monkeypatch.setattr(stacked, "train", lambda modules, *a: (calls.append(len(modules)), real(modules, *a))[1])
-    t = build("caribou", **{**FAST, "hidden": 12})
-    batch = t.fit_batch(graph, [torch.Generator().manual_seed(s) for s in range(3)])
+    monkeypatch.setattr(stacked, "_fit_best_val", lambda *a: (singles.append(1), real_alone(*a))[1])
+    t = build("caribou", **{**FAST, "hidden": hidden})
+    batch = t.fit_batch(graph, [torch.Generator().manual_seed(s) for s in range(runs)])
     batch[0].view("weights")
-    assert calls == [1, 1, 1]
+    assert calls == stacked_calls and len(singles) == alone
+
+
+def test_unaligned_widths_do_not_stack(graph):
     with pytest.raises(ValueError, match="multiple of 32"):
-        real([ClassificationModule(12, 3, True)] * 2, None, graph.y, graph.train_mask, graph.val_mask, 1, 1e-3, 0.0, [])
+        stacked.train([ClassificationModule(12, 3, True)] * 2, None, graph.y, graph.train_mask, graph.val_mask, 1,
+                      1e-3, 0.0, [])
 
 
 def test_linkteller_audit_scores_do_not_depend_on_batch(tmp_path):

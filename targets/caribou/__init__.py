@@ -14,7 +14,9 @@ Pipeline (specs/caribou.md §2, §4):
 3. Classification module: GAP's multi-input MLP on two channels, X⁽⁰⁾ and X⁽ᴷ⁾ (a linear base
    per channel, concatenated, row-normalised, ``BN → SELU → dropout → Linear``); Adam, best
    validation checkpoint; optional training-time dropout of the whole X⁽⁰⁾ channel
-   (``x0_dropout``). Node level: DP-SGD, no batch-norm, no dropout.
+   (``x0_dropout``). Node level: DP-SGD, no batch-norm, no dropout. Edge level, the CMs of one
+   ``fit_batch`` are trained together when any of them is first needed
+   (:mod:`~targets.caribou.stacked`), each bitwise as it is trained alone.
 
 Utility (issue #20, results/utility.md): the earlier pipeline lost accuracy, not privacy: (a) the
 CM, trained on the same nodes the encoder had memorised, fitted X⁽⁰⁾ and ignored X⁽ᴷ⁾ (Cora
@@ -36,7 +38,8 @@ Shapes: X⁽ᵏ⁾ is n × h; posteriors n × classes.
 
 Modules: :mod:`~targets.caribou.config` (:class:`CaribouConfig`), :mod:`~targets.caribou.accountant`
 (the sensitivities of Eq. 6/8 and the convergent multiplier), :mod:`~targets.caribou.model` (Â, the
-CGL, projection, degree bound, encoder and CM), :mod:`~targets.caribou.target` (:class:`Caribou`).
+CGL, projection, degree bound, encoder and CM), :mod:`~targets.caribou.stacked` (the edge-level
+CMs of a batch trained stacked), :mod:`~targets.caribou.target` (:class:`Caribou`).
 """
 from __future__ import annotations
 

@@ -28,9 +28,10 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
+from torch_geometric.data import Data
 
 from targets.base import one_torch_thread
-from targets.caribou.model import ClassificationModule
+from targets.caribou.model import ClassificationModule, _fit_best_val
 
 _ALIGN = 32  # floats: two AVX-512 vectors, the unrolled step of torch's CPU element-wise loops
 STACK_BYTES = 256 * 2**20  # runs stack until their activations reach about this size (csbm: 64 runs ≈ 118 MB)
@@ -154,7 +155,7 @@ class CMBatch:
     Trial j registers (:meth:`add`) a function making its freshly initialised module and its dropout
     generator, and its X⁽ᴷ⁾ (the batch shares X⁽⁰⁾); :meth:`module` trains every registered CM once,
     in stacks of consecutive trials (:data:`STACK_BYTES`; one trial a stack where 2h is not a
-    multiple of :data:`_ALIGN`)."""
+    multiple of :data:`_ALIGN`). A stack of one is the module trained by ``_fit_best_val``."""
 
     def __init__(self, x0: torch.Tensor, y: torch.Tensor, train_mask: torch.Tensor, val_mask: torch.Tensor,
                  epochs: int, lr: float, weight_decay: float) -> None:
@@ -181,11 +182,17 @@ class CMBatch:
         rows = int(self.train_mask.sum()) + int(self.val_mask.sum())
         size = max(1, STACK_BYTES // run_bytes(rows, width)) if width % _ALIGN == 0 else 1
         made = [make() for make, _ in self.pending]
+        split = Data(y=self.y, train_mask=self.train_mask, val_mask=self.val_mask)
         with one_torch_thread():
             for i in range(0, len(made), size):
                 stack = made[i:i + size]
-                train([m for m, _ in stack], lambda k, at=i: torch.cat([self.x0, self.pending[at + k][1]], 1),
-                      self.y, self.train_mask, self.val_mask, self.epochs, self.lr, self.weight_decay,
-                      [g for _, g in stack])
+                if len(stack) == 1:  # the module itself: the same floats, without the stack's layout work
+                    module, gen = stack[0]
+                    opt = torch.optim.Adam(module.parameters(), lr=self.lr, weight_decay=self.weight_decay)
+                    _fit_best_val(module, torch.cat([self.x0, self.pending[i][1]], 1), split, self.epochs, opt, gen)
+                else:
+                    train([m for m, _ in stack], lambda k, at=i: torch.cat([self.x0, self.pending[at + k][1]], 1),
+                          self.y, self.train_mask, self.val_mask, self.epochs, self.lr, self.weight_decay,
+                          [g for _, g in stack])
                 self.stacks += 1
         self.modules = [m for m, _ in made]
