@@ -40,8 +40,7 @@ def _same_state(a, b):
 @pytest.mark.parametrize("runs, hidden, weight_decay", [(1, 16, 0.0), (3, 16, 0.01), (5, 64, 0.0), (1, 12, 0.0)])
 def test_stacked_training_is_each_module_trained_alone(graph, runs, hidden, weight_decay):
     gen = torch.Generator().manual_seed(runs)
-    unit = lambda: torch.nn.functional.normalize(torch.randn(graph.num_nodes, hidden, generator=gen), dim=1)  # noqa: E731
-    x0, xks = unit(), [unit() for _ in range(runs)]
+    x0, *xks = torch.nn.functional.normalize(torch.randn(runs + 1, graph.num_nodes, hidden, generator=gen), dim=2)
 
     def fresh():
         mods, gens = [], []
@@ -65,6 +64,30 @@ def test_stacked_training_is_each_module_trained_alone(graph, runs, hidden, weig
         assert torch.equal(a(z(0)), b(z(0)))
     assert len(kept) > 1 or runs == 1  # the runs kept different epochs: the checkpoint is per run
     assert all(torch.equal(a.get_state(), b.get_state()) for a, b in zip(ref_gens, gens))  # the same draws
+
+
+def test_without_validation_nodes_the_last_epoch_is_kept(graph):
+    no_val = graph.clone()
+    no_val.val_mask = torch.zeros_like(graph.val_mask)
+    runs, hidden = 3, 16
+    x0 = torch.randn(graph.num_nodes, hidden, generator=torch.Generator().manual_seed(1))
+    x0 = torch.nn.functional.normalize(x0, dim=1)
+    z = lambda k: torch.cat([x0, x0.roll(k + 1, 0)], 1)  # noqa: E731
+    made = []
+    for _ in range(2):
+        mods, gens = [], []
+        for k in range(runs):
+            rng = torch.Generator().manual_seed(k)
+            with seeded(rng):
+                mods.append(ClassificationModule(hidden, 3, True, dropout=0.5, x0_dropout=0.3))
+            gens.append(child_generator(rng))
+        made.append((mods, gens))
+    args = (no_val.y, no_val.train_mask, no_val.val_mask, 7, 1e-3, 0.0)
+    _reference_train(made[0][0], z, *args, made[0][1])
+    stacked.train(made[1][0], z, *args, made[1][1])
+    for a, b in zip(made[0][0], made[1][0]):
+        _same_state(a.state_dict(), b.state_dict())
+        assert int(b.bn.num_batches_tracked) == 7
 
 
 def _views(release, graph):
