@@ -293,18 +293,16 @@ class Caribou(Target[CaribouConfig]):
 
     def _train_cm(self, graph: Data, x0: torch.Tensor, xk: torch.Tensor, rng: torch.Generator,
                   sigma: float) -> nn.Module:
-        """The CM on [X⁽⁰⁾, X⁽ᴷ⁾]: edge level full-batch Adam on the training nodes, keeping the
-        epoch of best validation accuracy (GAP's trainer); node level DP-SGD."""
+        """Node level: the CM on [X⁽⁰⁾, X⁽ᴷ⁾] by DP-SGD. (Edge level: full-batch Adam keeping the
+        epoch of best validation accuracy, GAP's trainer, for a batch's CMs at once:
+        :class:`~targets.caribou.stacked.CMBatch`.)"""
         c = self.config
         z = torch.cat([x0, xk], dim=1)
         y = graph.y.to(self.device)
         train = graph.train_mask.to(self.device)
-        cm, gen = self._new_cm(graph, rng)
+        cm, _ = self._new_cm(graph, rng)
         opt = torch.optim.Adam(cm.parameters(), lr=c.lr, weight_decay=c.weight_decay)
-        if c.unit != "edge":
-            self._dp_train(cm, z[train], y[train], opt, sigma, self._dpsgd_steps(graph)[2], rng)
-        else:
-            _fit_best_val(cm, z, graph, c.cm_epochs, opt, gen)
+        self._dp_train(cm, z[train], y[train], opt, sigma, self._dpsgd_steps(graph)[2], rng)
         cm.eval()
         return cm
 
@@ -336,8 +334,9 @@ class Caribou(Target[CaribouConfig]):
 
     def fit_batch(self, graph: Data, rngs: list[torch.Generator]) -> list[Release]:
         """Edge level: the cached encoder and X⁽⁰⁾ once, then PCMP for every trial at once
-        (:meth:`_pcmp_batch`); node level (per-trial degree bound and DP-SGD encoder): one
-        :meth:`fit` per trial."""
+        (:meth:`_pcmp_batch`); the trials' CMs are trained together when one is first needed
+        (:class:`~targets.caribou.stacked.CMBatch`). Node level (per-trial degree bound and DP-SGD
+        encoder): one :meth:`fit` per trial."""
         c = self.config
         if c.unit != "edge":
             return [self.fit(graph, rng) for rng in rngs]
