@@ -305,6 +305,35 @@ def _cp_grid(out: np.ndarray, inn: np.ndarray, delta: float, beta: float,
     return float(eps[i]), float(thresholds[i]), int(fp[i]), int(fn[i])
 
 
+def _tie_broken(out: np.ndarray, inn: np.ndarray, seed: int
+                ) -> tuple[np.ndarray, np.ndarray, Callable[[float], float]]:
+    """The scores as keys with no ties, and a map from a key threshold back to a score.
+
+    Where scores tie (a discrete score: randomised response, a bug that releases the truth), each
+    trial gets a uniform U_i of a generator of its own (seeded by `seed`, independent of the
+    scores and of the worlds), and the scores are ordered by (s_i, U_i): a randomised test that
+    says IN on a tied score with a probability, which DP bounds like any other test (TPR ≤ e^ε FPR
+    + δ holds for every randomised decision rule). The pairs stay iid within each world, so
+    :func:`_cp_grid`'s argument holds, and its count grid now meets every false-positive count
+    exactly: with ties, a grid count between two achievable counts paid for the larger one (on
+    randomised response at ε = 1, 1,000 trials: 0.56 instead of 0.86). The keys are the ranks of
+    (s, U) in both worlds together. Without ties the scores are returned unchanged (every bound as
+    before)."""
+    scores = np.concatenate([out, inn])
+    if np.unique(scores).size == scores.size:
+        return out, inn, lambda t: t
+    u = np.random.default_rng([int(seed), 0x71E5]).random(scores.size)
+    order = np.lexsort((u, scores))
+    keys = np.empty(scores.size)
+    keys[order] = np.arange(scores.size, dtype=float)
+    ranked = scores[order]
+
+    def boundary(t: float) -> float:  # the score at the key threshold (a tie there is split at random)
+        return float(ranked[min(int(np.ceil(t)), ranked.size - 1)]) if np.isfinite(t) else t
+
+    return keys[:out.size], keys[out.size:], boundary
+
+
 def _cp_grid_max(n_out: int, n_in: int, delta: float, beta: float) -> float:
     """`_cp_grid`'s bound for a perfect attack (no errors) with these trial counts."""
     ks = _cp_counts(n_out)
@@ -416,9 +445,12 @@ def estimate(scores_out: Sequence[float], scores_in: Sequence[float], *, delta: 
         return EXTENSIONS[method].estimate(out, inn, delta=delta, confidence=confidence)
     beta = 1.0 - confidence
     if method == "cp" and threshold is None and select_fraction is None:
-        # every trial counts: a fixed grid of OUT-rank thresholds, Bonferroni-corrected (_cp_grid)
-        lb, t, fp, fn = _cp_grid(out, inn, delta, beta)
-        lo = _cp_grid(out, inn, delta, beta / 2)[0]
+        # every trial counts: a fixed grid of OUT-rank thresholds, Bonferroni-corrected (_cp_grid),
+        # on the scores with their ties broken at random (_tie_broken)
+        key_out, key_in, boundary = _tie_broken(out, inn, seed)
+        lb, t, fp, fn = _cp_grid(key_out, key_in, delta, beta)
+        lo = _cp_grid(key_out, key_in, delta, beta / 2)[0]
+        t = boundary(t)
         n_out, n_in = out.size, inn.size
         hi = float(_cp_point_upper(fp, fn, n_out, n_in, delta, beta / 2))
         counts = {"fp": fp, "tn": n_out - fp, "fn": fn, "tp": n_in - fn, "n_out": n_out, "n_in": n_in}
