@@ -29,6 +29,9 @@ class GCON(Target[GCONConfig]):
     Config: ClassVar[type[TargetConfig]] = GCONConfig
     levels: tuple[str, ...] = ("api", "weights", "mechanism")
     batched: ClassVar[bool] = True
+    #: the runs of a batch share per-graph work only (each solve is its own): the wider the
+    #: batch, the less of it per trial (csbm: 6.5 ms a trial at 16, 6.0 at 64; benchmarks/throughput.md)
+    auto_batch: ClassVar[int] = 64
     bugs: ClassVar[dict[str, str]] = {
         "no-noise": "B = 0 (objective not perturbed) while claiming the calibrated ε",
         "approximate-minimizer": (
