@@ -5,8 +5,8 @@ An auditor scores a release Θ_k through its ``mean(g)`` (the noise-free minimis
 every run of a batch (everything in it but the graph's edges is public and fixed at fit time), and
 the attack asks for every release of a batch on the same two graphs: so each graph's objective
 and minimiser are computed once, and the first ``log_density(g)`` of any release evaluates every
-run's (each as its release alone would). Graphs are told apart by identity; the cache keeps them, so an id is never
-reused, and holds the last few only.
+run's (each as its release alone would). Graphs are told apart by identity; the cache keeps them,
+so an id is never reused, and holds the last few only.
 """
 from __future__ import annotations
 

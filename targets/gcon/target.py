@@ -202,7 +202,7 @@ class GCON(Target[GCONConfig]):
             return {"name": "adam", "steps": cfg.adam_epochs, "lr": cfg.adam_lr}
         return {"name": cfg.optimizer, "tol": cfg.tol}
 
-    def _solve(self, problem: Problem, first_hessians: torch.Tensor) -> torch.Tensor:
+    def _solve(self, problem: Problem, first_hessians: torch.Tensor | None) -> torch.Tensor:
         cfg = self.config
         if self.bug("approximate-minimizer"):
             return solve_adam(problem, APPROX_STEPS, cfg.adam_lr)
@@ -237,8 +237,10 @@ class GCON(Target[GCONConfig]):
         d, c = z.size(1), enc.labels.size(1)
         lam = det["lam_solver"]
         zr = z[enc.rows]
-        first = Problem(zr, enc.labels, torch.zeros(d, c, dtype=torch.float64, device=self.device), lam, cfg.loss,
-                        cfg.huber_delta).hessians(torch.zeros(d, c, dtype=torch.float64, device=self.device))
+        first = None  # the Hessians at Θ = 0, where every Newton solve starts: they do not depend on the noise
+        if cfg.optimizer == "newton" and not self.bug("approximate-minimizer"):
+            zero = torch.zeros(d, c, dtype=torch.float64, device=self.device)
+            first = Problem(zr, enc.labels, zero, lam, cfg.loss, cfg.huber_delta).hessians(zero)
         thetas, grad_norms = [], []
         for rng in rngs:
             noise = sample_noise(d, c, det["beta"], rng).to(self.device)
