@@ -7,7 +7,7 @@ per trial), each in its own temporary results folder. It reports trials/s over t
 dataset load or the canary choice) and checks identity: the scores of the trials both runs
 played must be equal (bitwise; the largest difference is printed otherwise).
 
-Rows: gaussian, caribou and gap on the ``mechanism`` view (mechanism-lrt), DPDGC's (whose
+Rows: gaussian, caribou, gap and gcon on the ``mechanism`` view (mechanism-lrt), DPDGC's (whose
 mechanism trains DP-Emb in every trial), HeterPoisson's (DP-SGD trained in every trial, gradient-lrt
 on the trace), GAP's, CARIBOU's and the non-private GCN's full training (api view with LinkTeller,
 which trains the classifier on every release), and on the CPU the loky backend with 1 and 2 jobs and a
@@ -224,6 +224,8 @@ def rows_for(dataset: str, args: argparse.Namespace, device: str = "cpu") -> lis
             AuditSpec(target="caribou", attack="mechanism-lrt", **common), args.trials, args.trials_one),
         Row(f"{dataset} gap / mechanism-lrt",
             AuditSpec(target="gap", attack="mechanism-lrt", **common), args.trials, args.trials_one),
+        Row(f"{dataset} gcon / mechanism-lrt (objective perturbation solved per trial)",
+            AuditSpec(target="gcon", attack="mechanism-lrt", **common), args.trials, args.trials_one),
         Row(f"{dataset} dpdgc / mechanism-lrt (DP-Emb trained per trial)",
             AuditSpec(target="dpdgc", attack="mechanism-lrt", **common), args.full_trials, args.full_trials_one),
         Row(f"{dataset} heterpoisson / gradient-lrt (trace: DP-SGD trained per trial)",

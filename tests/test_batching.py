@@ -134,7 +134,7 @@ def test_auto_batch_size_follows_the_target():
     assert play.batch_size(0, targets.build("gaussian")) == play.AUTO_BATCH
     assert play.batch_size(0, targets.build("gap"), "api") == play.AUTO_BATCH_TRAINING
     assert play.batch_size(0, targets.build("gcn"), "api") == play.AUTO_BATCH_TRAINING  # stacked since stop 28
-    assert play.batch_size(0, targets.build("gcon")) == 1  # not vectorised: one fit per trial
+    assert play.batch_size(0, targets.build("gcon")) == 64  # its own auto_batch: per-graph work shared by a batch
     assert play.batch_size(0, targets.build("dpdgc")) == 48 and play.batch_size(3, targets.build("dpdgc")) == 3
     assert play.batch_size(0, targets.build("dpdgc"), "api") == play.AUTO_BATCH_TRAINING
     assert play.batch_size(5, targets.build("gcon")) == 5

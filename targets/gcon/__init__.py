@@ -43,6 +43,14 @@ Caching: the encoder depends only on public data (features, labels, masks) and, 
 (``prepare`` warms the cache); fit gives the same release with or without ``prepare``. With
 ``encoder_seed=None`` the encoder is trained from the fit's ``rng`` and nothing is cached.
 
+Batched trials: ``fit_batch(graph, rngs)`` computes what does not depend on the noise once (claim,
+encoder, Z, the Hessians of the first Newton step, the accuracy's features) and what an auditor
+computes from a graph once per graph for the batch (:mod:`targets.gcon.densities`); each run's
+noise draw and solve are its own, so run k is bitwise ``fit(graph, rngs[k])`` (``fit`` is the
+batch of one). The solves are not stacked: on CPU the Hessians are most of a trial and a stacked
+einsum is slower than one per run, and MKL's small products can round differently for an operand
+at another alignment, as a run's slice of a stack is (benchmarks/throughput.md, "GCON's batch").
+
 Shapes: X (n×d1), Z (n×d, d = s·d1), Θ_priv (d×c), B (d×c), posteriors (n_query×c).
 """
 from __future__ import annotations

@@ -86,15 +86,20 @@ class Problem:
         return h + self.lam * torch.eye(d, dtype=h.dtype, device=h.device)
 
 
-def solve_newton(p: Problem, tol: float, max_iter: int = 200) -> torch.Tensor:
-    """Damped Newton per column from Θ = 0 (Armijo backtracking) until every ‖∇_j‖ ≤ tol."""
+def solve_newton(p: Problem, tol: float, max_iter: int = 200, first_hessians: torch.Tensor | None = None
+                 ) -> torch.Tensor:
+    """Damped Newton per column from Θ = 0 (Armijo backtracking) until every ‖∇_j‖ ≤ tol.
+
+    ``first_hessians``: ``p.hessians(0)`` where the caller has it (it does not depend on the noise
+    term: a batch of runs computes it once)."""
     d, c = p.b.shape
     theta = torch.zeros(d, c, dtype=torch.float64, device=p.b.device)
-    for _ in range(max_iter):
+    for it in range(max_iter):
         f, g = p.columns(theta)
         if g.norm(dim=0).max().item() <= tol:
             break
-        step = -torch.linalg.solve(p.hessians(theta), g.T.unsqueeze(-1)).squeeze(-1).T  # d × c
+        h = first_hessians if it == 0 and first_hessians is not None else p.hessians(theta)
+        step = -torch.linalg.solve(h, g.T.unsqueeze(-1)).squeeze(-1).T  # d × c
         slope = (g * step).sum(0)  # < 0
         t = torch.ones(c, dtype=torch.float64, device=theta.device)
         # near the optimum (tiny Newton decrement) take the full step: f differences are rounding

@@ -12,6 +12,7 @@ from targets.base import Claim, MechanismStep, Release, Target, TargetConfig, se
 from targets.gcon.accountant import accountant_at, calibrate, psi, reverse_epsilon, sample_noise, theorem_epsilon
 from targets.gcon.config import APPROX_STEPS, GCONConfig, parse_steps
 from targets.gcon.model import Encoded, _Encoder, _unit_rows, one_hop, propagate
+from targets.gcon.densities import BatchDensities
 from targets.gcon.objective import Problem, loss_constants, solve_adam, solve_lbfgs, solve_newton
 
 #: what the edge-free encoder reads of a graph (its cache key, with the encoder's settings)
@@ -27,6 +28,10 @@ class GCON(Target[GCONConfig]):
     name: ClassVar[str] = "gcon"
     Config: ClassVar[type[TargetConfig]] = GCONConfig
     levels: tuple[str, ...] = ("api", "weights", "mechanism")
+    batched: ClassVar[bool] = True
+    #: the runs of a batch share per-graph work only (each solve is its own): the wider the
+    #: batch, the less of it per trial (csbm: 6.5 ms a trial at 16, 6.0 at 64; benchmarks/throughput.md)
+    auto_batch: ClassVar[int] = 64
     bugs: ClassVar[dict[str, str]] = {
         "no-noise": "B = 0 (objective not perturbed) while claiming the calibrated ε",
         "approximate-minimizer": (
@@ -197,12 +202,12 @@ class GCON(Target[GCONConfig]):
             return {"name": "adam", "steps": cfg.adam_epochs, "lr": cfg.adam_lr}
         return {"name": cfg.optimizer, "tol": cfg.tol}
 
-    def _solve(self, problem: Problem) -> torch.Tensor:
+    def _solve(self, problem: Problem, first_hessians: torch.Tensor | None) -> torch.Tensor:
         cfg = self.config
         if self.bug("approximate-minimizer"):
             return solve_adam(problem, APPROX_STEPS, cfg.adam_lr)
         if cfg.optimizer == "newton":
-            return solve_newton(problem, cfg.tol)
+            return solve_newton(problem, cfg.tol, first_hessians=first_hessians)
         if cfg.optimizer == "lbfgs":
             return solve_lbfgs(problem, cfg.tol)
         return solve_adam(problem, cfg.adam_epochs, cfg.adam_lr)
@@ -211,74 +216,93 @@ class GCON(Target[GCONConfig]):
         return propagate(graph.edge_index, enc.x, self.config.alpha, self.steps)
 
     def fit(self, graph: Any, rng: torch.Generator) -> Release:
+        return self.fit_batch(graph, [rng])[0]
+
+    def fit_batch(self, graph: Any, rngs: list[torch.Generator]) -> list[Release]:
+        """``len(rngs)`` runs, run k's noise drawn from ``rngs[k]`` only (as one fit draws it):
+        bitwise ``fit(graph, rngs[k])``. What does not depend on the noise is computed once: the
+        claim, the encoder, Z, the objective's Hessians at Θ = 0 (the Newton solves' first), the
+        features of the accuracy's logits, and what a release's auditor computes from a graph
+        (:mod:`targets.gcon.densities`). Each run's solve is its own (one call per run, on tensors of
+        its own: MKL's small products can round differently when an operand sits at another
+        alignment, as a run's slice of a stacked tensor does). With ``encoder_seed=None`` each run
+        trains its own encoder from its generator first, so the runs are fitted one by one."""
         cfg = self.config
+        if cfg.encoder_seed is None and len(rngs) > 1:
+            return [self.fit(graph, rng) for rng in rngs]
         self._check_overrides(graph)
-        claim = self.claim(graph)
-        det = claim.details
-        enc = self._encode(graph, None if cfg.encoder_seed is not None else rng)
+        det = self.claim(graph).details
+        enc = self._encode(graph, None if cfg.encoder_seed is not None else rngs[0])
         z = self._features(graph, enc)
         d, c = z.size(1), enc.labels.size(1)
-        noise = sample_noise(d, c, det["beta"], rng).to(self.device)
-        if self.bug("no-noise"):
-            noise = torch.zeros_like(noise)
         lam = det["lam_solver"]
-        problem = Problem(z[enc.rows], enc.labels, noise, lam, cfg.loss, cfg.huber_delta)
-        theta = self._solve(problem)
-        grad_norm = float(problem.columns(theta)[1].norm(dim=0).max())
-
-        x_public = enc.x
-        rows, labels = enc.rows, enc.labels
-
-        def noise_free_problem(g: Any) -> Problem:
-            """The objective of graph g without its noise term (everything else as released)."""
-            zg = propagate(g.edge_index, x_public, cfg.alpha, self.steps)
-            return Problem(zg[rows], labels, torch.zeros_like(noise), lam, cfg.loss, cfg.huber_delta)
-
-        def mean(g: Any) -> torch.Tensor:
-            return solve_newton(noise_free_problem(g), cfg.tol).cpu()
-
-        beta = det["beta"]
-
-        def log_density(g: Any) -> float:
-            """log p(Θ | g) up to a graph-free constant. At the exact minimiser the noise is
-            determined: B_g = −n1·∇L_g(Θ) (L without the noise term), each column with density
-            ∝ exp(−β‖b‖); the change of variables adds log|det ∂B/∂Θ| = Σ_j log det(n1·H_j)."""
-            p = noise_free_problem(g)
-            _, grad = p.columns(theta)
-            implied = -rows.numel() * grad
-            return float(-beta * implied.norm(dim=0).sum() + torch.logdet(p.hessians(theta)).sum())
-
-        predict, logits = self._predictor(theta, enc, graph.x)
+        zr = z[enc.rows]
+        first = None  # the Hessians at Θ = 0, where every Newton solve starts: they do not depend on the noise
+        if cfg.optimizer == "newton" and not self.bug("approximate-minimizer"):
+            zero = torch.zeros(d, c, dtype=torch.float64, device=self.device)
+            first = Problem(zr, enc.labels, zero, lam, cfg.loss, cfg.huber_delta).hessians(zero)
+        thetas, grad_norms = [], []
+        for rng in rngs:
+            noise = sample_noise(d, c, det["beta"], rng).to(self.device)
+            if self.bug("no-noise"):
+                noise = torch.zeros_like(noise)
+            problem = Problem(zr, enc.labels, noise, lam, cfg.loss, cfg.huber_delta)
+            theta = self._solve(problem, first).detach()
+            thetas.append(theta)
+            grad_norms.append(float(problem.columns(theta)[1].norm(dim=0).max()))
+        shared = BatchDensities(thetas, enc.x, enc.rows, enc.labels, lam=lam, loss=cfg.loss,
+                                huber_delta=cfg.huber_delta, alpha=cfg.alpha, steps=self.steps, tol=cfg.tol,
+                                beta=det["beta"])
         # argmax of the float64 logits: the float32 posteriors tie when Θ is tiny (large Λ + Λ')
-        pred = logits(graph).argmax(1)
+        preds = [logits.argmax(1) for logits in self._logits_runs(graph, enc, thetas)]
         y = graph.y.cpu()
-        acc = {split: float((pred[m] == y[m]).float().mean()) if bool(m.any()) else float("nan")
-               for split, m in (("train", graph.train_mask.cpu()), ("val", graph.val_mask.cpu()),
-                                ("test", graph.test_mask.cpu()))}
-        theta_cpu = theta.detach().cpu()
-        info = {
-            "accuracy": acc,
-            "encoder_val_accuracy": enc.val_acc,
-            "gradient_norm": grad_norm,
-            "exact_minimizer": grad_norm <= max(cfg.tol, 1e-8),
-            "optimizer": "adam" if self.bug("approximate-minimizer") else cfg.optimizer,
-            "solver": self._solver(),
-            # graph → its objective without the noise; a Problem carries the solver (solve_adam)
-            "noise_free_problem": noise_free_problem,
-            "beta": det["beta"],
-            "lam_solver": lam,
-            "n1": int(rows.numel()),
-            "fresh_noise_per_query": False,
-            "inference": cfg.inference,
-            "claim_covers": det["covers"],
-            "features": enc.x.cpu(),  # public (edge-free) unit-row encoder output
-            "rows": rows.cpu(),
-            "labels": labels.cpu(),
-        }
-        return Release(api=predict, weights={"theta": theta_cpu},
-                       mechanism=[MechanismStep(output=theta.detach(), mean=mean, noise_std=None, name="theta_priv",
-                                                log_density=log_density)],
-                       info=info)
+        masks = (("train", graph.train_mask.cpu()), ("val", graph.val_mask.cpu()), ("test", graph.test_mask.cpu()))
+        releases = []
+        for k, (pred, grad_norm) in enumerate(zip(preds, grad_norms)):
+            theta = thetas[k]
+            predict, _ = self._predictor(theta, enc, graph.x)
+            acc = {split: float((pred[m] == y[m]).float().mean()) if bool(m.any()) else float("nan")
+                   for split, m in masks}
+            info = {
+                "accuracy": acc,
+                "encoder_val_accuracy": enc.val_acc,
+                "gradient_norm": grad_norm,
+                "exact_minimizer": grad_norm <= max(cfg.tol, 1e-8),
+                "optimizer": "adam" if self.bug("approximate-minimizer") else cfg.optimizer,
+                "solver": self._solver(),
+                # graph → its objective without the noise; a Problem carries the solver (solve_adam)
+                "noise_free_problem": shared.problem,
+                "beta": det["beta"],
+                "lam_solver": lam,
+                "n1": int(enc.rows.numel()),
+                "fresh_noise_per_query": False,
+                "inference": cfg.inference,
+                "claim_covers": det["covers"],
+                "features": enc.x.cpu(),  # public (edge-free) unit-row encoder output
+                "rows": enc.rows.cpu(),
+                "labels": enc.labels.cpu(),
+            }
+
+            def log_density(g: Any, k: int = k) -> float:
+                return shared.log_density(g, k)
+
+            releases.append(Release(
+                api=predict, weights={"theta": theta.cpu()}, info=info,
+                mechanism=[MechanismStep(output=theta, mean=shared.mean, noise_std=None, name="theta_priv",
+                                         log_density=log_density)]))
+        return releases
+
+    def _logits_runs(self, graph: Any, enc: Encoded, thetas: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Every run's float64 logits on the training graph: the features once, then each run's
+        product, as its ``logits(graph)`` computes them."""
+        cfg = self.config
+        alpha_i = cfg.inference_alpha if cfg.inference_alpha is not None else cfg.alpha
+        with torch.no_grad():
+            if cfg.inference == "one-hop":
+                feats = one_hop(graph.edge_index, enc.x, alpha_i, self.steps)
+            else:
+                feats = propagate(graph.edge_index, enc.x, cfg.alpha, self.steps)
+            return [(feats @ theta).cpu() for theta in thetas]
 
     def _predictor(self, theta: torch.Tensor, enc: Encoded, train_x0: torch.Tensor):
         cfg = self.config
