@@ -113,6 +113,10 @@ ALLOWED: list[tuple[str, str]] = [
     ("caribou/model.py", "loops = torch.arange(n)"),
     ("caribou/target.py", "noise = torch.empty((batch, n, h), dtype=x.dtype)"),
     ("caribou/target.py", "generator=rng, dtype=x.dtype, out=noise[j]"),
+    # the stacked CMs' per-run bookkeeping (validation accuracy moved to the CPU, epochs seen)
+    ("caribou/stacked.py", "best_acc = torch.full((runs,), -1.0)"),
+    ("caribou/stacked.py", "best_epoch = torch.zeros(runs, dtype=torch.long)"),
+    ("caribou/stacked.py", "torch.full((runs,), epochs, dtype=torch.long)"),
     ("dpsgd.py", "torch.rand(n, generator=rng)"),
     ("dpsgd.py", "torch.randn(total.shape, generator=rng"),
     ("dpsgd_gcn.py", "loops = torch.arange(n)"),
