@@ -196,7 +196,7 @@ CATALOGUE: list[Entry] = [
     Entry("edgerand", "VIOLATION", bug="no-noise", trials=200, quick=False,
           why="the released adjacency is the true one: the exact RR likelihood ratio names the world every time"),
     Entry("edgerand", "CONSISTENT", trials=1000, quick=False,
-          why="exact randomised response: the score is ±ε at the canary pair (ε_lb 0.54 of 1 at 1,000 trials)"),
+          why="exact randomised response: the score is ±ε at the canary pair (ε_lb 0.80 of 1 at 1,000 trials, cp breaking the ties at random)"),
     Entry("lapgraph", "CONSISTENT", trials=1000, quick=False,
           why="exact Laplace likelihood ratio on the noisy entry and count (ε_lb 0.76 of 1 at 1,000 trials)"),
     # longer audits (not in --quick)
