@@ -81,6 +81,20 @@ def pad_cols(t: torch.Tensor) -> torch.Tensor:
     return out
 
 
+class ContiguousGrad(torch.autograd.Function):
+    """Identity whose backward hands on a contiguous gradient: batch norm's backward is several
+    times slower on the strided (column-major) gradient that the stacked products would send it
+    (GAP's stacked classifiers, CARIBOU's stacked CMs)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        return grad.contiguous()
+
+
 def init_linears(row: torch.Tensor, layers: list[tuple[int, int]], gen: torch.Generator) -> int:
     """nn.Linear's initialisation of `layers` ((fan_in, fan_out) each), drawn from `gen` in module
     order into the flat `row` (weight out × in, then bias, per layer); returns the entries filled."""

@@ -32,6 +32,7 @@ from torch_geometric.data import Data
 
 from targets.base import one_torch_thread
 from targets.caribou.model import ClassificationModule, _fit_best_val
+from targets.stacked_mlp import ContiguousGrad, linear
 
 _ALIGN = 32  # floats: two AVX-512 vectors, the unrolled step of torch's CPU element-wise loops
 STACK_BYTES = 256 * 2**20  # runs stack until their activations reach about this size (csbm: 64 runs ≈ 118 MB)
@@ -40,30 +41,13 @@ _PARAMS = ("base0.weight", "base0.bias", "basek.weight", "basek.bias", "bn.weigh
 _BUFFERS = ("bn.running_mean", "bn.running_var")
 
 
-def _linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return torch.baddbmm(b.unsqueeze(1), x, w.transpose(1, 2))
-
-
-class _ContiguousGrad(torch.autograd.Function):
-    """Identity whose backward hands on a contiguous gradient (batch norm's backward is several
-    times slower on the strided gradient the run-major layout would send it)."""
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
-        return grad.contiguous()
-
-
 def _batch_norm(x: torch.Tensor, p: dict[str, torch.Tensor], s: dict[str, torch.Tensor], train: bool) -> torch.Tensor:
     """BatchNorm1d of each run's m × C slice of x (K × m × C) as one m × (K·C) batch norm."""
     k, m, c = x.shape
     flat = x.transpose(0, 1).reshape(m, k * c)
     out = F.batch_norm(flat, s["bn.running_mean"].view(-1), s["bn.running_var"].view(-1),
                        p["bn.weight"].view(-1), p["bn.bias"].view(-1), training=train, momentum=0.1, eps=1e-5)
-    return _ContiguousGrad.apply(out).view(m, k, c).transpose(0, 1).contiguous()
+    return ContiguousGrad.apply(out).view(m, k, c).transpose(0, 1).contiguous()
 
 
 def _masks(gens: list[torch.Generator], shape: tuple[int, ...], p: float) -> torch.Tensor:
@@ -84,12 +68,12 @@ def _forward(p: dict[str, torch.Tensor], s: dict[str, torch.Tensor], z: torch.Te
     if train and x0_dropout > 0:
         keep = _masks(gens, (z.size(1), 1), x0_dropout).to(z.device)
         z0 = z0.new_ones(keep.shape) * keep / (1 - x0_dropout) * z0
-    hidden = F.normalize(torch.cat([_linear(z0, p["base0.weight"], p["base0.bias"]),
-                                    _linear(zk, p["basek.weight"], p["basek.bias"])], dim=-1), dim=-1)
+    hidden = F.normalize(torch.cat([linear(z0, p["base0.weight"], p["base0.bias"]),
+                                    linear(zk, p["basek.weight"], p["basek.bias"])], dim=-1), dim=-1)
     a = F.selu(_batch_norm(hidden, p, s, train) if batch_norm else hidden)
     if train and dropout > 0:
         a = a * _masks(gens, tuple(a.shape[1:]), dropout).to(a.device) / (1 - dropout)
-    return _linear(a, p["out.weight"], p["out.bias"])
+    return linear(a, p["out.weight"], p["out.bias"])
 
 
 def train(modules: list[ClassificationModule], z: Callable[[int], torch.Tensor], y: torch.Tensor,

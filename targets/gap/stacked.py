@@ -23,6 +23,7 @@ from targets.base import seeded
 
 from targets.gap.config import GAPConfig
 from targets.gap.model import rownorm
+from targets.stacked_mlp import ContiguousGrad
 
 
 _BN_MOMENTUM, _BN_EPS = 0.1, 1e-5  # nn.BatchNorm1d's defaults, as _Classifier uses them
@@ -71,19 +72,6 @@ class _Fresh(torch.autograd.Function):
         return grad.clone()
 
 
-class _ContiguousGrad(torch.autograd.Function):
-    """Identity whose backward hands on a contiguous gradient (batch_norm's backward is ~10× slower
-    on the column-major gradient that the batched products would otherwise send it)."""
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
-        return grad.contiguous()
-
-
 def _b_batch_norm(p: dict[str, torch.Tensor], s: dict[str, torch.Tensor], prefix: str, x: torch.Tensor,
                   train: bool) -> torch.Tensor:
     """BatchNorm1d of each trial's [m, C] slice of x [B, m, C] (running statistics updated when training).
@@ -95,12 +83,12 @@ def _b_batch_norm(p: dict[str, torch.Tensor], s: dict[str, torch.Tensor], prefix
         # one fused kernel over B·C channels: it vectorises across channels, so with C a multiple
         # of the vector width each trial's channels are handled as they are alone
         b_, m, c = x.shape
-        flat = _ContiguousGrad.apply(x).transpose(0, 1).reshape(m, b_ * c)
+        flat = ContiguousGrad.apply(x).transpose(0, 1).reshape(m, b_ * c)
         out = F.batch_norm(flat, s[prefix + "running_mean"].view(-1), s[prefix + "running_var"].view(-1),
                            p[prefix + "weight"].reshape(-1), p[prefix + "bias"].reshape(-1),
                            training=True, momentum=_BN_MOMENTUM, eps=_BN_EPS)
         s[prefix + "num_batches_tracked"] += 1
-        return _ContiguousGrad.apply(out).view(m, b_, c).transpose(0, 1).contiguous()
+        return ContiguousGrad.apply(out).view(m, b_, c).transpose(0, 1).contiguous()
     w, b = p[prefix + "weight"].unsqueeze(1), p[prefix + "bias"].unsqueeze(1)
     if not train:
         scale = w / torch.sqrt(s[prefix + "running_var"].unsqueeze(1) + _BN_EPS)
