@@ -245,10 +245,13 @@ class PerturbedGraphGCN(Target[PerturbedGCNConfig]):
 
     def release_graph(self, graph: Data, rng: torch.Generator) -> tuple[Data, dict[str, Any]]:
         """The graph the GCN is trained on (perturbed unless the ``no-noise`` bug is planted)."""
-        if self.bug("no-noise"):
-            return graph, {"perturbed": False}
-        run = self.perturb(graph, rng)
-        return graph_from_upper(graph, run.kept()), run.stats
+        run = self.release(graph, rng)
+        return self._trained_graph(graph, run), run.stats
+
+    def _trained_graph(self, graph: Data, run: Perturbation) -> Data:
+        """`run`'s perturbed graph; under the ``no-noise`` bug `graph` itself (the same object, so a
+        batch's runs share its normalised adjacency)."""
+        return graph if self.bug("no-noise") else graph_from_upper(graph, run.kept())
 
     def fit(self, graph: Data, rng: torch.Generator) -> Release:
         return self.fit_batch(graph, [rng])[0]
@@ -260,11 +263,10 @@ class PerturbedGraphGCN(Target[PerturbedGCNConfig]):
         bitwise ``fit(graph, rngs[k])`` on CPU, whether or not a view is read."""
         children = [(child_generator(rng), child_generator(rng), child_generator(rng)) for rng in rngs]
         runs = [self.release(graph, perturb_rng) for perturb_rng, _, _ in children]
-        noisy = [graph if self.bug("no-noise") else None for _ in runs]  # no-noise: the graph itself
 
         def train() -> list[Release]:
-            graphs = [g if g is not None else graph_from_upper(graph, run.kept()) for g, run in zip(noisy, runs)]
-            return self._gcn.fit_graphs(graphs, [train_rng for _, _, train_rng in children])
+            return self._gcn.fit_graphs([self._trained_graph(graph, run) for run in runs],
+                                        [train_rng for _, _, train_rng in children])
 
         stack = Lazy(train)
         return [self._wrap(graph, run, stack, k, query_rng)
