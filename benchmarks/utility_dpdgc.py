@@ -69,6 +69,8 @@ ROWS: dict[str, tuple[str, str | None, float, dict[str, Any], str | None, Any]] 
                   ("edge", 1.0)),
     "k1-noop": ("DPDGC N_1 ε=16, reference code (W never normalised, c=1e-8)", "dpdgc", 16.0,
                 {"unit": "node", "k": 1, **_C8}, "norm-noop", ("k=1", 16.0)),
+    "k5-noop": ("DPDGC N_5 ε=16, reference code (W never normalised, c=1e-8)", "dpdgc", 16.0,
+                {"unit": "node", "k": 5, **_C8}, "norm-noop", ("k=5", 16.0)),
     "node-noop": ("DPDGC node ε=16, reference code (W never normalised, c=1e-8)", "dpdgc", 16.0,
                   {"unit": "node", **_C8}, "norm-noop", ("node", 16.0)),
     "gap-inf": ("GAP non-private (noise off)", "gap", 1.0, _GAP_EDGE, "no-noise", TABLE2_GAP_INF),
