@@ -427,13 +427,14 @@ def _current_code_key(target: str, attack: str, canary: str | None) -> str | Non
 
 
 def _stale_code(rec: dict[str, Any]) -> str | None:
-    """Why a stored row's code is not today's (None: same code, or the row records none)."""
+    """Why a stored row's code is not today's (None: the same code, or today's cannot be computed).
+    A row that records no code key predates code recording: nothing says it is today's, so it is stale."""
     stored = (rec.get("code") or {}).get("key")
-    if not stored:
-        return None
     now = _current_code_key(rec["target"], rec["attack"], rec.get("canary"))
     if now is None or now == stored:
         return None
+    if not stored:
+        return f"no code recorded then, {now[:8]} now"
     return f"code {str(stored)[:8]} then, {now[:8]} now"
 
 

@@ -209,5 +209,7 @@ def test_code_key_is_the_one_the_game_computes():
     rec = {"target": "gap", "attack": "mechanism-lrt", "canary": "worst-directed-edge", "code": {"key": game}}
     assert campaign._stale_code(rec) is None
     assert "code" in campaign._stale_code({**rec, "code": {"key": "0" * 16}})
-    assert campaign._stale_code({**rec, "code": None}) is None  # a row without a code key: options decide
+    # a row without a code key predates code recording: it is rerun, not trusted on its options
+    assert "no code recorded" in campaign._stale_code({**rec, "code": None})
+    assert "no code recorded" in campaign._stale_code({k: v for k, v in rec.items() if k != "code"})
     assert campaign._run_key("a" * 16, "b" * 16) == campaign._run_key("a" * 16, "b" * 16) != "a" * 16

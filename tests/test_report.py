@@ -155,6 +155,8 @@ def test_kept_rows_of_an_earlier_session_name_its_commit(tmp_path, monkeypatch):
     for row in plan.rows:
         rec = _row(target="gaussian", epsilon=row.spec.epsilon, claimed_epsilon=row.spec.epsilon, trials=16,
                    key=row.spec.key(), params={}, verdict="CONSISTENT", explain="", note="", block=0)
+        # today's code key (a row recording none is stale and would run again)
+        rec["code"] = {"key": campaign._current_code_key(rec["target"], rec["attack"], rec["canary"])}
         rows.append(rec)
     out.mkdir()
     legacy = {"name": "t", "git": {"commit": "c" * 40, "dirty": False}, "date": "2026-01-01T00:00:00+00:00",
