@@ -108,9 +108,29 @@ def init_linears(row: torch.Tensor, layers: list[tuple[int, int]], gen: torch.Ge
     return offset
 
 
+class _Linear(torch.autograd.Function):
+    """``baddbmm`` whose backward forms each run's gradients as ``F.linear``'s backward forms a lone
+    layer's: ∂W = ∂Y ᵀ X (not autograd's (Xᵀ ∂Y)ᵀ, which MKL rounds differently where `out` is
+    narrow, e.g. a 7-class head), ∂X = ∂Y W, ∂b = Σ_rows ∂Y."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x, w)
+        return torch.baddbmm(b.unsqueeze(1), x, w.transpose(1, 2))
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        x, w = ctx.saved_tensors
+        need_x, need_w, need_b = ctx.needs_input_grad
+        return (torch.bmm(grad, w) if need_x else None,
+                torch.bmm(grad.transpose(1, 2), x) if need_w else None,
+                grad.sum(1) if need_b else None)
+
+
 def linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """x Wᵀ + b for every run (x: K × R × in, w: K × out × in, b: K × out)."""
-    return torch.baddbmm(b.unsqueeze(1), x, w.transpose(1, 2))
+    """x Wᵀ + b for every run (x: K × R × in, w: K × out × in, b: K × out); forward and gradients
+    bitwise each run's ``F.linear`` on CPU (tests/test_stacked_mlp.py)."""
+    return _Linear.apply(x, w, b)
 
 
 def deltas(z: torch.Tensor, o: torch.Tensor, w2: torch.Tensor, onehot: torch.Tensor
