@@ -7,12 +7,15 @@ A run's trials are reused only for the same options *and* the same code. The cod
   when the package runs from a git checkout;
 * a hash of the source files of the target, attack and canary involved, wherever they live (a
   user's ``pkg.module:Class`` included; a module inside a package hashes the package's folder, so
-  an edit to any of its files counts).
+  an edit to any of its files counts), and of the project modules those files import at module
+  level, transitively (``targets/gap/`` imports ``targets/stacked_mlp.py``: an edit there counts
+  too, also outside a git checkout).
 
 ``code_identity(...)["key"]`` is what the store keys trials by (with the options' hash).
 """
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
 import importlib.metadata
@@ -89,9 +92,50 @@ def _source_files(obj: Any) -> list[Path]:
     return [path]
 
 
+def _module_file(name: str, base: Path) -> Path | None:
+    """The file of module `name` (dotted, relative to the folder `base`), if there is one."""
+    path = base.joinpath(*name.split("."))
+    for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+        if candidate.is_file():
+            return candidate.resolve()
+    return None
+
+
+def _imported(file: Path) -> list[Path]:
+    """Project files (under :data:`SOURCE_DIRS`) that `file` imports at module level: what runs when
+    it is imported (an import inside a function is a lazy dependency of that function only)."""
+    try:
+        body = ast.parse(file.read_text()).body
+    except (OSError, SyntaxError, ValueError):
+        return []
+    names: list[tuple[str, Path]] = []
+    for node in body:
+        if isinstance(node, ast.Import):
+            names += [(a.name, REPO) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = REPO if node.level == 0 else file.parents[node.level - 1]
+            module = node.module or ""
+            names += [(f"{module}.{a.name}".strip("."), base) for a in node.names] + [(module, base)] * bool(module)
+    roots = [(REPO / d).resolve() for d in SOURCE_DIRS]
+    found = (_module_file(name, base) for name, base in names)
+    return [f for f in found if f is not None and any(f.is_relative_to(r) for r in roots)]
+
+
+def _with_imports(files: set[Path]) -> set[Path]:
+    """`files` and the project files they import at module level, transitively."""
+    seen, todo = set(files), list(files)
+    while todo:
+        for dep in _imported(todo.pop()):
+            if dep not in seen:
+                seen.add(dep)
+                todo.append(dep)
+    return seen
+
+
 def source_hash(*objs: Any) -> str:
-    """sha256 (16 hex) of the source files of ``objs`` (classes, modules or paths)."""
-    files = sorted({f for obj in objs for f in _source_files(obj)})
+    """sha256 (16 hex) of the source files of ``objs`` (classes, modules or paths) and of the project
+    modules they import (:func:`_with_imports`)."""
+    files = sorted(_with_imports({f.resolve() for obj in objs for f in _source_files(obj)}))
     h = hashlib.sha256()
     for f in files:
         h.update(f.name.encode())

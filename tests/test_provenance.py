@@ -41,3 +41,28 @@ def test_code_identity_names_version_checkout_and_sources():
     assert len(ident["key"]) == 16
     assert provenance.code_identity(GaussianMechanism)["key"] == ident["key"]
     assert "code " + ident["key"][:8] in provenance.describe(ident)
+
+
+def test_source_hash_follows_module_level_project_imports(tmp_path, monkeypatch):
+    """A target's module imports a shared project module (as targets/gap/ imports
+    targets/stacked_mlp.py): an edit there changes the hash; a lazy import inside a function
+    does not count, and neither do imports from outside the project's source folders."""
+    pkg = tmp_path / "repo" / "targets"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "helper.py").write_text("from . import deeper\nSCALE = 1.0\n")
+    (pkg / "deeper.py").write_text("DEPTH = 1\n")
+    (pkg / "lazy.py").write_text("LAZY = 1\n")
+    (tmp_path / "user").mkdir()
+    user = _module(tmp_path / "user", "user_module",
+                   "import math\nfrom targets.helper import SCALE\ndef f():\n    import targets.lazy\n")
+    monkeypatch.setattr(provenance, "REPO", tmp_path / "repo")
+    monkeypatch.setattr(provenance, "SOURCE_DIRS", ("targets",))
+    before = provenance.source_hash(user)
+    (pkg / "lazy.py").write_text("LAZY = 2\n")
+    assert provenance.source_hash(user) == before
+    (pkg / "deeper.py").write_text("DEPTH = 2\n")  # imported by the imported helper: transitively
+    after = provenance.source_hash(user)
+    assert after != before
+    (pkg / "helper.py").write_text("from . import deeper\nSCALE = 0.5\n")
+    assert provenance.source_hash(user) != after
