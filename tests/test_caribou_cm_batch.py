@@ -161,9 +161,10 @@ def test_unaligned_widths_do_not_stack(graph):
                       1e-3, 0.0, [])
 
 
-def test_linkteller_audit_scores_do_not_depend_on_batch(tmp_path):
+@pytest.mark.parametrize("dataset", ["csbm", "csbm:classes=7"])  # 7: Cora's class count, a narrow head
+def test_linkteller_audit_scores_do_not_depend_on_batch(tmp_path, dataset):
     def scores(batch):
-        spec = AuditSpec(target="caribou", attack="linkteller", trials=12, seed=5, batch=batch,
+        spec = AuditSpec(target="caribou", attack="linkteller", trials=12, seed=5, batch=batch, dataset=dataset,
                          params={k: str(v) for k, v in FAST.items()})
         result = run_audit(spec, out=tmp_path / f"b{batch}", progress=False)
         assert result["batch"] == (batch or play.AUTO_BATCH_TRAINING)
