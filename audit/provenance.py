@@ -3,8 +3,10 @@
 A run's trials are reused only for the same options *and* the same code. The code identity is:
 
 * the package version;
-* the git commit, and a hash of the uncommitted diff (tracked changes and untracked source files),
-  when the package runs from a git checkout;
+* when the package runs from a git checkout: the git trees of the source folders at HEAD and a hash
+  of the uncommitted diff (tracked changes and untracked source files). The commit is recorded for
+  the reader but is not part of the key: a commit that touches only docs, benchmarks or results
+  leaves stored trials current, one that touches a source folder does not;
 * a hash of the source files of the target, attack and canary involved, wherever they live (a
   user's ``pkg.module:Class`` included; a module inside a package hashes the package's folder, so
   an edit to any of its files counts), and of the project modules those files import at module
@@ -47,32 +49,36 @@ def _git(*args: str) -> str | None:
 
 
 @functools.lru_cache(maxsize=1)
-def _checkout_base() -> tuple[str | None, bool]:
-    """(commit, whether REPO is a git checkout); cached: the commit does not move under a process."""
+def _checkout_base() -> tuple[str | None, str | None, bool]:
+    """(commit, hash of the source folders' git trees at HEAD, whether REPO is a git checkout);
+    cached: HEAD does not move under a process."""
     top = _git("rev-parse", "--show-toplevel")
     if top is None or Path(top.strip()).resolve() != REPO:
-        return None, False
+        return None, None, False
     commit = _git("rev-parse", "HEAD")
-    return (commit.strip() if commit else None), True
+    trees = _git("ls-tree", "HEAD", "--", *SOURCE_DIRS)  # one "mode tree <id>\tname" line per folder
+    tree = hashlib.sha256(trees.encode()).hexdigest()[:16] if trees else None
+    return (commit.strip() if commit else None), tree, True
 
 
 def checkout() -> dict[str, Any]:
-    """The git commit and a hash of what differs from it in the source folders (None outside a
-    checkout). Untracked files count by content, so a new module changes the hash too."""
-    commit, is_checkout = _checkout_base()
+    """The git commit, the source folders' trees at HEAD and a hash of what differs from HEAD in
+    them (None outside a checkout). Untracked files count by content, so a new module changes the
+    hash too."""
+    commit, tree, is_checkout = _checkout_base()
     if not is_checkout:
-        return {"commit": None, "diff": None}
+        return {"commit": None, "tree": None, "diff": None}
     diff = _git("diff", "HEAD", "--", *SOURCE_DIRS) or ""
     untracked = (_git("ls-files", "--others", "--exclude-standard", "--", *SOURCE_DIRS) or "").split()
     if not diff and not untracked:
-        return {"commit": commit, "diff": None}
+        return {"commit": commit, "tree": tree, "diff": None}
     h = hashlib.sha256(diff.encode())
     for name in sorted(untracked):
         path = REPO / name
         if path.suffix == ".py" and path.is_file():
             h.update(name.encode())
             h.update(path.read_bytes())
-    return {"commit": commit, "diff": h.hexdigest()[:16]}
+    return {"commit": commit, "tree": tree, "diff": h.hexdigest()[:16]}
 
 
 def _source_files(obj: Any) -> list[Path]:
@@ -146,7 +152,8 @@ def source_hash(*objs: Any) -> str:
 def code_identity(*objs: Any) -> dict[str, Any]:
     """The code identity of a run that uses ``objs`` (its target, attack and canary classes)."""
     ident = {"version": package_version(), **checkout(), "sources": source_hash(*objs)}
-    ident["key"] = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
+    keyed = {k: v for k, v in ident.items() if k != "commit"}  # the code, not the history around it
+    ident["key"] = hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:16]
     return ident
 
 

@@ -1,5 +1,9 @@
 """The code identity that keys stored trials: it moves with the code of what a run uses."""
+import hashlib
+import subprocess
 import textwrap
+
+import pytest
 
 from audit import provenance
 
@@ -37,7 +41,7 @@ def test_code_identity_names_version_checkout_and_sources():
     from targets.gaussian import GaussianMechanism
 
     ident = provenance.code_identity(GaussianMechanism)
-    assert set(ident) == {"version", "commit", "diff", "sources", "key"}
+    assert set(ident) == {"version", "commit", "tree", "diff", "sources", "key"}
     assert len(ident["key"]) == 16
     assert provenance.code_identity(GaussianMechanism)["key"] == ident["key"]
     assert "code " + ident["key"][:8] in provenance.describe(ident)
@@ -66,3 +70,28 @@ def test_source_hash_follows_module_level_project_imports(tmp_path, monkeypatch)
     assert after != before
     (pkg / "helper.py").write_text("from . import deeper\nSCALE = 0.5\n")
     assert provenance.source_hash(user) != after
+
+
+def test_the_key_follows_the_source_trees_not_the_commit(monkeypatch):
+    """A commit that changes only docs or results keeps stored trials (same source trees); a change
+    of a source folder's tree does not."""
+    from targets.gaussian import GaussianMechanism
+
+    def key(commit, tree):
+        monkeypatch.setattr(provenance, "_checkout_base", lambda: (commit, tree, True))
+        return provenance.code_identity(GaussianMechanism)
+
+    a = key("a" * 40, "1" * 16)
+    b = key("b" * 40, "1" * 16)
+    assert a["key"] == b["key"] and a["commit"] != b["commit"]
+    assert key("a" * 40, "2" * 16)["key"] != a["key"]
+
+
+def test_the_tree_hash_is_that_of_the_source_folders_at_head():
+    commit, tree, is_checkout = provenance._checkout_base()
+    if not is_checkout:
+        pytest.skip("not a git checkout")
+    listing = subprocess.run(["git", "-C", str(provenance.REPO), "ls-tree", "HEAD", "--", *provenance.SOURCE_DIRS],
+                             capture_output=True, check=True).stdout
+    assert len(listing.splitlines()) == len(provenance.SOURCE_DIRS)  # one tree per source folder
+    assert tree == hashlib.sha256(listing).hexdigest()[:16]
