@@ -311,9 +311,22 @@ def _run_audit_kwargs(run_audit: Any, fresh: bool) -> dict[str, Any]:
 
 
 def _utility_key(spec: Any) -> str:
+    """The fit's options and the target's code (a cached accuracy is never another code's)."""
     d = {"target": spec.target, "params": spec.params, "epsilon": spec.epsilon, "delta": spec.delta,
-         "bug": spec.bug, "dataset": spec.dataset, "seed": spec.seed}
+         "bug": spec.bug, "dataset": spec.dataset, "seed": spec.seed, "code": _target_code_key(spec.target)}
     return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=None)
+def _target_code_key(target: str) -> str | None:
+    """:func:`audit.provenance.code_identity` key of the target's code (None where it cannot be built here)."""
+    try:
+        from audit.provenance import code_identity
+        from targets import base as targets
+
+        return code_identity(targets.get(target))["key"]
+    except Exception:  # noqa: BLE001 - an unknown target fails later, where the row runs
+        return None
 
 
 def utility(spec: Any, out: Path) -> float | None:

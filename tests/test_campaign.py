@@ -213,3 +213,12 @@ def test_code_key_is_the_one_the_game_computes():
     assert "no code recorded" in campaign._stale_code({**rec, "code": None})
     assert "no code recorded" in campaign._stale_code({k: v for k, v in rec.items() if k != "code"})
     assert campaign._run_key("a" * 16, "b" * 16) == campaign._run_key("a" * 16, "b" * 16) != "a" * 16
+
+
+def test_a_cached_utility_is_keyed_by_the_targets_code(monkeypatch):
+    """utility.json keeps an accuracy per (options, target code): another code's is not reused."""
+    spec = campaign.load("default").rows[0].spec
+    key = campaign._utility_key(spec)
+    assert campaign._target_code_key(spec.target) is not None and campaign._utility_key(spec) == key
+    monkeypatch.setattr(campaign, "_target_code_key", lambda target: "0" * 16)
+    assert campaign._utility_key(spec) != key
