@@ -104,6 +104,7 @@ class InsertNode(Canary):
         feat = self.crafted_features(graph)
 
         base = graph.clone()
+        base.num_nodes = n + 1  # (a pre-processed graph, e.g. isolated nodes dropped, states its count)
         base.x = torch.cat([graph.x, feat.to(graph.x.dtype).unsqueeze(0)], 0)
         base.y = torch.cat([graph.y, torch.tensor([label], dtype=graph.y.dtype)])
         for m in _MASKS:

@@ -67,6 +67,22 @@ def test_insert_node_changes_only_the_node(graph):
     assert int(g1.public_outdeg[z]) == 4
 
 
+def test_insert_node_on_a_graph_that_states_its_node_count(graph):
+    """A pre-processed graph (isolated nodes dropped, as GAP, CARIBOU and DPDGC do) carries an
+    explicit node count; the worlds must count the appended node (it once stayed out, and GAP's
+    node-level mechanism audit on CiteSeer indexed past the end)."""
+    from graphs.ops import drop_isolated
+
+    lonely = graph.clone()
+    lonely.edge_index = lonely.edge_index[:, (lonely.edge_index != 0).all(0)]  # node 0 isolated
+    dropped = drop_isolated(lonely)
+    n = graph.num_nodes - 1
+    assert dropped.num_nodes == n and "num_nodes" in dropped.keys()
+    g0, g1 = InsertNode(degree=4).worlds(dropped, np.random.default_rng(0))
+    assert g0.num_nodes == g1.num_nodes == n + 1 == g0.x.size(0) == g1.x.size(0)
+    assert int(g1.edge_index.max()) == n
+
+
 @pytest.mark.parametrize("canary", [RemoveNode(), InsertNode()])
 def test_absent_node_is_never_trained_on(graph, canary):
     pair = canary.worlds(graph, np.random.default_rng(2))
