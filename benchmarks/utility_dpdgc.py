@@ -112,15 +112,16 @@ projection (spec §8.1), so its Z is noise-free. In a sound implementation:
   before the classifier, as the paper's Alg. 2 does (post-processing): Cora edge 78.8, N_1 56.2 (seed 0).
 
 So the target's defaults are **c = 1 with Z row-normalised** (`norm_scale=1.0`, `normalize_z=True`): the one
-setting in which Z carries the graph, with every default-row cell on Cora, Photo and Computers within 5
-points of the paper. Rows `… on validation` choose per seed between the default and c = 1e-8 by validation accuracy
+setting in which Z carries the graph, with every default-row cell on Cora within 5 points of the paper, and
+on Photo and Computers all but the N_1 / N_5 cells (explained below). Rows `… on validation` choose per seed between the default and c = 1e-8 by validation accuracy
 (the only hyper-parameter searched; shown where both were run for the seed).
 
 **Grid reduced (CPU: two cores shared by four sessions, load 5-10; a DPDGC N_k/node fit took 5-15 min
 wall, a Computers edge fit 14 min).** No other grid; `n` is the number of seeds actually run (3 only where
 the table says so). Stop 29 ran the cells still missing, one seed each (a Squirrel N_5 fit took 45 min
 under load, a Computers N_k fit 7-12 min): Squirrel N_5/N_25/node and Computers N_1/N_5/N_25/node.
-Stop 30 ran Computers N_1 and N_5 under the reference code's `norm-noop` (7 and 9 min a fit).
+Stop 30 ran Computers N_1 and N_5 and Photo N_1 under the reference code's `norm-noop` (4-9 min a fit),
+and seeds 1-2 of Photo MLP / edge / N_1 and Computers MLP / N_1.
 
 **Why cells differ by more than 5 points (measured).**
 
@@ -143,12 +144,15 @@ Stop 30 ran Computers N_1 and N_5 under the reference code's `norm-noop` (7 and 
 * **Squirrel N_5 and N_25 ε = 16** (33.8 and 32.3 vs 41.00 and 40.51, seed 0): like N_1, at the paper's
   own DP-MLP (34.46) and our MLP floor (35.6); the paper's 6-point margins over its DP-MLP are those of
   the noise-free Z above. Squirrel node (32.2 vs 36.17) is within 5 points.
-* **Computers N_1 and N_5 ε = 16** (75.5 and 75.1 vs 83.49 and 80.60, seed 0; N_25 75.0 vs 78.25 is
+* **Computers N_1 and N_5 ε = 16** (75.5 ± 0.3 over 3 seeds and 75.1 at seed 0, vs 83.49 and 80.60; N_25 75.0 vs 78.25 is
   within 5): the three N_k cells sit together, ~10 points under our non-private MLP (85.2) and 4.5-5
   under the paper's DP-MLP (80.01), where Z's noise swamps it as on the other graphs. **Measured:**
   with the reference code's noise-free Z planted (`--bug norm-noop`, c = 1e-8; rows `reference code`,
   seed 0) the same cells score **81.5 (N_1) and 78.2 (N_5)**, within 2.0 and 2.4 points of the paper:
   as on Chameleon and Squirrel, the paper's margin over its DP-MLP is that of a Z without noise.
+* **Photo N_1 ε = 16** (83.0 ± 0.6 over 3 seeds vs 88.38; N_5 and N_25 at one seed are within 5): Z's
+  noise again. **Measured:** under the reference code's noise-free Z (`norm-noop`, row `reference code`,
+  seed 0) the cell scores **88.9**, +0.5 from the paper.
 * **Chameleon and Squirrel non-private** (70.5 and 63.7 vs 79.24 and 79.92): the reference code's
   non-private mode trains W freely (no projection, batch-norm in DP-Emb), which a projected DP-Emb (rows at
   norm c) does not reproduce; c = 1e-8 gives 44.9 and 39.1. The paper's graph is the directed geom-gcn
