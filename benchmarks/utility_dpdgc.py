@@ -121,7 +121,7 @@ wall, a Computers edge fit 14 min).** No other grid; `n` is the number of seeds 
 the table says so). Stop 29 ran the cells still missing, one seed each (a Squirrel N_5 fit took 45 min
 under load, a Computers N_k fit 7-12 min): Squirrel N_5/N_25/node and Computers N_1/N_5/N_25/node.
 Stop 30 ran Computers N_1 / N_5, Photo N_1 and Chameleon N_5 under the reference code's `norm-noop` (4-10 min a fit),
-and seeds 1-2 of Photo MLP / edge / N_1 and Computers MLP / N_1.
+and seeds 1-2 of every Photo and Computers row in the table.
 
 **Why cells differ by more than 5 points (measured).**
 
@@ -147,13 +147,13 @@ and seeds 1-2 of Photo MLP / edge / N_1 and Computers MLP / N_1.
 * **Squirrel N_5 and N_25 ε = 16** (33.8 and 32.3 vs 41.00 and 40.51, seed 0): like N_1, at the paper's
   own DP-MLP (34.46) and our MLP floor (35.6); the paper's 6-point margins over its DP-MLP are those of
   the noise-free Z above. Squirrel node (32.2 vs 36.17) is within 5 points.
-* **Computers N_1 and N_5 ε = 16** (75.5 ± 0.3 over 3 seeds and 75.1 at seed 0, vs 83.49 and 80.60; N_25 75.0 vs 78.25 is
-  within 5): the three N_k cells sit together, ~10 points under our non-private MLP (85.2) and 4.5-5
+* **Computers N_1 and N_5 ε = 16** (75.5 ± 0.3 and 75.1 ± 0.5 over 3 seeds, vs 83.49 and 80.60; N_25 75.2 ± 0.8 vs
+  78.25 is within 5): the three N_k cells sit together, ~10 points under our non-private MLP (85.2) and 4.5-5
   under the paper's DP-MLP (80.01), where Z's noise swamps it as on the other graphs. **Measured:**
   with the reference code's noise-free Z planted (`--bug norm-noop`, c = 1e-8; rows `reference code`,
   seed 0) the same cells score **81.5 (N_1) and 78.2 (N_5)**, within 2.0 and 2.4 points of the paper:
   as on Chameleon and Squirrel, the paper's margin over its DP-MLP is that of a Z without noise.
-* **Photo N_1 ε = 16** (83.0 ± 0.6 over 3 seeds vs 88.38; N_5 and N_25 at one seed are within 5): Z's
+* **Photo N_1 ε = 16** (83.0 ± 0.6 over 3 seeds vs 88.38; N_5, N_25 and node, also over 3 seeds, are within 5): Z's
   noise again. **Measured:** under the reference code's noise-free Z (`norm-noop`, row `reference code`,
   seed 0) the cell scores **88.9**, +0.5 from the paper.
 * **Chameleon and Squirrel non-private** (70.5 and 63.7 vs 79.24 and 79.92): the reference code's
