@@ -75,7 +75,8 @@ class EdgeSet:
     def __init__(self, edge_index: torch.Tensor) -> None:
         ei = edge_index.cpu().numpy().astype(np.int64)
         self._width = int(ei.max()) + 1 if ei.size else 1
-        self._keys = np.unique(ei[0] * self._width + ei[1])
+        keys = ei[0] * self._width + ei[1]
+        self._keys = keys if bool(np.all(keys[1:] > keys[:-1])) else np.unique(keys)  # coalesced: sorted
 
     def __contains__(self, pair: tuple[int, int]) -> bool:
         u, v = int(pair[0]), int(pair[1])
