@@ -39,10 +39,13 @@ class Canary:
     """A way to build two neighbouring worlds from a graph.
 
     ``name``: its registry name. ``unit``: ``"edge"`` or ``"node"`` (the neighbouring notion).
+    ``kind``: ``"graph"`` (the worlds differ in the graph) or ``"gradient"`` (a gradient inserted
+    into a DP-SGD trace; the portfolio pairs it with attacks of that ``canary_kind``).
     """
 
     name: ClassVar[str] = ""
     unit: ClassVar[str] = "edge"
+    kind: ClassVar[str] = "graph"
 
     def worlds(self, graph: Any, rng: np.random.Generator, target: Any = None) -> CanaryPair:
         """The two worlds; ``target`` (optional) lets worst-case canaries read its noiseless map."""
