@@ -57,7 +57,7 @@ def mu_from_auc(auc: float) -> float:
 
 
 def gdp_eps(mu: float, delta: float) -> float:
-    from targets.accounting import gdp_epsilon
+    from targets.common.accounting import gdp_epsilon
 
     return float(gdp_epsilon(mu, delta))
 

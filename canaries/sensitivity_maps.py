@@ -259,7 +259,7 @@ def heterpoisson_step_change(target: Any, graph: Data, node: int, rng: torch.Gen
     """
     from targets import heterpoisson as H
     from targets.base import seeded
-    from targets.dpsgd import clip_rows, flatten, per_example_gradients
+    from targets.common.dpsgd import clip_rows, flatten, per_example_gradients
 
     cfg = target.config
     cache = target._sampler_cache(graph)

@@ -24,8 +24,8 @@ from typing import Any, ClassVar, Generic, TypeVar, cast
 
 import torch
 
-from targets.accounting import check_delta, check_epsilon
-from targets.registry import Registry
+from targets.common.accounting import check_delta, check_epsilon
+from targets.common.registry import Registry
 
 LEVELS = ("api", "weights", "mechanism", "trace")
 

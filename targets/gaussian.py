@@ -24,7 +24,7 @@ from typing import ClassVar
 import torch
 from torch_geometric.data import Data
 
-from targets.accounting import gdp_epsilon, gdp_mu
+from targets.common.accounting import gdp_epsilon, gdp_mu
 from targets.base import Claim, MechanismStep, Release, Target, TargetConfig, noise_generator
 
 SENSITIVITY = math.sqrt(2.0)

@@ -10,8 +10,8 @@ from torch import nn
 from torch_geometric.data import Data
 
 from graphs.ops import degrees, drop_isolated_with_notice
-from targets import dpsgd
-from targets.accounting import (
+from targets.common import dpsgd
+from targets.common.accounting import (
     DEFAULT_ORDERS, calibrate_decreasing, gap_delta, gaussian_rdp, gdp_epsilon, gdp_mu, rdp_to_dp,
     subsampled_gaussian_rdp)
 from targets.base import Claim, Lazy, MechanismStep, Release, Target, TargetConfig, child_generator, noise_generator, seeded

@@ -8,15 +8,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from targets.accounting import calibrate_decreasing
+from targets.common.accounting import calibrate_decreasing
 from targets.base import Claim, Lazy, LazyDict, Release, Target, TargetConfig, split_accuracies
-from targets.dpsgd import canary_from
-from targets import stacked_mlp
+from targets.common.dpsgd import canary_from
+from targets.common import stacked_mlp
 from targets.heterpoisson import stacked
 from targets.heterpoisson.accountant import heterpoisson_epsilon
 from targets.heterpoisson.config import HeterPoissonConfig
 from targets.heterpoisson.model import Batch, star_forward
-from targets.trace import HeterPoissonTrace, TraceStep
+from targets.common.trace import HeterPoissonTrace, TraceStep
 
 
 
