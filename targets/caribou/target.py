@@ -20,6 +20,7 @@ from targets.caribou.config import CaribouConfig
 from targets.caribou.model import (
     ClassificationModule, Encoder, _fit_best_val, bound_degree, cgl, feature_fingerprint, project)
 from targets.caribou.stacked import CMBatch
+from targets.caribou import probe
 
 
 class Caribou(Target[CaribouConfig]):
@@ -231,6 +232,16 @@ class Caribou(Target[CaribouConfig]):
             return ("edge-free encoder trained once per worker (depends on features and labels only), "
                     "with its embedding X⁽⁰⁾")
         return None
+
+    def step_maps(self, graph: Data) -> list[Any]:
+        return probe.step_maps(self)
+
+    def takes_witness(self) -> bool:
+        return probe.takes_witness(self.config)
+
+    @classmethod
+    def witness_plan(cls, doc: dict[str, Any], params: dict[str, str]) -> Any:
+        return probe.witness_plan(doc, params)
 
     def _edge_encoder(self, graph: Data) -> tuple[str, Encoder, torch.Tensor]:
         """Edge level: (encoder key, cached encoder, cached X⁽⁰⁾), one fingerprint per call."""

@@ -20,6 +20,7 @@ from targets.dpdgc.config import DPDGCConfig
 from targets.dpdgc.model import _ce, _LinkX, bound_column_degree
 from targets.common.dpsgd import assign_flat_grad, canary_from, clip_rows, flatten, noisy_sum, per_example_gradients
 from targets.common.trace import HeterPoissonTrace
+from targets.dpdgc import probe
 
 #: The paper's 75/10/15 random split (spec §4.1), drawn once from this seed.
 PAPER_SPLIT_SEED = 12345
@@ -118,6 +119,9 @@ class DPDGC(Target[DPDGCConfig]):
     def takes_gradient_canary(self, graph: Any = None) -> bool:
         """Under k-neighbour/node GDP with full-batch DP-Emb (q = 1) on `graph` (see :meth:`_canary`)."""
         return self.offers_trace() and graph is not None and self.claim(graph).details["sampling_rate"] >= 1.0
+
+    def step_maps(self, graph: Any) -> list[Any]:
+        return probe.step_maps(self, graph)
 
     def dimension(self, graph: Any) -> int:
         """d of DP-Emb's flattened gradient [grad_W (n×h, row-major), grad_b (h)]."""

@@ -33,6 +33,7 @@ from targets.gap.model import (
 from targets.gap.recorder import _Recorder, side_generator
 from targets.gap.stacked import ClassifierBatch
 from targets.common.trace import HeterPoissonTrace
+from targets.gap import probe
 
 #: what the edge-free encoder reads of a graph: :meth:`GAP.prepare`'s cache key (by content)
 _ENCODER_INPUTS = ("x", "y", "train_mask", "val_mask")
@@ -174,6 +175,16 @@ class GAP(Target[GAPConfig]):
             return None
         return ("edge-free encoder trained once per worker, with its node embeddings X0 "
                 "(depend on features, labels and masks only, never on edges)")
+
+    def step_maps(self, graph: Any) -> list[Any]:
+        return probe.step_maps(self)
+
+    def takes_witness(self) -> bool:
+        return True
+
+    @classmethod
+    def witness_plan(cls, doc: dict[str, Any], params: dict[str, str]) -> Any:
+        return probe.witness_plan(doc, params)
 
     def _cached_encoder(self, graph: Any) -> tuple[bool, _Encoder | None]:
         if self._prepared is None or self.config.node_level:
