@@ -319,6 +319,37 @@ class Target(ABC, Generic[C]):
         """
         return {"delta": self.claim(graph).delta} if self.config.delta is None else {}
 
+    def claim_assumptions(self, graph: Any) -> list[str]:
+        """The assumptions the paper's claim states that `graph` breaks (a degree range, no isolated
+        node, ...), one line each; empty where the claim covers the graph. A pair with a world
+        outside them is still audited under the standard definition (the verdict), and the paper's
+        conditional reading is reported beside it. Default: the paper states none."""
+        return []
+
+    def pair_params(self, g0: Any, g1: Any) -> dict[str, Any]:
+        """The public parameters pinned for a neighbouring pair (called on the unpinned target).
+
+        A quantity the calibration reads from private data is charged at the worse of the two
+        worlds. Default: :meth:`public_params` of each world that the claim's stated assumptions
+        cover (:meth:`claim_assumptions`); where the two differ, the pins whose claim charges more
+        (the larger ε, then δ, noise std and sensitivity of its claim on either world)."""
+        options = [self.public_params(g) for g in (g0, g1) if not self.claim_assumptions(g)]
+        if not options:
+            options = [self.public_params(g1)]
+        if all(o == options[0] for o in options):
+            return options[0]
+        return max(options, key=lambda pins: charge_of(type(self)(replace_config(self.config, **pins)), g0, g1))
+
+    def charged_claim(self, g0: Any, g1: Any) -> Claim:
+        """The claim an audit of the pair compares against: the claim on each world, the worse (the
+        larger ε, then δ) taken, with both worlds' ε in ``details["per_world_epsilon"]``."""
+        claims = [self.claim(g0), self.claim(g1)]
+        worse = max(claims, key=lambda c: (c.epsilon, c.delta))
+        if claims[0].epsilon == claims[1].epsilon and claims[0].delta == claims[1].delta:
+            return worse
+        return dataclasses.replace(worse, details={**worse.details,
+                                                   "per_world_epsilon": [c.epsilon for c in claims]})
+
     def preprocess(self, graph: Any) -> tuple[Any, str | None]:
         """The paper's own preprocessing of a dataset (e.g. isolated nodes dropped), applied by
         ``train`` and the audit before anything else: the graph to use and a one-line notice
@@ -400,6 +431,15 @@ def _coerce(value: Any, hint: Any, key: str) -> Any:
         except ValueError:
             continue
     raise ValueError(f"the {key!r} parameter must be {hint}; got {value!r}")
+
+
+def charge_of(target: Target, g0: Any, g1: Any) -> tuple[float, ...]:
+    """How much `target`'s claim charges a pair, for comparing pins: the largest (ε, δ, noise std,
+    sensitivity) of its claim on the two worlds."""
+    def key(c: Claim) -> tuple[float, ...]:
+        return (c.epsilon, c.delta, float(c.details.get("noise_std") or 0.0), float(c.details.get("sensitivity") or 0.0))
+
+    return max(key(target.claim(g)) for g in (g0, g1))
 
 
 def replace_config(config: TargetConfig, **changes: Any) -> TargetConfig:

@@ -75,6 +75,20 @@ class Caribou(Target[CaribouConfig]):
         d_max = c.d_max if c.d_max is not None else min(int(deg.max()), c.degree_bound)
         return d_min, d_max
 
+    def claim_assumptions(self, graph: Data) -> list[str]:
+        """Eq. 6/8 bound a hop's change for graphs whose degrees lie in [D_min, D_max], D_min ≥ 1
+        (the paper drops isolated nodes); a public D_min or D_max in the config is part of it."""
+        deg = degrees(graph)
+        c, out = self.config, []
+        if bool((deg == 0).any()):
+            out.append(f"{int((deg == 0).sum())} node(s) of degree 0: Eq. 6/8 need every degree >= 1 "
+                       "(the paper drops isolated nodes)")
+        if c.d_min is not None and bool((deg[deg > 0] < c.d_min).any()):
+            out.append(f"a degree below the public D_min = {c.d_min}")
+        if c.d_max is not None and c.unit == "edge" and bool((deg > c.d_max).any()):
+            out.append(f"a degree above the public D_max = {c.d_max}")
+        return out
+
     def public_params(self, graph: Data) -> dict[str, Any]:
         d_min, d_max = self.degree_bounds(graph)
         return {**super().public_params(graph), "d_min": d_min, "d_max": d_max}
