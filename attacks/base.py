@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from targets import base as targets
-from targets.registry import Registry
+from targets.common.registry import Registry
 from targets.base import Release, Target
 
 
@@ -32,8 +32,9 @@ class Attack:
         reads_probe: set automatically where a subclass overrides :meth:`natural_threshold_for` or
             :meth:`model_scores`: the game then draws one probe release (apart from every trial).
         units: the neighbouring units (``"edge"``, ``"node"``) whose canaries it scores.
-        canary_kind: ``"graph"`` (edge and node canaries), ``"gradient"`` (canaries inserted into a
-            DP-SGD trace) or ``"any"``; the portfolio pairs attacks and canaries by it.
+        canary_kind: ``"graph"`` (edge and node canaries), ``"gradient"`` (canaries of relation
+            ``"gradient"``, inserted into a DP-SGD trace) or ``"any"``; the portfolio pairs attacks
+            and canaries by it.
     """
 
     name: ClassVar[str] = ""

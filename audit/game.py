@@ -31,7 +31,7 @@ import torch
 
 from attacks import base as attacks
 from audit import data as datasets
-from audit import declared, estimators, provenance, seq_game
+from audit import declared, estimators, provenance, relation, seq_game
 from audit.play import _WORKER, _chunks, _execute, _Setup, batch_size, cached_work
 from audit.play import trial_seed
 from audit.power import power
@@ -200,7 +200,7 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
         raise ValueError(f"target {target.name!r} offers no {level!r} view; it offers {', '.join(target.levels)}")
     if level not in attack.levels:
         raise ValueError(f"attack {attack_name!r} works on {', '.join(attack.levels)}, not {level!r}")
-    target_cls, choice = spec.target, None
+    target_cls, choice, run_spec = spec.target, None, spec
     if spec.canary == "auto" and level in ("mechanism", "trace"):
         # the probe's witness where the target takes it and it beats the given graph (audit.worstcase)
         from audit import worstcase
@@ -210,11 +210,13 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
                                   dataset=spec.dataset, out=out, params=spec.params)
         if choice.play:
             target_cls, canary_name = choice.target_name, choice.canary
-            graph, target, claim = setup_run(replace(spec, target=target_cls, params=choice.params,
-                                                     dataset=choice.dataset))
+            run_spec = replace(spec, target=target_cls, params=choice.params, dataset=choice.dataset)
+            graph, target, claim = setup_run(run_spec)
     canary_rng = np.random.default_rng([spec.seed, 0xCA4A])
     canary = canaries.make(canary_name)
     pair = canary.worlds(graph, canary_rng, targets.on_cpu(target))
+    # a quantity the calibration reads from private data is charged at the worse world of the pair
+    target, claim, pair.info["relation_charge"] = relation.charge(build_target(run_spec), pair, target, claim)
     if choice is not None:
         pair.info["input_choice"] = choice.record
 
@@ -293,6 +295,7 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
         result = result.replace(confidence=spec.confidence)  # the looks' levels add up to it (record)
         if result.verdict != seq.verdict:
             raise AssertionError(f"sequential decision {seq.verdict} but the estimate reads {result.verdict}")
+    relation.record_readings(result)
     _save(store, out, result)
     return result
 

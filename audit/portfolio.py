@@ -3,9 +3,10 @@ each, and a certification on trials the choice never saw.
 
 1. **Candidates** (:func:`candidates`): every (level, attack, canary) the target's views allow,
    read from the registries and the target's declarations alone: an attack's ``levels``,
-   ``units`` and ``canary_kind``, a canary's ``unit`` and ``kind``, the target's ``levels`` and
+   ``units`` and ``canary_kind``, a canary's ``unit`` and ``relation``, the target's ``levels`` and
    ``unit``, whether its trace takes a gradient canary, and the attack's ``applies_to`` on one probe
-   release. ``auto`` as a canary is the game's own choice (on the mechanism and trace levels the
+   release. Gradient canaries (``relation == "gradient"``) go with gradient attacks, edge and node
+   canaries (insertions and removals) with the rest. ``auto`` as a canary is the game's own choice (on the mechanism and trace levels the
    sensitivity probe's witness, where it is playable). Every view gets a learned distinguisher
    (:mod:`attacks.learned`), the fallback wherever no exact score exists.
 2. **Pilots**: each candidate, in a fixed order of priority (the single-attack default of earlier
@@ -82,8 +83,9 @@ def candidates(target: targets.Target, graph: Any) -> tuple[list[Candidate], lis
     unit = target.unit.value
     gradient_ok = target.takes_gradient_canary(graph)
     names = [c for c in canaries.available() if not c.startswith("witness")]
-    graph_canaries = ["auto"] + [c for c in names if canaries.get(c).kind == "graph" and canaries.get(c).unit == unit]
-    gradient_canaries = [c for c in names if canaries.get(c).kind == "gradient"] if gradient_ok else []
+    gradient = {c for c in names if canaries.get(c).relation == "gradient"}
+    graph_canaries = ["auto"] + [c for c in names if c not in gradient and canaries.get(c).unit == unit]
+    gradient_canaries = [c for c in names if c in gradient] if gradient_ok else []
     classic = _classic(target, graph)
     probes: dict[str, targets.Release | None] = {}
     skipped: list[dict[str, Any]] = []
