@@ -31,7 +31,7 @@ import torch
 
 from attacks import base as attacks
 from audit import data as datasets
-from audit import declared, estimators, provenance, seq_game
+from audit import declared, estimators, provenance, relation, seq_game
 from audit.play import _WORKER, _chunks, _execute, _Setup, batch_size, cached_work
 from audit.play import trial_seed
 from audit.power import power
@@ -67,6 +67,9 @@ class AuditSpec:
     device: str = "cpu"
     data_root: str | None = None
     batch: int = 0
+    #: which independent stream of trials (0: the run's own; the portfolio's pilots play stream 1, so
+    #: no trial a choice read is ever reported)
+    trial_stream: int = 0
 
     def __post_init__(self) -> None:
         if self.epsilon <= 0 or math.isnan(self.epsilon):
@@ -90,7 +93,16 @@ class AuditSpec:
         d = asdict(self)
         for k in ("trials", "confidence", "estimator", "data_root", "batch"):
             d.pop(k)
+        if not d["trial_stream"]:
+            d.pop("trial_stream")  # stream 0 keeps the keys of runs stored before streams existed
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def stream_seed(spec: AuditSpec) -> int:
+    """The seed of the spec's trials: the run seed for stream 0, else one derived from (seed, stream)."""
+    if not spec.trial_stream:
+        return spec.seed
+    return int(np.random.SeedSequence([spec.seed, spec.trial_stream, 0x57EA]).generate_state(1)[0])
 
 
 def build_target(spec: AuditSpec) -> targets.Target:
@@ -188,7 +200,7 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
         raise ValueError(f"target {target.name!r} offers no {level!r} view; it offers {', '.join(target.levels)}")
     if level not in attack.levels:
         raise ValueError(f"attack {attack_name!r} works on {', '.join(attack.levels)}, not {level!r}")
-    target_cls, choice = spec.target, None
+    target_cls, choice, run_spec = spec.target, None, spec
     if spec.canary == "auto" and level in ("mechanism", "trace"):
         # the probe's witness where the target takes it and it beats the given graph (audit.worstcase)
         from audit import worstcase
@@ -198,11 +210,13 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
                                   dataset=spec.dataset, out=out, params=spec.params)
         if choice.play:
             target_cls, canary_name = choice.target_name, choice.canary
-            graph, target, claim = setup_run(replace(spec, target=target_cls, params=choice.params,
-                                                     dataset=choice.dataset))
+            run_spec = replace(spec, target=target_cls, params=choice.params, dataset=choice.dataset)
+            graph, target, claim = setup_run(run_spec)
     canary_rng = np.random.default_rng([spec.seed, 0xCA4A])
     canary = canaries.make(canary_name)
     pair = canary.worlds(graph, canary_rng, targets.on_cpu(target))
+    # a quantity the calibration reads from private data is charged at the worse world of the pair
+    target, claim, pair.info["relation_charge"] = relation.charge(build_target(run_spec), pair, target, claim)
     if choice is not None:
         pair.info["input_choice"] = choice.record
 
@@ -212,7 +226,7 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
     key = run_key(spec, code)
     todo = _resume(store, key, spec, code, fresh=fresh, quiet=sequential)
     batch = batch_size(spec.batch, target, level)
-    setup = _Setup(target_cls, target.config, pair, graph, attack_name, spec.seed, batch=batch, pipeline=pipeline,
+    setup = _Setup(target_cls, target.config, pair, graph, attack_name, stream_seed(spec), batch=batch, pipeline=pipeline,
                    token=f"{key}:{os.getpid()}:{time.time_ns()}")
     bar = None
     if progress and todo:
@@ -281,6 +295,7 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
         result = result.replace(confidence=spec.confidence)  # the looks' levels add up to it (record)
         if result.verdict != seq.verdict:
             raise AssertionError(f"sequential decision {seq.verdict} but the estimate reads {result.verdict}")
+    relation.record_readings(result)
     _save(store, out, result)
     return result
 

@@ -126,6 +126,7 @@ class ExplicitEdge(Canary):
 class WorstCaseEdge(Canary):
     name = "worst-edge"
     unit = "edge"
+    needs_map = True
 
     def __init__(self, candidates: int = 64) -> None:
         self.candidates = candidates
@@ -364,6 +365,7 @@ class SensitivitySearchEdge(Canary):
 
     name = "search-edge"
     unit = "edge"
+    needs_map = True
 
     def __init__(self, random: int = 64, per_strategy: int = 16, refine: int = 3, features: bool = True) -> None:
         self.random, self.per_strategy, self.refine, self.features = random, per_strategy, refine, features

@@ -30,7 +30,7 @@ from scipy.special import ndtr, ndtri
 from scipy.stats import norm
 
 import audit.estimators.core as _e
-from targets.accounting import check_delta, gdp_epsilon
+from targets.common.accounting import check_delta, gdp_epsilon
 
 _BAND_RATIO = 2.0
 _BAND_INTERIOR = 16
