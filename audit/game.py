@@ -31,8 +31,9 @@ import torch
 
 from attacks import base as attacks
 from audit import data as datasets
-from audit import declared, estimators, provenance, sequential_run
-from audit.trial_runner import TrialSetup, batch_size, cached_work, chunk_indices, play_chunks, release_worker
+from audit import declared, estimators, memory_plan, provenance, relation, sequential_run
+from audit.trial_runner import (TrialSetup, batch_size, cached_work, chunk_indices, play_chunks, release_worker,
+                                worker_objects)
 from audit.trial_runner import trial_seed
 from audit.power import power
 from audit.result import Result, verdict  # noqa: F401 (verdict: re-exported)
@@ -67,6 +68,9 @@ class AuditSpec:
     device: str = "cpu"
     data_root: str | None = None
     batch: int = 0
+    #: which independent stream of trials (0: the run's own; the portfolio's pilots play stream 1, so
+    #: no trial a choice read is ever reported)
+    trial_stream: int = 0
 
     def __post_init__(self) -> None:
         if self.epsilon <= 0 or math.isnan(self.epsilon):
@@ -90,7 +94,16 @@ class AuditSpec:
         d = asdict(self)
         for k in ("trials", "confidence", "estimator", "data_root", "batch"):
             d.pop(k)
+        if not d["trial_stream"]:
+            d.pop("trial_stream")  # stream 0 keeps the keys of runs stored before streams existed
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def stream_seed(spec: AuditSpec) -> int:
+    """The seed of the spec's trials: the run seed for stream 0, else one derived from (seed, stream)."""
+    if not spec.trial_stream:
+        return spec.seed
+    return int(np.random.SeedSequence([spec.seed, spec.trial_stream, 0x57EA]).generate_state(1)[0])
 
 
 def build_target(spec: AuditSpec) -> targets.Target:
@@ -188,7 +201,7 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
         raise ValueError(f"target {target.name!r} offers no {level!r} view; it offers {', '.join(target.levels)}")
     if level not in attack.levels:
         raise ValueError(f"attack {attack_name!r} works on {', '.join(attack.levels)}, not {level!r}")
-    target_cls, choice = spec.target, None
+    target_cls, choice, run_spec = spec.target, None, spec
     if spec.canary == "auto" and level in ("mechanism", "trace"):
         # the probe's witness where the target takes it and it beats the given graph (audit.witness_choice)
         from audit import witness_choice
@@ -198,11 +211,13 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
                                   dataset=spec.dataset, out=out, params=spec.params)
         if choice.play:
             target_cls, canary_name = choice.target_name, choice.canary
-            graph, target, claim = setup_run(replace(spec, target=target_cls, params=choice.params,
-                                                     dataset=choice.dataset))
+            run_spec = replace(spec, target=target_cls, params=choice.params, dataset=choice.dataset)
+            graph, target, claim = setup_run(run_spec)
     canary_rng = np.random.default_rng([spec.seed, 0xCA4A])
     canary = canaries.make(canary_name)
     pair = canary.worlds(graph, canary_rng, targets.on_cpu(target))
+    # a quantity the calibration reads from private data is charged at the worse world of the pair
+    target, claim, pair.info["relation_charge"] = relation.charge(build_target(run_spec), pair, target, claim)
     if choice is not None:
         pair.info["input_choice"] = choice.record
 
@@ -212,8 +227,14 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
     key = run_key(spec.key(), code["key"])
     todo = _resume(store, key, spec, code, fresh=fresh, quiet=sequential)
     batch = batch_size(spec.batch, target, level)
-    setup = TrialSetup(target_cls, target.config, pair, graph, attack_name, spec.seed, batch=batch, pipeline=pipeline,
+    setup = TrialSetup(target_cls, target.config, pair, graph, attack_name, stream_seed(spec), batch=batch,
+                       pipeline=pipeline,
                    token=f"{key}:{os.getpid()}:{time.time_ns()}")
+    if spec.batch == 0 and level == "mechanism" and batch > 1 and todo:  # --batch auto: fit the free memory
+        memory = memory_plan.plan(worker_objects(setup)[0], pair.world(1), batch, jobs)
+        batch = setup.batch = memory.batch
+        if progress:
+            print(memory.line(jobs), file=sys.stderr)
     bar = None
     if progress and todo:
         from tqdm.auto import tqdm
@@ -281,7 +302,8 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
         result = result.replace(confidence=spec.confidence)  # the looks' levels add up to it (record)
         if result.verdict != seq.verdict:
             raise AssertionError(f"sequential decision {seq.verdict} but the estimate reads {result.verdict}")
-    _save(store, out, result)
+    relation.record_readings(result)
+    save_result(store, out, result)
     return result
 
 
@@ -382,7 +404,8 @@ def _declared_record(check: declared.DeclaredCheck | None, policy: str) -> dict[
     return {"checked": True, "policy": policy, **check.to_dict()}
 
 
-def _save(store: Store, out: Path, result: Result) -> None:
+def save_result(store: Store, out: Path, result: Result) -> None:
+    """Write `result` into the store (then closed) and as ``out/<run_id>.json``."""
     record = result.to_dict()
     store.save_result(result.run_id, result.key, record)
     store.close()
@@ -443,7 +466,7 @@ def run_one_run(spec: AuditSpec, *, out: str | Path = "results", progress: bool 
     run_id = f"{spec.target.replace(':', '.').replace('/', '.')}-{key}-{spec.trials}-one-run"
     result = make_result(spec, key, target, claim, info, attack_name, attack.levels[0], est, scores, bits,
                          wall=time.time() - t0, store_path=store.path, run_id=run_id, mode="one-run", code=code, one_run=one_run)
-    _save(store, out, result)
+    save_result(store, out, result)
     return result
 
 

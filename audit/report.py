@@ -107,6 +107,7 @@ def table(result: Result, scores: tuple[np.ndarray, np.ndarray] | None = None) -
         *([("sequential", _sequential_line(result.sequential))] if result.sequential else []),
         *([("one-run bounds", _one_run_line(result.one_run))] if result.one_run else []),
         *([("canaries", result.canary["neighbourhoods"])] if result.canary.get("neighbourhoods") else []),
+        *_relation_rows(result.canary.get("relation_charge")),
     ]
     pw = result_power(result, scores)
     if pw:
@@ -117,6 +118,22 @@ def table(result: Result, scores: tuple[np.ndarray, np.ndarray] | None = None) -
         rows.insert(7, ("μ lower bound", _fmt(result.mu_lb)))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+
+
+def _relation_rows(record: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """The pair's charge where it is not the given graph's, and the paper's reading where the pair
+    leaves an assumption the paper states (:mod:`audit.relation`)."""
+    if not record:
+        return []
+    rows = []
+    if record.get("pins_from", "the given graph") != "the given graph" or record.get("per_world_epsilon"):
+        rows.append(("pair charged", f"{record['pins_from']}: {record['pins']}"
+                     + (f", claim per world {record['per_world_epsilon']}" if record.get("per_world_epsilon") else "")))
+    reading = record.get("readings") or {}
+    if record.get("assumptions_left"):
+        rows.append(("standard reading", f"{reading.get('standard', '?')} (the verdict: every neighbouring pair)"))
+        rows.append(("paper's reading", reading.get("paper", "?")))
+    return rows
 
 
 class NotAResult(ValueError):

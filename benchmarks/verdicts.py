@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     from audit.game import AuditSpec, run_audit
-    from targets.accounting import gdp_epsilon, gdp_mu
+    from targets.common.accounting import gdp_epsilon, gdp_mu
 
     torch.set_num_threads(1)
     t0 = time.time()

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from targets import base as targets
-from targets.registry import Registry
+from targets.common.registry import Registry
 
 
 @dataclass
@@ -39,10 +39,16 @@ class Canary:
     """A way to build two neighbouring worlds from a graph.
 
     ``name``: its registry name. ``unit``: ``"edge"`` or ``"node"`` (the neighbouring notion).
+    ``relation``: which half of the neighbouring relation its pairs cover, ``"insert"`` (world 1 adds
+    an edge or a node to the given graph), ``"remove"`` (world 0 removes one the graph has) or
+    ``"gradient"`` (a crafted gradient, not a graph edit). ``needs_map``: it reads the target's
+    noiseless map (:meth:`targets.base.Target.noiseless`).
     """
 
     name: ClassVar[str] = ""
     unit: ClassVar[str] = "edge"
+    relation: ClassVar[str] = "insert"
+    needs_map: ClassVar[bool] = False
 
     def worlds(self, graph: Any, rng: np.random.Generator, target: Any = None) -> CanaryPair:
         """The two worlds; ``target`` (optional) lets worst-case canaries read its noiseless map."""
@@ -66,9 +72,14 @@ REGISTRY.register("worst-directed-edge", "canaries.edge:WorstDirectedEdge")
 REGISTRY.register("low-degree-edge", "canaries.edge:LowDegreeEdge")
 REGISTRY.register("feature-extreme-edge", "canaries.edge:FeatureExtremeEdge")
 REGISTRY.register("search-edge", "canaries.edge:SensitivitySearchEdge")
+REGISTRY.register("remove-edge", "canaries.edge_removal:RandomRemovedEdge")
+REGISTRY.register("isolating-edge", "canaries.edge_removal:IsolatingEdge")
+REGISTRY.register("min-degree-edge", "canaries.edge_removal:MinDegreeEdge")
+REGISTRY.register("worst-remove-edge", "canaries.edge_removal:WorstRemovedEdge")
 REGISTRY.register("remove-node", "canaries.node:RemoveNode")
 REGISTRY.register("insert-node", "canaries.node:InsertNode")
 REGISTRY.register("insert-hub-node", "canaries.node:InsertHubNode")
+REGISTRY.register("isolating-node", "canaries.node:IsolatingNode")
 REGISTRY.register("dirac-gradient", "canaries.gradient:DiracGradient")
 REGISTRY.register("spread-gradient", "canaries.gradient:SpreadGradient")
 REGISTRY.register("split-gradient", "canaries.gradient:SplitGradient")
@@ -97,6 +108,22 @@ def make(name: str) -> Canary:
     if kind in _PARAMETRISED:
         return REGISTRY.load(_PARAMETRISED[kind]).parse(args)
     return get(name)()
+
+
+def relation_canaries(target: targets.Target, graph: Any) -> list[str]:
+    """The registered graph canaries whose pairs the target's unit covers, both halves of the
+    relation (insertions and removals), those that need a noiseless map only where the target has
+    one: the candidates a portfolio enumerates (gradient canaries are chosen with a trace attack)."""
+    try:
+        has_map = target.noiseless(graph) is not None
+    except NotImplementedError:
+        has_map = False
+    out = []
+    for name in available():
+        cls = get(name)
+        if cls.unit == target.unit.value and cls.relation != "gradient" and (has_map or not cls.needs_map):
+            out.append(name)
+    return out
 
 
 def auto_canary(target: targets.Target, graph: Any, attack: str | None = None) -> str:

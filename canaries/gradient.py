@@ -54,6 +54,7 @@ def _replace_bug(target: Any, bug: str | None) -> Any:
 class DiracGradient(Canary):
     name = "dirac-gradient"
     unit = "node"
+    relation = "gradient"
 
     def __init__(self, probe: bool = True, magnitude: float | None = None) -> None:
         self.probe = probe

@@ -24,8 +24,10 @@ from typing import Any, ClassVar, Generic, TypeVar, cast
 
 import torch
 
-from targets.accounting import check_delta, check_epsilon
-from targets.registry import Registry
+from targets.common.accounting import check_delta, check_epsilon
+from targets.common.probe import (SampledStep, StepDeclaration, StepMap, TightPair, WitnessPlan,
+                                  derived_step_maps)
+from targets.common.registry import Registry
 
 LEVELS = ("api", "weights", "mechanism", "trace")
 
@@ -317,6 +319,37 @@ class Target(ABC, Generic[C]):
         """
         return {"delta": self.claim(graph).delta} if self.config.delta is None else {}
 
+    def claim_assumptions(self, graph: Any) -> list[str]:
+        """The assumptions the paper's claim states that `graph` breaks (a degree range, no isolated
+        node, ...), one line each; empty where the claim covers the graph. A pair with a world
+        outside them is still audited under the standard definition (the verdict), and the paper's
+        conditional reading is reported beside it. Default: the paper states none."""
+        return []
+
+    def pair_params(self, g0: Any, g1: Any) -> dict[str, Any]:
+        """The public parameters pinned for a neighbouring pair (called on the unpinned target).
+
+        A quantity the calibration reads from private data is charged at the worse of the two
+        worlds. Default: :meth:`public_params` of each world that the claim's stated assumptions
+        cover (:meth:`claim_assumptions`); where the two differ, the pins whose claim charges more
+        (the larger ε, then δ, noise std and sensitivity of its claim on either world)."""
+        options = [self.public_params(g) for g in (g0, g1) if not self.claim_assumptions(g)]
+        if not options:
+            options = [self.public_params(g1)]
+        if all(o == options[0] for o in options):
+            return options[0]
+        return max(options, key=lambda pins: charge_of(type(self)(replace_config(self.config, **pins)), g0, g1))
+
+    def charged_claim(self, g0: Any, g1: Any) -> Claim:
+        """The claim an audit of the pair compares against: the claim on each world, the worse (the
+        larger ε, then δ) taken, with both worlds' ε in ``details["per_world_epsilon"]``."""
+        claims = [self.claim(g0), self.claim(g1)]
+        worse = max(claims, key=lambda c: (c.epsilon, c.delta))
+        if claims[0].epsilon == claims[1].epsilon and claims[0].delta == claims[1].delta:
+            return worse
+        return dataclasses.replace(worse, details={**worse.details,
+                                                   "per_world_epsilon": [c.epsilon for c in claims]})
+
     def preprocess(self, graph: Any) -> tuple[Any, str | None]:
         """The paper's own preprocessing of a dataset (e.g. isolated nodes dropped), applied by
         ``train`` and the audit before anything else: the graph to use and a one-line notice
@@ -325,6 +358,39 @@ class Target(ABC, Generic[C]):
 
     def prepare(self, graph: Any) -> None:
         """Work that depends on neither the secret bit nor the canary (cached per worker)."""
+
+    # ------------------------------------------------------------------ the sensitivity probe's hooks
+    def declared_steps(self, graph: Any) -> list[StepDeclaration]:
+        """The noisy steps this target releases, declared for the probe: each a mean map reading the
+        graph and its features, a noise law and a claimed Δ (:class:`targets.common.probe.StepDeclaration`).
+        Default: none (the probe then says "not probed")."""
+        return []
+
+    def step_maps(self, graph: Any) -> list[StepMap | SampledStep]:
+        """Every noisy step the claim charges, as the sensitivity probe reads it
+        (:mod:`targets.common.probe`). Default: derived from :meth:`declared_steps`, protecting the
+        target's unit (one undirected edge, or one node). A target whose steps read an input the
+        declarations cannot express (a previous hop, a released embedding, a sampled batch)
+        overrides it with its own adapter."""
+        kinds = ("node",) if self.unit is Unit.NODE else ("edge",)
+        return derived_step_maps(self.declared_steps(graph), kinds, int(graph.x.size(1)))
+
+    def tight_pair(self, graph: Any, rng: Any) -> TightPair | None:
+        """A neighbouring pair built from the paper's own worst case, measured beside the probe's
+        search (e.g. a spec's tight canary); None where there is none (the default)."""
+        return None
+
+    def takes_witness(self) -> bool:
+        """Whether a mechanism-level witness of this configuration can be played through the
+        target's own pipeline (``--canary auto`` runs the probe only then). Default: no."""
+        return False
+
+    @classmethod
+    def witness_plan(cls, doc: dict[str, Any], params: dict[str, str]) -> WitnessPlan | None:
+        """How the game plays the witness `doc` (a loaded witness file, its ``path`` included) with the
+        run's own ``--set`` `params`; None where the target cannot take the witness's input (the
+        default)."""
+        return None
 
     def bug(self, name: str) -> bool:
         return self.config.bug == name
@@ -365,6 +431,15 @@ def _coerce(value: Any, hint: Any, key: str) -> Any:
         except ValueError:
             continue
     raise ValueError(f"the {key!r} parameter must be {hint}; got {value!r}")
+
+
+def charge_of(target: Target, g0: Any, g1: Any) -> tuple[float, ...]:
+    """How much `target`'s claim charges a pair, for comparing pins: the largest (ε, δ, noise std,
+    sensitivity) of its claim on the two worlds."""
+    def key(c: Claim) -> tuple[float, ...]:
+        return (c.epsilon, c.delta, float(c.details.get("noise_std") or 0.0), float(c.details.get("sensitivity") or 0.0))
+
+    return max(key(target.claim(g)) for g in (g0, g1))
 
 
 def replace_config(config: TargetConfig, **changes: Any) -> TargetConfig:

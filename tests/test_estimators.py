@@ -5,7 +5,7 @@ import pytest
 from scipy.stats import binom, norm
 
 from audit import estimators as est
-from targets.accounting import gdp_epsilon, gdp_mu
+from targets.common.accounting import gdp_epsilon, gdp_mu
 from audit.estimators.known import gaussian as _gaussian, laplace as _laplace  # noqa: E402
 from audit.estimators.known import randomized_response as _randomized_response  # noqa: E402
 

@@ -8,7 +8,7 @@ from scipy.stats import binom
 
 from audit import estimators as est
 from audit.shape_check import auto_estimate
-from targets.accounting import gdp_epsilon, gdp_mu
+from targets.common.accounting import gdp_epsilon, gdp_mu
 from audit.estimators.known import MECHANISMS, gaussian as _gaussian, laplace as _laplace  # noqa: E402
 from audit.estimators.known import randomized_response as _rr  # noqa: E402
 

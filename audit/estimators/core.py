@@ -45,7 +45,7 @@ from scipy.stats import binom, norm
 from attacks.metrics import auc, roc, tpr_at_fpr  # noqa: F401 (re-exported)
 from attacks.metrics import candidate_thresholds as _candidate_thresholds
 from attacks.metrics import rates_at as _rates_at
-from targets.accounting import check_delta, gdp_epsilon
+from targets.common.accounting import check_delta, gdp_epsilon
 
 METHODS = ("cp", "gdp", "bayes", "one-run", "fdp", "one-run-fdp")
 

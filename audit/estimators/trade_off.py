@@ -31,7 +31,7 @@ from scipy.stats import norm
 
 from attacks.metrics import rates_at
 import audit.estimators.core as _e
-from targets.accounting import check_delta, gdp_epsilon
+from targets.common.accounting import check_delta, gdp_epsilon
 
 _BAND_RATIO = 2.0
 _BAND_INTERIOR = 16
