@@ -102,6 +102,7 @@ class ProjectedGradientCanary(Attack):
 
     name = "gradient-projection"
     levels = ("trace",)
+    canary_kind = "gradient"
 
     def score(self, release: Release, pair, graph=None) -> float:
         gc, _, _, _, trace = _canary_and_law(release, pair)
@@ -120,6 +121,7 @@ class FullVectorGradientCanary(Attack):
 
     name = "gradient-lrt"
     levels = ("trace",)
+    canary_kind = "gradient"
     natural_threshold = 0.0
 
     def step_llrs(self, release: Release, pair) -> np.ndarray:
@@ -190,6 +192,7 @@ class ProductLaplaceGradientCanary(Attack):
 
     name = "gradient-l1"
     levels = ("trace",)
+    canary_kind = "gradient"
 
     def score(self, release: Release, pair, graph=None) -> float:
         gc, _, std, q, trace = _canary_and_law(release, pair)

@@ -224,6 +224,10 @@ ATTACK_FIXTURES: dict[str, tuple[str, dict[str, str], str, str]] = {
                     CHECK_DATASET),
     "edge-correlation": ("caribou", {"encoder_epochs": "10"}, "low-degree-edge", CHECK_DATASET),
     "fresh-query": ("gaussian", {}, "random-edge", CHECK_DATASET),
+    "learned-mechanism": ("gaussian", {}, "auto", CHECK_DATASET),
+    "learned-api": ("gaussian", {}, "random-edge", CHECK_DATASET),
+    "learned-weights": ("dpsgd-gcn", {}, "remove-node", CHECK_DATASET),
+    "learned-trace": ("dpsgd-gcn", {}, "dirac-gradient", CHECK_DATASET),
     "adam-lrt": ("gcon", {"encoder_hidden": "1", "adam_lr": "0.5", "bug": "approximate-minimizer"}, "edge:0-5",
                  CHECK_DATASET),
 }

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from targets import base as targets
-from targets.registry import Registry
+from targets.common.registry import Registry
 
 
 @dataclass

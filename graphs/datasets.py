@@ -422,3 +422,19 @@ def load_witness_graph(path: str | os.PathLike) -> Data:
     if "graph" not in doc:
         raise DatasetError(f"{str(p)!r} is not a sensitivity witness (no 'graph')")
     return graph_from_dict(doc["graph"])
+
+
+def tensor_from_dict(spec: dict) -> torch.Tensor:
+    """A tensor stored as ``{"dtype", "shape", "data"}`` (a witness's input X)."""
+    return torch.tensor(spec["data"], dtype=getattr(torch, spec["dtype"])).reshape(spec["shape"])
+
+
+def load_witness_input(path: str | os.PathLike) -> torch.Tensor | None:
+    """The held-fixed input X a sensitivity witness stores (None where it stores none)."""
+    import json
+
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise DatasetError(f"witness file {str(p)!r} not found")
+    spec = (json.loads(p.read_text()).get("input") or {}).get("x")
+    return None if spec is None else tensor_from_dict(spec)

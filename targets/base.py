@@ -24,8 +24,10 @@ from typing import Any, ClassVar, Generic, TypeVar, cast
 
 import torch
 
-from targets.accounting import check_delta, check_epsilon
-from targets.registry import Registry
+from targets.common.accounting import check_delta, check_epsilon
+from targets.common.probe import (SampledStep, StepDeclaration, StepMap, TightPair, WitnessPlan,
+                                  derived_step_maps)
+from targets.common.registry import Registry
 
 LEVELS = ("api", "weights", "mechanism", "trace")
 
@@ -356,6 +358,39 @@ class Target(ABC, Generic[C]):
 
     def prepare(self, graph: Any) -> None:
         """Work that depends on neither the secret bit nor the canary (cached per worker)."""
+
+    # ------------------------------------------------------------------ the sensitivity probe's hooks
+    def declared_steps(self, graph: Any) -> list[StepDeclaration]:
+        """The noisy steps this target releases, declared for the probe: each a mean map reading the
+        graph and its features, a noise law and a claimed Δ (:class:`targets.common.probe.StepDeclaration`).
+        Default: none (the probe then says "not probed")."""
+        return []
+
+    def step_maps(self, graph: Any) -> list[StepMap | SampledStep]:
+        """Every noisy step the claim charges, as the sensitivity probe reads it
+        (:mod:`targets.common.probe`). Default: derived from :meth:`declared_steps`, protecting the
+        target's unit (one undirected edge, or one node). A target whose steps read an input the
+        declarations cannot express (a previous hop, a released embedding, a sampled batch)
+        overrides it with its own adapter."""
+        kinds = ("node",) if self.unit is Unit.NODE else ("edge",)
+        return derived_step_maps(self.declared_steps(graph), kinds, int(graph.x.size(1)))
+
+    def tight_pair(self, graph: Any, rng: Any) -> TightPair | None:
+        """A neighbouring pair built from the paper's own worst case, measured beside the probe's
+        search (e.g. a spec's tight canary); None where there is none (the default)."""
+        return None
+
+    def takes_witness(self) -> bool:
+        """Whether a mechanism-level witness of this configuration can be played through the
+        target's own pipeline (``--canary auto`` runs the probe only then). Default: no."""
+        return False
+
+    @classmethod
+    def witness_plan(cls, doc: dict[str, Any], params: dict[str, str]) -> WitnessPlan | None:
+        """How the game plays the witness `doc` (a loaded witness file, its ``path`` included) with the
+        run's own ``--set`` `params`; None where the target cannot take the witness's input (the
+        default)."""
+        return None
 
     def bug(self, name: str) -> bool:
         return self.config.bug == name

@@ -16,13 +16,13 @@ Model: ``Linear(f, hidden) → ELU → Linear(hidden, C)`` (``hidden = 0``: one 
 1. Poisson sampling: every training node joins the batch independently with probability ``q``
    (``sampling_rate``; default ``min(1, batch_size / n_train)``).
 2. Per-node gradients, each clipped to ℓ2 norm ``clip_norm`` = C, summed (in closed form, one
-   product per weight: :mod:`targets.stacked_mlp`; the per-example ``torch.func`` vmap of
-   :mod:`targets.dpsgd` on ``_Net`` is the tests' reference).
+   product per weight: :mod:`targets.common.stacked_mlp`; the per-example ``torch.func`` vmap of
+   :mod:`targets.common.dpsgd` on ``_Net`` is the tests' reference).
 3. Gaussian noise ``N(0, (σC)² I_d)`` on the sum; the noisy sum divided by the expected batch size
    ``q·n_train`` feeds SGD (``lr``).
 4. Exactly the accounted ``steps`` are run.
 
-Accountant: RDP of the Poisson-subsampled Gaussian (``targets.accounting.subsampled_gaussian_rdp``,
+Accountant: RDP of the Poisson-subsampled Gaussian (``targets.common.accounting.subsampled_gaussian_rdp``,
 add/remove relation), T-fold, converted with the improved conversion (``rdp_to_dp``); σ is
 calibrated to the target ε. With ``q = 1`` each step is a plain Gaussian mechanism and the claim
 also carries the exact ``gdp_mu = √T/σ`` (the gdp estimator's assumption holds exactly); the
@@ -35,7 +35,7 @@ canary is sampled: with ``canary_node`` when z is in the batch, otherwise by its
 from a generator split off ``rng`` at the start of fit (always split, so two worlds that differ
 only by the canary see identical batches and identical noise). ``dimension(graph)`` gives d.
 
-Views: ``trace`` (a :class:`targets.trace.HeterPoissonTrace` with ``noise="gaussian"``, one
+Views: ``trace`` (a :class:`targets.common.trace.HeterPoissonTrace` with ``noise="gaussian"``, one
 ``TraceStep`` per step: ``noisy`` released sum, ``central`` batch node ids, ``canary_in``,
 ``clean`` = noiseless clipped sum including the canary — auditor instrumentation), ``weights``
 (final parameters), ``api`` (``predict(graph, nodes=None)`` → softmax over the precomputed inputs
@@ -60,11 +60,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from targets.accounting import calibrate_decreasing, rdp_to_dp, subsampled_gaussian_rdp
-from targets import stacked_mlp
+from targets.common.accounting import calibrate_decreasing, rdp_to_dp, subsampled_gaussian_rdp
+from targets.common import stacked_mlp
 from targets.base import Claim, Lazy, Release, Target, TargetConfig, child_generator, split_accuracies
-from targets.dpsgd import canary_from
-from targets.trace import HeterPoissonTrace, TraceStep
+from targets.common.dpsgd import canary_from
+from targets.common.trace import HeterPoissonTrace, TraceStep
 
 #: RDP orders: a fine grid below 10 and the integers up to 256.
 ORDERS: tuple[float, ...] = tuple(float(a) for a in np.linspace(1.05, 10.0, 180)) + tuple(
@@ -233,7 +233,7 @@ class DPSGDGCN(Target[DPSGDGCNConfig]):
                   canary_node: int | None = None) -> list[Release]:
         """``len(rngs)`` runs, run k drawing only from ``rngs[k]`` (init seed, canary split; per step
         its Poisson coins, its canary coin, its noise), trained in stacks with the closed-form
-        clipped sum of :mod:`targets.stacked_mlp`: run k's release is bitwise what
+        clipped sum of :mod:`targets.common.stacked_mlp`: run k's release is bitwise what
         ``fit(graph, rngs[k])`` gives on CPU, whatever the stack."""
         p = self.plan(graph)
         canary_gradient, canary_node = canary_from(graph, canary_gradient, canary_node)

@@ -24,8 +24,9 @@ from typing import ClassVar
 import torch
 from torch_geometric.data import Data
 
-from targets.accounting import gdp_epsilon, gdp_mu
+from targets.common.accounting import gdp_epsilon, gdp_mu
 from targets.base import Claim, MechanismStep, Release, Target, TargetConfig, noise_generator
+from targets.common.probe import StepMap
 
 SENSITIVITY = math.sqrt(2.0)
 
@@ -110,6 +111,22 @@ class GaussianMechanism(Target[GaussianConfig]):
 
     def cached_work(self) -> str | None:
         return "noiseless A·X̂ and the claim, computed once per world graph per worker"
+
+    def step_maps(self, graph: Data) -> list[StepMap]:
+        """A·X over X̂ (unit rows) or, with ``normalize=False``, the raw features (the claim reads
+        their norms). A witness is not played: every edge of any graph moves A·X̂ by exactly √2,
+        so the given graph is already a worst case."""
+        normalize = self.config.normalize
+
+        def realised(g: Data) -> torch.Tensor:
+            x = g.x.double()
+            return _unit_rows(x) if normalize else x
+
+        return [StepMap(name="A·X", norm="l2", kinds=("edge",), extra_kinds=("directed",),
+                        apply=lambda g, x: aggregate(g, x.double()),
+                        claimed=lambda g0, g1: max(self.sensitivity(g0), self.sensitivity(g1)),
+                        radius=1.0 if normalize else None, width=0, realised=realised, covers=["A·X + noise"],
+                        note="rows of X̂ unit-norm" if normalize else "raw features (claim reads their norms)")]
 
     def _world(self, graph: Data) -> tuple[torch.Tensor, float, float]:
         """(noiseless mean, released noise std, claimed noise std) of `graph`, cached per graph

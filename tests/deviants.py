@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 import torch
 
 from graphs.ops import degrees
-from targets.accounting import gdp_epsilon, gdp_mu
+from targets.common.accounting import gdp_epsilon, gdp_mu
 from targets.base import Claim, MechanismStep, Release, Target, TargetConfig
 from targets.heterpoisson import HeterPoissonTrace, TraceStep
 

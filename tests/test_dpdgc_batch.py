@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from targets.base import build, resolve
 from targets.dpdgc import dpemb
-from targets.trace import HeterPoissonTrace
+from targets.common.trace import HeterPoissonTrace
 
 FAST = dict(epochs_encoder=3, epochs_classifier=2, hidden=16)
 

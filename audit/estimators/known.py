@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from targets.accounting import gdp_mu
+from targets.common.accounting import gdp_mu
 
 DELTA = 1e-5
 

@@ -10,8 +10,8 @@ from torch import nn
 from torch_geometric.data import Data
 
 from graphs.ops import degrees, drop_isolated_with_notice
-from targets import dpsgd
-from targets.accounting import (
+from targets.common import dpsgd
+from targets.common.accounting import (
     DEFAULT_ORDERS, calibrate_decreasing, gap_delta, gaussian_rdp, gdp_epsilon, gdp_mu, rdp_to_dp,
     subsampled_gaussian_rdp)
 from targets.base import Claim, Lazy, MechanismStep, Release, Target, TargetConfig, child_generator, noise_generator, seeded
@@ -20,6 +20,7 @@ from targets.caribou.config import CaribouConfig
 from targets.caribou.model import (
     ClassificationModule, Encoder, _fit_best_val, bound_degree, cgl, feature_fingerprint, project)
 from targets.caribou.stacked import CMBatch
+from targets.caribou import probe
 
 
 class Caribou(Target[CaribouConfig]):
@@ -245,6 +246,16 @@ class Caribou(Target[CaribouConfig]):
             return ("edge-free encoder trained once per worker (depends on features and labels only), "
                     "with its embedding X⁽⁰⁾")
         return None
+
+    def step_maps(self, graph: Data) -> list[Any]:
+        return probe.step_maps(self)
+
+    def takes_witness(self) -> bool:
+        return probe.takes_witness(self.config)
+
+    @classmethod
+    def witness_plan(cls, doc: dict[str, Any], params: dict[str, str]) -> Any:
+        return probe.witness_plan(doc, params)
 
     def _edge_encoder(self, graph: Data) -> tuple[str, Encoder, torch.Tensor]:
         """Edge level: (encoder key, cached encoder, cached X⁽⁰⁾), one fingerprint per call."""

@@ -24,7 +24,7 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
-from targets.trace import HeterPoissonTrace, TraceStep
+from targets.common.trace import HeterPoissonTrace, TraceStep
 
 #: SELU's constants
 _SCALE, _ALPHA = 1.0507009873554805, 1.6732632423543772

@@ -12,14 +12,15 @@ from torch import nn
 
 from graphs import ops as graph_ops
 from graphs.ops import drop_isolated_with_notice
-from targets.accounting import gap_delta, gaussian_rdp, gdp_epsilon
+from targets.common.accounting import gap_delta, gaussian_rdp, gdp_epsilon
 from targets.base import Claim, Lazy, LazyDict, MechanismStep, Release, Target, TargetConfig, seeded
 from targets.dpdgc.accountant import ORDERS, calibrated_sigma, dpdgc_epsilon, dpdgc_rdp, lemma_f1_epsilon
 from targets.dpdgc import dpemb
 from targets.dpdgc.config import DPDGCConfig
 from targets.dpdgc.model import _ce, _LinkX, bound_column_degree
-from targets.dpsgd import assign_flat_grad, canary_from, clip_rows, flatten, noisy_sum, per_example_gradients
-from targets.trace import HeterPoissonTrace
+from targets.common.dpsgd import assign_flat_grad, canary_from, clip_rows, flatten, noisy_sum, per_example_gradients
+from targets.common.trace import HeterPoissonTrace
+from targets.dpdgc import probe
 
 #: The paper's 75/10/15 random split (spec §4.1), drawn once from this seed.
 PAPER_SPLIT_SEED = 12345
@@ -118,6 +119,9 @@ class DPDGC(Target[DPDGCConfig]):
     def takes_gradient_canary(self, graph: Any = None) -> bool:
         """Under k-neighbour/node GDP with full-batch DP-Emb (q = 1) on `graph` (see :meth:`_canary`)."""
         return self.offers_trace() and graph is not None and self.claim(graph).details["sampling_rate"] >= 1.0
+
+    def step_maps(self, graph: Any) -> list[Any]:
+        return probe.step_maps(self, graph)
 
     def dimension(self, graph: Any) -> int:
         """d of DP-Emb's flattened gradient [grad_W (n×h, row-major), grad_b (h)]."""

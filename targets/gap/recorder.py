@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from targets.gap.model import _flat_params
-from targets.trace import HeterPoissonTrace, TraceStep
+from targets.common.trace import HeterPoissonTrace, TraceStep
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from torch import nn
 
 from graphs.ops import drop_isolated_with_notice, fingerprint
 from targets.base import Claim, Lazy, MechanismStep, Release, Target, TargetConfig, child_generator, noise_generator, seeded
-from targets.dpsgd import assign_flat_grad, canary_from, clip_rows, noisy_sum, poisson_sample
+from targets.common.dpsgd import assign_flat_grad, canary_from, clip_rows, noisy_sum, poisson_sample
 from targets.gap.accountant import dpsgd_schedule, gap_claim
 from targets.gap.config import GAPConfig
 from targets.gap.model import (
@@ -32,7 +32,8 @@ from targets.gap.model import (
 )
 from targets.gap.recorder import _Recorder, side_generator
 from targets.gap.stacked import ClassifierBatch
-from targets.trace import HeterPoissonTrace
+from targets.common.trace import HeterPoissonTrace
+from targets.gap import probe
 
 #: what the edge-free encoder reads of a graph: :meth:`GAP.prepare`'s cache key (by content)
 _ENCODER_INPUTS = ("x", "y", "train_mask", "val_mask")
@@ -174,6 +175,16 @@ class GAP(Target[GAPConfig]):
             return None
         return ("edge-free encoder trained once per worker, with its node embeddings X0 "
                 "(depend on features, labels and masks only, never on edges)")
+
+    def step_maps(self, graph: Any) -> list[Any]:
+        return probe.step_maps(self)
+
+    def takes_witness(self) -> bool:
+        return True
+
+    @classmethod
+    def witness_plan(cls, doc: dict[str, Any], params: dict[str, str]) -> Any:
+        return probe.witness_plan(doc, params)
 
     def _cached_encoder(self, graph: Any) -> tuple[bool, _Encoder | None]:
         if self._prepared is None or self.config.node_level:

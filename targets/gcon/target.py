@@ -14,6 +14,7 @@ from targets.gcon.config import APPROX_STEPS, GCONConfig, parse_steps
 from targets.gcon.model import Encoded, _Encoder, _unit_rows, one_hop, propagate
 from targets.gcon.densities import BatchDensities
 from targets.gcon.objective import Problem, loss_constants, solve_adam, solve_lbfgs, solve_newton
+from targets.gcon import probe
 
 #: what the edge-free encoder reads of a graph (its cache key, with the encoder's settings)
 _ENCODER_INPUTS = ("x", "y", "train_mask", "val_mask")
@@ -125,6 +126,19 @@ class GCON(Target[GCONConfig]):
         """Train and cache the edge-free encoder (public: features, labels, masks; fixed seed)."""
         if self.config.encoder_seed is not None:
             self._encode(graph, None)
+
+    def step_maps(self, graph: Any) -> list[Any]:
+        return probe.step_maps(self)
+
+    def tight_pair(self, graph: Any, rng: Any) -> Any:
+        return probe.tight_pair(self, graph, rng)
+
+    def takes_witness(self) -> bool:
+        return True
+
+    @classmethod
+    def witness_plan(cls, doc: dict[str, Any], params: dict[str, str]) -> Any:
+        return probe.witness_plan(doc, params)
 
     def _encode(self, graph: Any, rng: torch.Generator | None) -> Encoded:
         cfg = self.config

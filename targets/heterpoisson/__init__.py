@@ -119,7 +119,7 @@ from targets.heterpoisson.accountant import (
 from targets.heterpoisson.config import ACCOUNTANTS, BACKBONES, NOISES, HeterPoissonConfig
 from targets.heterpoisson.model import Batch, StarNet
 from targets.heterpoisson.target import HeterPoisson
-from targets.trace import HeterPoissonTrace, TraceStep
+from targets.common.trace import HeterPoissonTrace, TraceStep
 
 __all__ = ["ACCOUNTANTS", "BACKBONES", "Batch", "HeterPoisson", "HeterPoissonConfig", "HeterPoissonTrace", "NOISES",
            "ORDERS", "StarNet", "TraceStep", "gaussian_log_moment", "heterpoisson_epsilon", "sml_log_moment",

@@ -8,15 +8,16 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from targets.accounting import calibrate_decreasing
+from targets.common.accounting import calibrate_decreasing
 from targets.base import Claim, Lazy, LazyDict, Release, Target, TargetConfig, split_accuracies
-from targets.dpsgd import canary_from
-from targets import stacked_mlp
+from targets.common.dpsgd import canary_from
+from targets.common import stacked_mlp
 from targets.heterpoisson import stacked
 from targets.heterpoisson.accountant import heterpoisson_epsilon
 from targets.heterpoisson.config import HeterPoissonConfig
 from targets.heterpoisson.model import Batch, star_forward
-from targets.trace import HeterPoissonTrace, TraceStep
+from targets.common.trace import HeterPoissonTrace, TraceStep
+from targets.heterpoisson import probe
 
 
 
@@ -185,6 +186,9 @@ class HeterPoisson(Target[HeterPoissonConfig]):
         return dict(n=int(graph.num_nodes), src=src, dst=dst, keep_p=keep_p,
                     train_idx=graph.train_mask.cpu().nonzero().view(-1),
                     indeg=torch.bincount(dst, minlength=graph.num_nodes))
+
+    def step_maps(self, graph: Any) -> list[Any]:
+        return probe.step_maps(self)
 
     # ------------------------------------------------------------------ model helpers
     def dimension(self, graph: Any) -> int:
