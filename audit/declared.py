@@ -590,8 +590,6 @@ def _check_step(k: int, by_world: dict[int, list[MechanismStep]], worlds: tuple[
         return check
     check.tests += _identity_tests(outputs, residuals)
     check.tests += [t for b in (0, 1) if (t := declared_joint.noise_free_test(outputs[b], std_w[b], b, Test))]
-    if step_residuals is not None:
-        step_residuals[k] = {b: np.stack(residuals[b]) for b in (0, 1)}
     if projected.pop():
         norms = max(float(np.sqrt((o * o).sum(1)).max()) for b in (0, 1) for o in outputs[b])
         check.tests.append(Test("norm", None, None, norms <= 1 + 1e-5, f"largest row norm {norms:.6g}"))
@@ -599,6 +597,8 @@ def _check_step(k: int, by_world: dict[int, list[MechanismStep]], worlds: tuple[
         check.notes.append("row-projected: output rows have norm <= 1 checked; the noise law before the "
                            "projection is not recoverable from the output")
         return check
+    if step_residuals is not None:  # a plain Gaussian law: its residuals are the noise (joint tests)
+        step_residuals[k] = {b: np.stack(residuals[b]) for b in (0, 1)}
     vh = {}
     for b in (0, 1):
         dirs = _directions(worlds[b], noiseless_means[b].get(k), residuals[b][0].shape)
