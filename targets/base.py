@@ -25,11 +25,23 @@ from typing import Any, ClassVar, Generic, TypeVar, cast
 import torch
 
 from targets.common.accounting import check_delta, check_epsilon
+from targets.common.catalogue import Entry
+from targets.common.noise import NoiseLaw
 from targets.common.probe import (SampledStep, StepDeclaration, StepMap, TightPair, WitnessPlan,
                                   derived_step_maps)
 from targets.common.registry import Registry
 
-LEVELS = ("api", "weights", "mechanism", "trace")
+class Level(str, Enum):
+    """A release view an adversary may observe (its threat level), by the name results and flags use."""
+
+    API = "api"
+    WEIGHTS = "weights"
+    MECHANISM = "mechanism"
+    TRACE = "trace"
+
+
+#: the views' names, weakest first
+LEVELS: tuple[str, ...] = tuple(level.value for level in Level)
 
 
 class Unit(str, Enum):
@@ -60,6 +72,35 @@ class TargetConfig:
         if self.delta is not None:
             check_delta(self.delta)
 
+    # ------------------------------------------------------------------ constraints (every config's checks)
+    def require(self, key: str, ok: bool, what: str) -> None:
+        """Raise ``The 'key' parameter must be WHAT, got VALUE`` unless `ok`."""
+        if not ok:
+            raise ValueError(f"The {key!r} parameter must be {what}, got {getattr(self, key)!r}")
+
+    def require_all(self, checks: list[tuple[str, bool, str]]) -> None:
+        """:meth:`require` on every (key, ok, what), in order."""
+        for key, ok, what in checks:
+            self.require(key, ok, what)
+
+    def require_int(self, key: str, low: int, *, optional: bool = False) -> None:
+        """An int ≥ `low` (None allowed where `optional`)."""
+        value = getattr(self, key)
+        if value is None and optional:
+            return
+        self.require(key, isinstance(value, int) and not isinstance(value, bool) and value >= low, f"an int >= {low}")
+
+    def require_choice(self, key: str, options: tuple[str, ...]) -> None:
+        self.require(key, getattr(self, key) in options, f"one of {', '.join(options)}")
+
+    def require_number(self, key: str, *, above: float | None = None, at_least: float | None = None,
+                       below: float | None = None, what: str = "a finite number") -> None:
+        """A finite number (not a bool) with the given bounds, described as `what`."""
+        v = getattr(self, key)
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) \
+            and (above is None or v > above) and (at_least is None or v >= at_least) and (below is None or v < below)
+        self.require(key, ok, what)
+
 
 @dataclass(frozen=True)
 class Claim:
@@ -83,6 +124,30 @@ class Claim:
         d["details"] = {k: _jsonable(v) for k, v in self.details.items()}
         d["epsilon"] = _jsonable(self.epsilon)
         return d
+
+    def trace_law(self) -> TraceLaw:
+        """The law the claim charges one step of its DP-SGD trace with (what a gradient canary and
+        the trace attacks read), from the accountant's internals: ``noise`` (default gaussian),
+        ``trace_noise_std`` where the trace is not the headline mechanism (else ``noise_std``),
+        ``clip_norm`` (default 1), ``canary_norm`` (default the clip norm), ``sampling_rate``
+        (default 1)."""
+        det = self.details
+        clip = float(det.get("clip_norm", 1.0))
+        q = det.get("sampling_rate", 1.0)
+        return TraceLaw(noise=det.get("noise", NoiseLaw.GAUSSIAN.value),
+                        noise_std=float(det.get("trace_noise_std", det["noise_std"])), clip_norm=clip,
+                        canary_norm=float(det.get("canary_norm", clip)), sampling_rate=float(q if q is not None else 1.0))
+
+
+@dataclass(frozen=True)
+class TraceLaw:
+    """One DP-SGD step's claimed law (:meth:`Claim.trace_law`)."""
+
+    noise: str
+    noise_std: float
+    clip_norm: float
+    canary_norm: float
+    sampling_rate: float
 
 
 @dataclass
@@ -209,6 +274,12 @@ class Release:
     * ``weights``: final parameters (name → tensor).
     * ``mechanism``: the noisy intermediates the DP proof is about (:class:`MechanismStep`).
     * ``trace``: every noisy update of a DP-SGD run.
+
+    What the harness reads beside the views are typed fields: ``accuracy`` (split → accuracy, or a
+    :class:`Lazy` of it), ``fresh_noise_per_query`` (each api call is a fresh noisy release),
+    ``solver`` and ``noise_free_problem`` (how an optimisation-based release was computed, and its
+    noise-free problem on a graph), ``target`` (the target that released it, for shadow models).
+    ``info`` is the release's record, holding the same under the same names (:func:`sync_fields`).
     """
 
     api: Callable[..., torch.Tensor] | None = None
@@ -216,6 +287,14 @@ class Release:
     mechanism: list[MechanismStep] | None = None
     trace: Any = None
     info: dict[str, Any] = field(default_factory=dict)
+    accuracy: Any = None
+    fresh_noise_per_query: bool | None = None
+    solver: dict[str, Any] | None = None
+    noise_free_problem: Callable[[Any], Any] | None = None
+    target: Any = None
+
+    def __post_init__(self) -> None:
+        sync_fields(self, self.info, ("accuracy", "fresh_noise_per_query", "solver", "noise_free_problem", "target"))
 
     @property
     def levels(self) -> tuple[str, ...]:
@@ -228,6 +307,17 @@ class Release:
         if value is None:
             raise ValueError(f"this release offers no {level!r} view; it offers {', '.join(self.levels)}")
         return resolve(value)
+
+
+def sync_fields(obj: Any, record: dict[str, Any], names: tuple[str, ...]) -> None:
+    """Make `obj`'s typed fields and its `record` agree: a field left None is read from the record
+    under its name, and a field set is written to the record where the record lacks it."""
+    for name in names:
+        value = getattr(obj, name)
+        if value is None and record.get(name) is not None:
+            setattr(obj, name, record[name])
+        elif value is not None:
+            record.setdefault(name, value)
 
 
 #: a target's config type (``class GAP(Target[GAPConfig])``: ``self.config`` is a GAPConfig)
@@ -248,10 +338,22 @@ class Target(ABC, Generic[C]):
     #: the views the target offers (a class attribute; an instance may narrow it to its config's)
     levels: tuple[str, ...] = ("api",)
     bugs: ClassVar[dict[str, str]] = {}
+    #: this target's entries in the bug catalogue (``python -m audit regress``), and its planted bugs
+    #: that no attack of this version catches yet, with the reason (bug → why)
+    catalogue: ClassVar[tuple[Entry, ...]] = ()
+    not_yet_caught: ClassVar[dict[str, str]] = {}
+    #: small audits where this target fixtures an attack's contract check (``audit.testing.check_attack``):
+    #: attack name → (``--set`` params, canary)
+    attack_fixtures: ClassVar[dict[str, tuple[dict[str, str], str]]] = {}
     #: True where :meth:`fit_batch` does genuinely vectorised work (the game then batches by default)
     batched: ClassVar[bool] = False
     #: a batched target's own auto batch for the mechanism view on CPU (None: the game's default)
     auto_batch: ClassVar[int | None] = None
+    #: True where :meth:`fit_batch` trains on one thread per core while the game's thread waits, so
+    #: the game scores the previous batch meanwhile (its pipeline; on CUDA it always does)
+    score_alongside: ClassVar[bool] = False
+    #: the device the target trains on (from ``config.device``)
+    device: torch.device
 
     config: C
 
@@ -306,9 +408,28 @@ class Target(ABC, Generic[C]):
 
     def takes_gradient_canary(self, graph: Any = None) -> bool:
         """Whether a gradient canary can join this configuration's ``trace`` (what ``--attack auto``
-        asks before choosing a trace attack). Default: the target offers a trace and a
-        ``dimension(graph)``; targets whose trace takes a canary only in some configurations say so."""
-        return "trace" in self.levels and hasattr(self, "dimension")
+        asks before choosing a trace attack). Default: the target offers a trace and declares its
+        :meth:`dimension`; targets whose trace takes a canary only in some configurations say so."""
+        return "trace" in self.levels and self.overrides("dimension")
+
+    def dimension(self, graph: Any) -> int:
+        """The length of one clipped gradient in the ``trace`` (what a gradient canary adds to). A
+        target whose trace takes gradient canaries declares it; the default has none."""
+        raise NotImplementedError(f"{type(self).__name__} declares no gradient dimension (no gradient canary)")
+
+    def outdegrees(self, graph: Any) -> torch.Tensor:
+        """The out-degrees the target's neighbour sampler treats as public, one per node (what a
+        node canary's exposure is computed from). Default: the graph's own out-degrees."""
+        return torch.bincount(graph.edge_index[0].cpu(), minlength=graph.num_nodes)
+
+    def neighbour_sample_size(self) -> int:
+        """How many out-neighbours the target's sampler keeps per node (M), where it samples; 1 for a
+        target that does not sample neighbours (the default)."""
+        return 1
+
+    def overrides(self, hook: str) -> bool:
+        """Whether this target's class declares its own `hook` (a method of :class:`Target`)."""
+        return getattr(type(self), hook) is not getattr(Target, hook)
 
     def public_params(self, graph: Any) -> dict[str, Any]:
         """Graph-derived quantities the paper treats as public, pinned from the base graph.
@@ -564,6 +685,10 @@ REGISTRY.register("gcon", "targets.gcon:GCON")
 REGISTRY.register("dpsgd-gcn", "targets.dpsgd_gcn:DPSGDGCN")
 REGISTRY.register("edgerand", "targets.edgerand:EdgeRand")
 REGISTRY.register("lapgraph", "targets.lapgraph:LapGraph")
+
+
+#: the target the main job audits (``AuditSpec``'s default)
+DEFAULT_TARGET = "caribou"
 
 
 def register(name: str, cls: type[Target] | str, *, force: bool = False) -> None:
