@@ -187,6 +187,9 @@ class AdamLRT(Attack):
     def __init__(self, grid: int = 20_001) -> None:
         self.grid = grid
 
+    def applies_to(self, release: Release) -> bool:
+        return (release.info.get("solver") or {}).get("name") == "adam"
+
     def _world_laws(self, release: Release, pair: Any) -> list[list[ColumnLaw]]:
         solver = release.solver or {}
         if solver.get("name") != "adam":

@@ -25,6 +25,7 @@ from targets.base import Release
 class EdgeCorrelation(Attack):
     name = "edge-correlation"
     levels = ("mechanism",)
+    units = ("edge",)
 
     def score(self, release: Release, pair: Any, graph: Any = None) -> float:
         if "edge" not in pair.info:

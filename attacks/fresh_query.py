@@ -92,6 +92,7 @@ class FreshQuery(Attack):
 
     name = "fresh-query"
     levels = ("api",)
+    units = ("edge",)
 
     def __init__(self, queries: int = 64) -> None:
         if isinstance(queries, bool) or not isinstance(queries, int) or queries < 2:

@@ -191,6 +191,7 @@ class GMIA(Attack):
 
     name = "gmia"
     levels = ("api",)
+    units = ("node",)
     queries_per_score = 1
 
     def __init__(self, shadow_models: int = 2, fraction: float = 0.5, epochs: int = 100, lr: float = 0.01,

@@ -103,6 +103,7 @@ class ProjectedGradientCanary(Attack):
 
     name = "gradient-projection"
     levels = ("trace",)
+    canary_kind = "gradient"
 
     def score(self, release: Release, pair, graph=None) -> float:
         gc, _, _, _, trace = _canary_and_law(release, pair)
@@ -121,6 +122,7 @@ class FullVectorGradientCanary(Attack):
 
     name = "gradient-lrt"
     levels = ("trace",)
+    canary_kind = "gradient"
     natural_threshold = 0.0
 
     def step_llrs(self, release: Release, pair) -> np.ndarray:
@@ -191,6 +193,7 @@ class ProductLaplaceGradientCanary(Attack):
 
     name = "gradient-l1"
     levels = ("trace",)
+    canary_kind = "gradient"
 
     def score(self, release: Release, pair, graph=None) -> float:
         gc, _, std, q, trace = _canary_and_law(release, pair)

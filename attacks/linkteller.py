@@ -155,6 +155,7 @@ class LinkTeller(Attack):
 
     name = "linkteller"
     levels = ("api",)
+    units = ("edge",)
     queries_per_score = 3
 
     def __init__(self, step: float = 1e-4, sym: str = "mean", query_edges: str = "known",

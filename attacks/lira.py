@@ -102,6 +102,7 @@ class LiRA(Attack):
 
     name = "lira"
     levels = ("api",)
+    units = ("node",)
     queries_per_score = 1
 
     def __init__(self, shadows: int = 8, online: bool = False, method: str = "lira", offline_score: str = "logpdf",

@@ -75,8 +75,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--level", default="auto", choices=["auto", "api", "weights", "mechanism", "trace"])
     p.add_argument("--mode", default="multi", choices=["multi", "one-run"])
     p.add_argument("--trials", default="auto",
-                   help="trials (even, >= 8), or auto: enough for a perfect attack to certify 1.5x the claim, "
+                   help="trials of one named audit (even, >= 8), or auto: with --attack/--canary auto the "
+                        "portfolio within --budget; else enough for a perfect attack to certify 1.5x the claim, "
                         "capped at 20,000 mechanism-level / 4,000 training trials (one-run: 1,000 canaries)")
+    p.add_argument("--budget", default=None,
+                   help="the portfolio's budget, pilots included: a trial count (2000) or a duration (90s, 5m, "
+                        "1h; default 2m)")
     p.add_argument("--confidence", type=_confidence, default=0.95)
     p.add_argument("--estimator", default="auto", choices=["auto", "cp", "gdp", "bayes", "fdp"])
     p.add_argument("--jobs", type=int, default=1)
@@ -126,6 +130,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-sequential", action="store_true",
                    help="play every entry's whole trial budget (default: sequential, each entry stops as soon "
                         "as its verdict is settled; one-run entries always play their budget)")
+    p.add_argument("--auto", action="store_true",
+                   help="each entry's configuration (target, --set, dataset, ε, bug) by the default command: the "
+                        "portfolio chooses attack, canary, estimator and trials within --budget")
+    p.add_argument("--budget", default=None, help="with --auto: each entry's budget (trials or a duration; default 2m)")
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("attack", help="a stand-alone attack with its own metrics (AUC, TPR at low FPR)")
@@ -172,6 +180,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.batch < 0:
         raise UserError(f"--batch must be >= 0 (0 = auto), got {args.batch}")
     auto = args.trials == "auto"
+    if _portfolio_run(args):
+        return _cmd_portfolio(args)
+    if args.budget is not None:
+        raise UserError("--budget is the portfolio's (--attack auto --canary auto --level auto --trials auto); "
+                        "a named audit takes --trials")
     if not auto:
         try:
             trials = int(args.trials)
@@ -207,6 +220,39 @@ def cmd_run(args: argparse.Namespace) -> int:
     _emit(records[0] if len(records) == 1 else records, args.json, text)
     violated = any(r.verdict == "VIOLATION" for r in results)
     return 1 if args.fail_on_violation and violated else 0
+
+
+def _portfolio_run(args: argparse.Namespace) -> bool:
+    """The default run plays the portfolio: nothing named, no trial count pinned, multi-run mode."""
+    return (args.attack, args.canary, args.level, args.trials, args.mode) == ("auto", "auto", "auto", "auto", "multi")
+
+
+def _budget(text: str | None) -> Any:
+    from audit import portfolio
+    from audit.budget import BudgetError, parse
+
+    try:
+        return portfolio.DEFAULT_BUDGET if text is None else parse(text)
+    except BudgetError as err:
+        raise UserError(f"--budget: {err}") from None
+
+
+def _cmd_portfolio(args: argparse.Namespace) -> int:
+    from audit import portfolio, report
+    from audit.game import AuditSpec
+
+    if args.jobs < 1:
+        raise UserError(f"--jobs must be >= 1, got {args.jobs}")
+    budget = _budget(args.budget)
+    spec = AuditSpec(target=args.target, epsilon=args.epsilon, delta=args.delta, bug=args.bug, params=_params(args),
+                     dataset=args.dataset, seed=args.seed, confidence=args.confidence, estimator=args.estimator,
+                     device=args.device, data_root=args.data_root, batch=args.batch)
+    result = portfolio.run(spec, budget, out=args.out, jobs=args.jobs, progress=not args.no_progress,
+                           fresh=args.fresh)
+    text = (report.table(result) + "\n\n" + portfolio.render(result.extra["portfolio"])
+            + f"\n\nresult: {Path(args.out) / (result.run_id + '.json')}")
+    _emit(result.to_dict(), args.json, text)
+    return 1 if args.fail_on_violation and result.verdict == "VIOLATION" else 0
 
 
 def cmd_accounting(args: argparse.Namespace) -> int:
@@ -394,6 +440,8 @@ def cmd_regress(args: argparse.Namespace) -> int:
     todo = catalogue.entries(quick=args.quick, target=args.target)
     if not todo:
         raise UserError(f"no catalogue entry for target {args.target!r}")
+    if args.auto:
+        return _regress_auto(args, todo)
     rows, failed = [], 0
     with tempfile.TemporaryDirectory(prefix="dpgnn-regress-") as tmp:
         out = Path(args.out) if args.out else Path(tmp)
@@ -428,6 +476,25 @@ def cmd_regress(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"rows": rows, "not_yet_caught": {f"{t}:{b}": w for (t, b), w in gaps.items()}}, indent=2))
     return 1 if failed else 0
+
+
+def _regress_auto(args: argparse.Namespace, todo: list[Any]) -> int:
+    import tempfile
+
+    from audit import regress_auto
+
+    budget = _budget(args.budget)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="dpgnn-regress-auto-") as tmp:
+        out = Path(args.out) if args.out else Path(tmp)
+        print(regress_auto.HEADER, flush=True)
+        for entry in regress_auto.configurations(todo):
+            rows.append(regress_auto.play(entry, budget, seed=args.seed, out=out, jobs=args.jobs))
+            print(regress_auto.row_text(rows[-1]), flush=True)
+    print("\n" + regress_auto.summary(rows))
+    if args.json:
+        print(json.dumps({"rows": rows}, indent=2, default=str))
+    return 0 if all(r["ok"] for r in rows) else 1
 
 
 def cmd_attack(args: argparse.Namespace) -> int:

@@ -66,6 +66,9 @@ class AuditSpec:
     device: str = "cpu"
     data_root: str | None = None
     batch: int = 0
+    #: which independent stream of trials (0: the run's own; the portfolio's pilots play stream 1, so
+    #: no trial a choice read is ever reported)
+    trial_stream: int = 0
 
     def __post_init__(self) -> None:
         if self.epsilon <= 0 or math.isnan(self.epsilon):
@@ -89,7 +92,16 @@ class AuditSpec:
         d = asdict(self)
         for k in ("trials", "confidence", "estimator", "data_root", "batch"):
             d.pop(k)
+        if not d["trial_stream"]:
+            d.pop("trial_stream")  # stream 0 keeps the keys of runs stored before streams existed
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def stream_seed(spec: AuditSpec) -> int:
+    """The seed of the spec's trials: the run seed for stream 0, else one derived from (seed, stream)."""
+    if not spec.trial_stream:
+        return spec.seed
+    return int(np.random.SeedSequence([spec.seed, spec.trial_stream, 0x57EA]).generate_state(1)[0])
 
 
 def build_target(spec: AuditSpec) -> targets.Target:
@@ -213,7 +225,7 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
     key = run_key(spec, code)
     todo = _resume(store, key, spec, code, fresh=fresh, quiet=sequential)
     batch = batch_size(spec.batch, target, level)
-    setup = _Setup(target_cls, target.config, pair, graph, attack_name, spec.seed, batch=batch, pipeline=pipeline,
+    setup = _Setup(target_cls, target.config, pair, graph, attack_name, stream_seed(spec), batch=batch, pipeline=pipeline,
                    token=f"{key}:{os.getpid()}:{time.time_ns()}")
     bar = None
     if progress and todo:

@@ -9,12 +9,8 @@ audit must find.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import inspect
 import math
-import threading
-import types
 import typing
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
@@ -29,7 +25,10 @@ from targets.common.catalogue import Entry
 from targets.common.noise import NoiseLaw
 from targets.common.probe import (SampledStep, StepDeclaration, StepMap, TightPair, WitnessPlan,
                                   derived_step_maps)
+from targets.common.config_keys import config_fields, config_help, parse_assignments, replace_config  # noqa: F401
 from targets.common.registry import Registry
+from targets.common.runtime import (GLOBAL_RNG_LOCK, child_generator, noise_generator, one_torch_thread,  # noqa: F401
+                                    resolve_device, seeded, split_accuracies)
 
 class Level(str, Enum):
     """A release view an adversary may observe (its threat level), by the name results and flags use."""
@@ -520,40 +519,6 @@ class Target(ABC, Generic[C]):
 # ---------------------------------------------------------------------------------------------
 # config helpers
 # ---------------------------------------------------------------------------------------------
-def config_fields(config_cls: type) -> dict[str, Any]:
-    hints = typing.get_type_hints(config_cls)
-    return {f.name: hints.get(f.name, Any) for f in dataclasses.fields(config_cls)}
-
-
-def _coerce(value: Any, hint: Any, key: str) -> Any:
-    if not isinstance(value, str):
-        return value
-    text = value.strip()
-    if text.lower() in ("none", "null"):
-        return None
-    args = typing.get_args(hint)
-    candidates = [a for a in args if a is not type(None)] if args else [hint]
-    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
-        pass
-    for kind in candidates:
-        try:
-            if kind is bool:
-                if text.lower() in ("1", "true", "yes", "on"):
-                    return True
-                if text.lower() in ("0", "false", "no", "off"):
-                    return False
-                raise ValueError
-            if kind is int:
-                return int(float(text)) if float(text).is_integer() else int(text)
-            if kind is float:
-                return float(text)
-            if kind is str:
-                return text
-        except ValueError:
-            continue
-    raise ValueError(f"the {key!r} parameter must be {hint}; got {value!r}")
-
-
 def charge_of(target: Target, g0: Any, g1: Any) -> tuple[float, ...]:
     """How much `target`'s claim charges a pair, for comparing pins: the largest (ε, δ, noise std,
     sensitivity) of its claim on the two worlds."""
@@ -561,100 +526,6 @@ def charge_of(target: Target, g0: Any, g1: Any) -> tuple[float, ...]:
         return (c.epsilon, c.delta, float(c.details.get("noise_std") or 0.0), float(c.details.get("sensitivity") or 0.0))
 
     return max(key(target.claim(g)) for g in (g0, g1))
-
-
-def replace_config(config: TargetConfig, **changes: Any) -> TargetConfig:
-    """`dataclasses.replace` with string values coerced to the field types and unknown keys named."""
-    fields = config_fields(type(config))
-    unknown = [k for k in changes if k not in fields]
-    if unknown:
-        raise ValueError(
-            f"unknown parameter(s) {', '.join(map(repr, unknown))} for {type(config).__name__}; "
-            f"valid: {', '.join(fields)}"
-        )
-    coerced = {k: _coerce(v, fields[k], k) for k, v in changes.items()}
-    return dataclasses.replace(config, **coerced)
-
-
-def parse_assignments(items: list[str] | None) -> dict[str, str]:
-    """``["hops=10", "beta=1"]`` → ``{"hops": "10", "beta": "1"}``."""
-    out: dict[str, str] = {}
-    for item in items or []:
-        for part in item.split():
-            if "=" not in part:
-                raise ValueError(f"--set takes key=value pairs, got {part!r}")
-            key, value = part.split("=", 1)
-            out[key.strip()] = value.strip()
-    return out
-
-
-def resolve_device(device: str) -> torch.device:
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError("device 'cuda' was asked for but no CUDA device is available")
-    return torch.device(device)
-
-
-#: torch's global RNG is process-wide: a block that seeds it must not interleave with another
-#: thread's (the game scores batch k in a worker thread while batch k+1 trains).
-GLOBAL_RNG_LOCK = threading.RLock()
-
-
-@contextlib.contextmanager
-def seeded(rng: torch.Generator) -> Iterator[None]:
-    """Run a block with torch's global RNG seeded from `rng` (for nn.Module initialisation).
-
-    Holds :data:`GLOBAL_RNG_LOCK` for the block, so threads never share the seeded stream.
-    """
-    seed = int(torch.randint(0, 2**62, (1,), generator=rng).item())
-    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
-    with GLOBAL_RNG_LOCK, torch.random.fork_rng(devices=devices):
-        torch.manual_seed(seed)
-        yield
-
-
-@contextlib.contextmanager
-def one_torch_thread() -> Iterator[None]:
-    """Run a block on one intra-op torch thread (a parallel kernel splits its range by the size of
-    its input, so one thread keeps a run's floats independent of what it is stacked with); the
-    caller's thread count is restored after."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-def split_accuracies(pred: torch.Tensor, graph: Any) -> dict[str, float]:
-    """Accuracy of the predicted classes `pred` (one per node, CPU) on the graph's train, val and
-    test masks (NaN for an empty mask)."""
-    y = graph.y.cpu()
-    masks = {split: getattr(graph, f"{split}_mask").cpu() for split in ("train", "val", "test")}
-    return {split: float((pred[mk] == y[mk]).float().mean()) if mk.any() else float("nan")
-            for split, mk in masks.items()}
-
-
-def child_generator(rng: torch.Generator, device: torch.device | str = "cpu") -> torch.Generator:
-    """A new generator on `device`, seeded from `rng`."""
-    seed = int(torch.randint(0, 2**62, (1,), generator=rng).item())
-    g = torch.Generator(device=device)
-    g.manual_seed(seed)
-    return g
-
-
-def noise_generator(rng: torch.Generator, device: torch.device | str) -> torch.Generator:
-    """The generator a trial draws its mechanism noise from on `device`.
-
-    On the CPU, `rng` itself (the floats of a CPU run never change). On an accelerator, a Philox
-    generator on that device seeded from one draw of `rng` (:func:`child_generator`), so the noise
-    is drawn where it is used, never copied from the host, and is still a function of (run seed,
-    trial index) alone: a trial's draws do not depend on ``--batch``, ``--jobs`` or the backend.
-    A CUDA run's noise is therefore another (equally distributed) stream than a CPU run's."""
-    if torch.device(device).type == "cpu":
-        return rng
-    return child_generator(rng, device)
 
 
 def _jsonable(value: Any) -> Any:
@@ -704,28 +575,6 @@ def get(name: str) -> type[Target]:
 def available() -> list[str]:
     """Names of the registered targets whose modules import."""
     return REGISTRY.available()
-
-
-def config_help(config_cls: type) -> list[dict[str, str]]:
-    """Every config key of a target with its default, type and one-line meaning (from the
-    ``Args:`` sections of the config class's docstrings, base classes included)."""
-    import re
-
-    meaning: dict[str, tuple[str, str]] = {}
-    for klass in reversed(config_cls.__mro__):
-        doc = inspect.getdoc(klass) or ""
-        for m in re.finditer(r"^\s*(\w+)\s*\(([^)]*)\):\s*(.+?)(?=^\s*\w+\s*\([^)]*\):|\Z)", doc,
-                             re.MULTILINE | re.DOTALL):
-            text = re.sub(r"\s*\(default:[^)]*\)\.?\s*$", "", " ".join(m.group(3).split()))
-            meaning[m.group(1)] = (m.group(2).strip(), text)
-    rows = []
-    for f in dataclasses.fields(config_cls):
-        default = f.default if f.default is not dataclasses.MISSING else (
-            f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
-        kind, text = meaning.get(f.name, ("", ""))
-        hint = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
-        rows.append({"key": f.name, "default": repr(default), "type": kind or hint, "meaning": text})
-    return rows
 
 
 def check_release(release: Any, target: Target) -> Release:

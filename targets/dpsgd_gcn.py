@@ -177,8 +177,8 @@ class DPSGDGCN(Target[DPSGDGCNConfig]):
     catalogue: ClassVar[tuple[Entry, ...]] = CATALOGUE
     #: small audits where this target fixtures an attack's contract check: attack → (params, canary)
     attack_fixtures: ClassVar[dict[str, tuple[dict[str, str], str]]] = {
-        **{name: ({}, "remove-node") for name in ("gmia", "lira", "lira-online", "rmia")},
-        **{name: ({}, "dirac-gradient") for name in ("gradient-projection", "gradient-lrt")}}
+        **{name: ({}, "remove-node") for name in ("gmia", "lira", "lira-online", "rmia", "learned-weights")},
+        **{name: ({}, "dirac-gradient") for name in ("gradient-projection", "gradient-lrt", "learned-trace")}}
 
     def __init__(self, config: DPSGDGCNConfig | None = None, **overrides: Any) -> None:
         super().__init__(config, **overrides)

@@ -29,6 +29,10 @@ class Entry:
     quick: bool = True
     why: str = ""
     finding: str = ""  # set when a faithful (bug-free) configuration is expected to VIOLATE its paper's claim
+    #: ``regress --auto`` (the default command): the verdict expected where it differs, and why; a
+    #: planted bug with a note is not counted as caught by the default
+    auto_expect: str | None = None
+    auto_note: str = ""
 
     @property
     def name(self) -> str:
