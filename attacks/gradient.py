@@ -87,7 +87,7 @@ def _canary_and_law(release: Release, pair) -> tuple[torch.Tensor, str, float, f
     gc = getattr(pair.g1, "canary_gradient", None)
     if gc is None:
         raise ValueError("the gradient attacks need a gradient canary (pair.g1.canary_gradient; use --canary dirac-gradient)")
-    info = getattr(pair, "info", {}) or {}
+    info = pair.info
     noise = info.get("noise", getattr(trace, "noise", NoiseLaw.GAUSSIAN.value))
     std = float(info.get("noise_std", getattr(trace, "noise_std", 0.0)))
     q = float(info.get("sampling_rate", getattr(trace, "sampling_rate", 1.0)))

@@ -467,7 +467,7 @@ def check_declared(target: Target, pair: Any, *, seed: int, n: int = DEFAULT_N, 
     # trace steps
     traces = {b: [resolve(r.trace) for r in releases[b]] for b in (0, 1)}
     if any(t is not None for b in (0, 1) for t in traces[b]):
-        steps += _check_trace(traces, getattr(pair, "info", None) or {}, rng)
+        steps += _check_trace(traces, pair.info, rng)
 
     # views
     unread = unread_views(releases[0][0], levels) if levels is not None else []

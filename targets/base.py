@@ -588,7 +588,7 @@ def check_release(release: Any, target: Target) -> Release:
 def on_cpu(target: Target) -> Target:
     """`target` if it runs on the CPU, else the same configuration on the CPU (for work whose result
     must not depend on the run's device, such as choosing the canary)."""
-    if getattr(target, "device", torch.device("cpu")).type == "cpu":
+    if target.device.type == "cpu":
         return target
     return type(target)(replace_config(target.config, device="cpu"))
 
