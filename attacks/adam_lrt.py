@@ -200,7 +200,7 @@ class AdamLRT(Attack):
         if d != 1:
             raise ValueError(f"the adam-lrt attack needs one feature per column (d = 1), got d = {d}: "
                              "set encoder_hidden=1 and a single propagation step")
-        setting = (int(solver["steps"]), float(solver["lr"]), float(info["beta"]), self.grid)
+        setting = (int(solver["steps"]), float(solver["lr"]), float(release.beta), self.grid)
         key = _fingerprint(problems, setting)
         if key not in _LAWS:  # built once per process and run: the game makes a new attack per chunk
             steps, lr, beta, grid = setting

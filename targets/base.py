@@ -274,11 +274,8 @@ class Release:
     * ``mechanism``: the noisy intermediates the DP proof is about (:class:`MechanismStep`).
     * ``trace``: every noisy update of a DP-SGD run.
 
-    What the harness reads beside the views are typed fields: ``accuracy`` (split → accuracy, or a
-    :class:`Lazy` of it), ``fresh_noise_per_query`` (each api call is a fresh noisy release),
-    ``solver`` and ``noise_free_problem`` (how an optimisation-based release was computed, and its
-    noise-free problem on a graph), ``target`` (the target that released it, for shadow models).
-    ``info`` is the release's record, holding the same under the same names (:func:`sync_fields`).
+    ``info`` is the release's record (a target writes it, attacks add their query counts); what the
+    harness reads of it, it reads through the typed properties below.
     """
 
     api: Callable[..., torch.Tensor] | None = None
@@ -286,14 +283,36 @@ class Release:
     mechanism: list[MechanismStep] | None = None
     trace: Any = None
     info: dict[str, Any] = field(default_factory=dict)
-    accuracy: Any = None
-    fresh_noise_per_query: bool | None = None
-    solver: dict[str, Any] | None = None
-    noise_free_problem: Callable[[Any], Any] | None = None
-    target: Any = None
 
-    def __post_init__(self) -> None:
-        sync_fields(self, self.info, ("accuracy", "fresh_noise_per_query", "solver", "noise_free_problem", "target"))
+    @property
+    def accuracy(self) -> Any:
+        """Split → accuracy of the trained classifier (or a :class:`Lazy` of it); None if none."""
+        return self.info.get("accuracy")
+
+    @property
+    def fresh_noise_per_query(self) -> bool:
+        """Whether each api call is a fresh noisy release."""
+        return bool(self.info.get("fresh_noise_per_query", False))
+
+    @property
+    def solver(self) -> dict[str, Any] | None:
+        """How an optimisation-based release was computed (``{"name", "steps", "lr"}``)."""
+        return self.info.get("solver")
+
+    @property
+    def noise_free_problem(self) -> Callable[[Any], Any] | None:
+        """graph → the release's objective without its noise (objective perturbation)."""
+        return self.info.get("noise_free_problem")
+
+    @property
+    def beta(self) -> float | None:
+        """The scale β of an objective-perturbation release's noise density."""
+        return self.info.get("beta")
+
+    @property
+    def target(self) -> Any:
+        """The target that released it, where the release carries it (for shadow models)."""
+        return self.info.get("target")
 
     @property
     def levels(self) -> tuple[str, ...]:
@@ -330,6 +349,16 @@ class Target(ABC, Generic[C]):
     :class:`TargetConfig` subclass ``C``), ``unit``, ``levels`` and ``bugs`` (name → one-line
     description), and implement :meth:`claim` and :meth:`fit`. A target is rebuilt from its config
     in every worker, so workers share no state.
+
+    Every other thing the harness reads of a target is a hook declared here with a default, which
+    a target overrides where it has something to say (README, "Adding a target"): the game's
+    (``batched``/:meth:`fit_batch`, ``auto_batch``, ``score_alongside``, :meth:`prepare`,
+    :meth:`cached_work`, :meth:`public_params`, :meth:`preprocess`, :meth:`noiseless`,
+    ``receptive_hops``), the sensitivity probe's (:meth:`declared_steps`, :meth:`step_maps`,
+    :meth:`tight_pair`, :meth:`takes_witness`, :meth:`witness_plan`), the gradient canaries'
+    (:meth:`dimension`, :meth:`takes_gradient_canary`, :meth:`outdegrees`,
+    :meth:`neighbour_sample_size`), and the catalogue's (``catalogue``, ``not_yet_caught``,
+    ``attack_fixtures``). No module outside ``targets/`` names a target or reads anything else.
     """
 
     name: ClassVar[str] = ""

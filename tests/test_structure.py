@@ -128,6 +128,21 @@ def names_of_targets(root: Path, graph: dict[str, set[str]], names: set[str]) ->
     return found
 
 
+def private_reads_of_targets(root: Path) -> list[str]:
+    """Every place outside targets/ that reads a private member of a target (``target._x``,
+    ``self.target._x``): the other layers use the hooks ``Target`` declares."""
+    found = []
+    for module, path in modules(root).items():
+        if _package(module) == "targets":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+                owner = node.value.attr if isinstance(node.value, ast.Attribute) else getattr(node.value, "id", "")
+                if owner.endswith("target"):
+                    found.append(f"{module}:{node.lineno} reads {owner}.{node.attr}")
+    return found
+
+
 @pytest.mark.parametrize("pkg", ["graphs", "targets", "canaries", "attacks"])
 def test_lower_layers_never_import_audit(pkg):
     bad = sorted(f"{m} imports {d}" for m, deps in GRAPH.items() if _package(m) == pkg
@@ -148,6 +163,11 @@ def test_every_import_follows_the_layer_order():
 
 def test_no_module_outside_targets_names_a_target():
     bad = names_of_targets(REPO, GRAPH, _target_names())
+    assert not bad, "\n".join(bad)
+
+
+def test_no_module_outside_targets_reads_a_targets_private_member():
+    bad = private_reads_of_targets(REPO)
     assert not bad, "\n".join(bad)
 
 
@@ -173,6 +193,8 @@ def _plant(root: Path, module: str, line: str) -> None:
 
 
 def _findings(checker: str, root: Path) -> list[str]:
+    if checker == "private":
+        return private_reads_of_targets(root)
     graph = import_graph(root)
     return layer_violations(graph) if checker == "layers" else names_of_targets(root, graph, _target_names())
 
@@ -186,6 +208,8 @@ def _findings(checker: str, root: Path) -> list[str]:
     ("names", "audit.game", "def _planted(target):\n    return target.name == 'gcon'", "audit.game:"),
     ("names", "attacks.mechanism", "from targets.gap import GAP as _planted", "attacks.mechanism imports targets.gap"),
     ("names", "audit.cli", "_PLANTED = 'targets.caribou.given_input:CaribouGivenInput'", "audit.cli:"),
+    ("private", "canaries.sensitivity", "def _planted(target, g):\n    return target._private_edges(g, 0)",
+     "canaries.sensitivity:"),
 ])
 def test_the_checkers_flag_a_planted_violation(copy_of_the_packages, tmp_path, checker, module, line, expected):
     """Each checker passes the untouched copy and flags the one line planted in it."""
