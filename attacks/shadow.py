@@ -6,7 +6,7 @@
 * posterior signals (:func:`logit_confidence`, :func:`true_label_probability`);
 * the pair's content fingerprint (:func:`pair_fingerprint`: a cache key, and the base of every
   shadow seed) and one process-wide cache of trained shadows (:data:`SHADOWS`), so the game's
-  per-chunk attack instances train them once.
+  per-chunk attack instances train them once; :class:`ShadowModels` is an attack's view of both.
 """
 from __future__ import annotations
 
@@ -155,3 +155,32 @@ class ShadowCache:
 
 #: the one shadow cache of LiRA, RMIA and G-MIA (before: one of 8 per module)
 SHADOWS = ShadowCache(16)
+
+
+class ShadowModels:
+    """What one shadow-model attack keeps across its scores: the target the game bound
+    (``bind_target``), the last pair's fingerprint, and per pair what it trained, once (the
+    process-wide :data:`SHADOWS` shares it between the run's attack instances)."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.bound: Target | None = None
+        self._trained: dict[str, Any] = {}
+        self._last_pair: tuple[int, tuple[str, int]] | None = None
+
+    def fingerprint(self, pair: Any) -> tuple[str, int]:
+        """:func:`pair_fingerprint`, remembered for the last pair object seen."""
+        if self._last_pair is None or self._last_pair[0] != id(pair):
+            self._last_pair = (id(pair), pair_fingerprint(pair))
+        return self._last_pair[1]
+
+    def trained(self, pair: Any, release: Release | None, explicit: Target | None, params: tuple,
+                train: Callable[[Target, int], Any]) -> Any:
+        """``train(shadow target, seed base)`` for `pair`, run once per pair, attack parameters and
+        target (the shadow target as :func:`find_shadow_target` finds it from `explicit`)."""
+        fp, base = self.fingerprint(pair)
+        if fp not in self._trained:
+            target = find_shadow_target(explicit, self.bound, release)
+            key = (self.kind, fp, params, target_key(target))
+            self._trained[fp] = SHADOWS.get(key, lambda: train(target, base))
+        return self._trained[fp]

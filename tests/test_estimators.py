@@ -19,7 +19,7 @@ def _allowed_exceedances(reps: int, beta: float = 0.05) -> int:
 @pytest.mark.parametrize("tp, fn, fp, tn, eps", [
     (500, 0, 0, 500, 4.906), (1000, 0, 0, 1000, 5.601), (900, 100, 10, 990, 3.872), (600, 400, 100, 900, 1.554)])
 def test_cp_spec_vectors(tp, fn, fp, tn, eps):
-    assert float(est._cp_bound(fp, fn, fp + tn, tp + fn, DELTA, 0.05)) == pytest.approx(eps, abs=1e-3)
+    assert float(est.cp_bound(fp, fn, fp + tn, tp + fn, DELTA, 0.05)) == pytest.approx(eps, abs=1e-3)
 
 
 @pytest.mark.parametrize("m, r, v, delta, eps", [

@@ -29,9 +29,9 @@ def _allowed(reps: int, beta: float = 0.05) -> int:
 
 # --- known answers --------------------------------------------------------------------------
 def test_count_grid():
-    assert est._count_grid(100).tolist() == [0, 1, 2, 4, 8, 16, 32]
-    assert est._count_grid(100, limit=1.0).tolist() == [0, 1, 2, 4, 8, 16, 32, 64]
-    assert est._count_grid(1).tolist() == [0]
+    assert est.count_grid(100).tolist() == [0, 1, 2, 4, 8, 16, 32]
+    assert est.count_grid(100, limit=1.0).tolist() == [0, 1, 2, 4, 8, 16, 32, 64]
+    assert est.count_grid(1).tolist() == [0]
 
 
 def test_cp_perfect_separation_exact():
@@ -226,7 +226,7 @@ def test_one_run_ties_do_not_leak_membership():
     assert exceed <= _allowed(reps)
 
 
-@pytest.mark.parametrize("module", ["audit.estimators.trade_off", "audit.sequential", "audit.shape_check"])
+@pytest.mark.parametrize("module", ["audit.estimators.trade_off", "audit.group_sequential", "audit.shape_check"])
 def test_modules_import_in_any_order(module):
     import subprocess
     import sys
