@@ -71,12 +71,16 @@ def shared_step_tests(residuals: dict[int, dict[int, np.ndarray]], make_test: An
     return out
 
 
+#: the joint tests whose failure is a deviation of the declared model
+JOINT_TESTS = ("shared-steps", "noise-free", "identical")
+
+
 def deviations(steps: list[Any]) -> list[str]:
     """What the joint tests found, one line each (for the record and a portfolio's choice of score)."""
     found = []
     for s in steps:
         for t in s.tests:
-            if not t.passed and t.name in ("shared-steps", "noise-free", "identical"):
+            if not t.passed and t.name in JOINT_TESTS:
                 found.append(f"{t.name}: {t.detail}" if t.detail else t.name)
     return found
 
