@@ -19,6 +19,22 @@ def data_dir() -> Path:
     return Path(path)
 
 
+@pytest.fixture(scope="session")
+def spec_numbers(data_dir):
+    """``spec_numbers(*names)``: every decimal number written in ``specs/<name>.md`` (the specs sit
+    beside the offline datasets), the source that published values in the code must cite."""
+    import re
+
+    specs = data_dir.parent / "specs"
+    if not specs.is_dir():
+        pytest.skip(f"no specs beside the datasets ({specs})")
+
+    def numbers(*names):
+        return {float(x) for n in names for x in re.findall(r"\d+\.\d+", (specs / f"{n}.md").read_text())}
+
+    return numbers
+
+
 @pytest.fixture(scope="module")
 def make_csbm():
     """A factory of contextual-SBM graphs, ``make_csbm(n=..., seed=...)`` (``audit.data.csbm``'s
