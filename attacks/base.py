@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from targets import base as targets
-from targets.registry import Registry
+from targets.common.registry import Registry
 from targets.base import Release, Target
 
 
@@ -31,6 +31,10 @@ class Attack:
         queries_per_score: API queries one score makes (None: not an API attack).
         reads_probe: set automatically where a subclass overrides :meth:`natural_threshold_for` or
             :meth:`model_scores`: the game then draws one probe release (apart from every trial).
+        units: the neighbouring units (``"edge"``, ``"node"``) whose canaries it scores.
+        canary_kind: ``"graph"`` (edge and node canaries), ``"gradient"`` (canaries of relation
+            ``"gradient"``, inserted into a DP-SGD trace) or ``"any"``; the portfolio pairs attacks
+            and canaries by it.
     """
 
     name: ClassVar[str] = ""
@@ -38,6 +42,8 @@ class Attack:
     natural_threshold: ClassVar[float | None] = None
     queries_per_score: int | None = None
     reads_probe: ClassVar[bool] = False
+    units: ClassVar[tuple[str, ...]] = ("edge", "node")
+    canary_kind: ClassVar[str] = "graph"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -66,6 +72,11 @@ class Attack:
         every trial. Where the attack gives them, the game fixes the ``cp`` threshold before any
         trial by the cp selection rule on these draws, so every trial counts. Default: None."""
         return None
+
+    def applies_to(self, release: Release) -> bool:
+        """Whether the attack can score this target's releases, read off one probe release (the
+        portfolio asks before piloting it). Default: True."""
+        return True
 
     def queries_for(self, pair: Any) -> int | None:
         """API queries one score makes on `pair` (recorded in the result). Default:
@@ -106,9 +117,42 @@ register("edge-correlation", "attacks.correlation:EdgeCorrelation")
 register("gradient-l1", "attacks.gradient:ProductLaplaceGradientCanary")
 register("fresh-query", "attacks.fresh_query:FreshQuery")
 register("adam-lrt", "attacks.adam_lrt:AdamLRT")
+register("learned-mechanism", "attacks.learned:LearnedMechanism")
+register("learned-trace", "attacks.learned:LearnedTrace")
+register("learned-weights", "attacks.learned:LearnedWeights")
+register("learned-api", "attacks.learned:LearnedAPI")
+
+
+#: ``reversed:NAME`` is attack NAME with its score negated (the portfolio's choice where a pilot's
+#: held-out trials read the other tail: lower means IN)
+REVERSED = "reversed:"
+
+
+class Reversed(Attack):
+    """Another attack with its score negated (higher = IN again)."""
+
+    def __init__(self, inner: Attack) -> None:
+        self.inner = inner
+        self.name = REVERSED + inner.name
+        self.levels = inner.levels
+        self.queries_per_score = inner.queries_per_score
+
+    def score(self, release: Release, pair: Any, graph: Any = None) -> float:
+        return -self.inner.score(release, pair, graph)
+
+    def score_batch(self, releases: list[Release], pair: Any, graph: Any = None) -> list[float]:
+        return [-s for s in self.inner.score_batch(releases, pair, graph)]
+
+    def bind_target(self, target: Target) -> None:
+        self.inner.bind_target(target)
+
+    def queries_for(self, pair: Any) -> int | None:
+        return self.inner.queries_for(pair)
 
 
 def make(name: str) -> Attack:
+    if name.startswith(REVERSED):
+        return Reversed(make(name[len(REVERSED):]))
     return get(name)()
 
 

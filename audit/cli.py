@@ -75,8 +75,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--level", default="auto", choices=["auto", "api", "weights", "mechanism", "trace"])
     p.add_argument("--mode", default="multi", choices=["multi", "one-run"])
     p.add_argument("--trials", default="auto",
-                   help="trials (even, >= 8), or auto: enough for a perfect attack to certify 1.5x the claim, "
+                   help="trials of one named audit (even, >= 8), or auto: with --attack/--canary auto the "
+                        "portfolio within --budget; else enough for a perfect attack to certify 1.5x the claim, "
                         "capped at 20,000 mechanism-level / 4,000 training trials (one-run: 1,000 canaries)")
+    p.add_argument("--budget", default=None,
+                   help="the portfolio's budget, pilots included: a trial count (2000) or a duration (90s, 5m, "
+                        "1h; default 2m)")
     p.add_argument("--confidence", type=_confidence, default=0.95)
     p.add_argument("--estimator", default="auto", choices=["auto", "cp", "gdp", "bayes", "fdp"])
     p.add_argument("--jobs", type=int, default=1)
@@ -126,6 +130,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-sequential", action="store_true",
                    help="play every entry's whole trial budget (default: sequential, each entry stops as soon "
                         "as its verdict is settled; one-run entries always play their budget)")
+    p.add_argument("--auto", action="store_true",
+                   help="each entry's configuration (target, --set, dataset, ε, bug) by the default command: the "
+                        "portfolio chooses attack, canary, estimator and trials within --budget")
+    p.add_argument("--budget", default=None, help="with --auto: each entry's budget (trials or a duration; default 2m)")
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("attack", help="a stand-alone attack with its own metrics (AUC, TPR at low FPR)")
@@ -136,13 +144,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
 
     p = sub.add_parser("sensitivity", help="measured vs claimed sensitivity of every noisy step over searched "
-                       "graphs, features and canaries; saves the worst pair as a witness; exit 1 above the claim")
+                       "graphs, features and canaries; saves the worst pair as a witness; exit status 0 every "
+                       "step probed and at or below its claim, 1 a step above its claim, 3 not probed")
     _add_target_args(p)
     p.add_argument("--candidates", type=int, default=32, help="canaries tried on the given graph per kind")
     p.add_argument("--max-nodes", type=int, default=5, help="every graph up to this many nodes (≤ 7)")
     p.add_argument("--no-families", action="store_true", help="skip the structured families")
-    p.add_argument("--gcon-tight", action="store_true",
-                   help="gcon: also build spec §7.1's tight canary and compare its minimiser change")
+    p.add_argument("--tight-canary", action="store_true",
+                   help="also measure the target's own tight pair (its paper's worst case, Target.tight_pair), "
+                        "where it has one")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="folder for the witness files (default results/sensitivity/<target>)")
 
@@ -170,6 +180,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.batch < 0:
         raise UserError(f"--batch must be >= 0 (0 = auto), got {args.batch}")
     auto = args.trials == "auto"
+    if _portfolio_run(args):
+        return _cmd_portfolio(args)
+    if args.budget is not None:
+        raise UserError("--budget is the portfolio's (--attack auto --canary auto --level auto --trials auto); "
+                        "a named audit takes --trials")
     if not auto:
         try:
             trials = int(args.trials)
@@ -205,6 +220,39 @@ def cmd_run(args: argparse.Namespace) -> int:
     _emit(records[0] if len(records) == 1 else records, args.json, text)
     violated = any(r.verdict == "VIOLATION" for r in results)
     return 1 if args.fail_on_violation and violated else 0
+
+
+def _portfolio_run(args: argparse.Namespace) -> bool:
+    """The default run plays the portfolio: nothing named, no trial count pinned, multi-run mode."""
+    return (args.attack, args.canary, args.level, args.trials, args.mode) == ("auto", "auto", "auto", "auto", "multi")
+
+
+def _budget(text: str | None) -> Any:
+    from audit import portfolio
+    from audit.budget import BudgetError, parse
+
+    try:
+        return portfolio.DEFAULT_BUDGET if text is None else parse(text)
+    except BudgetError as err:
+        raise UserError(f"--budget: {err}") from None
+
+
+def _cmd_portfolio(args: argparse.Namespace) -> int:
+    from audit import portfolio, report
+    from audit.game import AuditSpec
+
+    if args.jobs < 1:
+        raise UserError(f"--jobs must be >= 1, got {args.jobs}")
+    budget = _budget(args.budget)
+    spec = AuditSpec(target=args.target, epsilon=args.epsilon, delta=args.delta, bug=args.bug, params=_params(args),
+                     dataset=args.dataset, seed=args.seed, confidence=args.confidence, estimator=args.estimator,
+                     device=args.device, data_root=args.data_root, batch=args.batch)
+    result = portfolio.run(spec, budget, out=args.out, jobs=args.jobs, progress=not args.no_progress,
+                           fresh=args.fresh)
+    text = (report.table(result) + "\n\n" + portfolio.render(result.extra["portfolio"])
+            + f"\n\nresult: {Path(args.out) / (result.run_id + '.json')}")
+    _emit(result.to_dict(), args.json, text)
+    return 1 if args.fail_on_violation and result.verdict == "VIOLATION" else 0
 
 
 def cmd_accounting(args: argparse.Namespace) -> int:
@@ -245,7 +293,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     release = target.fit(graph, torch.Generator().manual_seed(args.seed))
     from targets.base import resolve
 
-    acc = resolve(release.info.get("accuracy"))
+    acc = resolve(release.accuracy)
     if acc is None:
         raise UserError(f"target {args.target!r} reports no accuracy (it is not a classifier)")
     out = {"target": args.target, "dataset": args.dataset, "epsilon": claim.epsilon, "delta": claim.delta,
@@ -392,6 +440,8 @@ def cmd_regress(args: argparse.Namespace) -> int:
     todo = catalogue.entries(quick=args.quick, target=args.target)
     if not todo:
         raise UserError(f"no catalogue entry for target {args.target!r}")
+    if args.auto:
+        return _regress_auto(args, todo)
     rows, failed = [], 0
     with tempfile.TemporaryDirectory(prefix="dpgnn-regress-") as tmp:
         out = Path(args.out) if args.out else Path(tmp)
@@ -426,6 +476,25 @@ def cmd_regress(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"rows": rows, "not_yet_caught": {f"{t}:{b}": w for (t, b), w in gaps.items()}}, indent=2))
     return 1 if failed else 0
+
+
+def _regress_auto(args: argparse.Namespace, todo: list[Any]) -> int:
+    import tempfile
+
+    from audit import regress_auto
+
+    budget = _budget(args.budget)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="dpgnn-regress-auto-") as tmp:
+        out = Path(args.out) if args.out else Path(tmp)
+        print(regress_auto.HEADER, flush=True)
+        for entry in regress_auto.configurations(todo):
+            rows.append(regress_auto.play(entry, budget, seed=args.seed, out=out, jobs=args.jobs))
+            print(regress_auto.row_text(rows[-1]), flush=True)
+    print("\n" + regress_auto.summary(rows))
+    if args.json:
+        print(json.dumps({"rows": rows}, indent=2, default=str))
+    return 0 if all(r["ok"] for r in rows) else 1
 
 
 def cmd_attack(args: argparse.Namespace) -> int:
@@ -471,7 +540,8 @@ def _add_campaign_parser(subparsers: Any) -> argparse.ArgumentParser:
 def cmd_campaign(args: argparse.Namespace) -> int:
     import torch
 
-    from audit.report import num, write_campaign_report
+    from audit.report import write_campaign_report
+    from audit.result import number
 
     if args.jobs < 1:
         raise campaign.CampaignError(f"--jobs must be >= 1, got {args.jobs}")
@@ -495,7 +565,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
         print(f"\ninterrupted: finished rows are in {out / 'campaign.json'} and finished trials in the store; "
               "rerun the same command to resume", file=sys.stderr)
         return 130
-    n_v = sum(r.get("verdict") == "VIOLATION" and math.isfinite(num(r.get("claimed_epsilon"))) for r in doc["rows"])
+    n_v = sum(r.get("verdict") == "VIOLATION" and math.isfinite(number(r.get("claimed_epsilon"))) for r in doc["rows"])
     n_e = sum(r.get("verdict") == "ERROR" for r in doc["rows"])
     ran = doc.get("ran_now", 0)
     session = f"{ran} run now, {len(doc['rows']) - ran} kept" if ran else "all kept from campaign.json, nothing run"
@@ -518,6 +588,10 @@ def _argv_of(args: argparse.Namespace) -> list[str]:
     return out
 
 
+#: ``sensitivity``'s exit status by the probe's verdict (2 stays the command's error status)
+SENSITIVITY_STATUS = {"pass": 0, "violation": 1, "not probed": 3}
+
+
 def cmd_sensitivity(args: argparse.Namespace) -> int:
     from canaries import sensitivity
     from graphs.datasets import load
@@ -531,13 +605,10 @@ def cmd_sensitivity(args: argparse.Namespace) -> int:
     out = args.out or str(Path("results") / "sensitivity" / (args.target.replace(":", ".").replace("/", ".")
                                                             + (f"-{args.bug}" if args.bug else "")))
     found = sensitivity.probe(target, graph, candidates=args.candidates, max_nodes=args.max_nodes,
-                              use_families=not args.no_families, seed=args.seed, out=out, dataset=args.dataset)
-    if args.gcon_tight and target.name == "gcon":
-        from canaries.sensitivity import gcon_tight_canary
-
-        found.gcon = gcon_tight_canary(target, graph, out=out)
+                              use_families=not args.no_families, seed=args.seed, out=out, dataset=args.dataset,
+                              tight=args.tight_canary)
     _emit(found.to_dict(), args.json, sensitivity.render(found))
-    return 1 if found.violation else 0
+    return SENSITIVITY_STATUS[found.status]
 
 
 COMMANDS = {"run": cmd_run, "accounting": cmd_accounting, "train": cmd_train, "estimate": cmd_estimate,

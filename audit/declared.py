@@ -88,6 +88,7 @@ import torch
 from scipy import stats
 
 from targets.base import LEVELS, Lazy, LazyDict, MechanismStep, Release, Target, resolve
+from targets.common.noise import NoiseLaw
 
 #: the SeedSequence tag of the check's generators (never used by a trial)
 SEED_TAG = 0xDEC1A4ED
@@ -242,7 +243,7 @@ def attack_levels(attack: Any) -> tuple[str, ...] | None:
         attack = make(attack)
     if isinstance(attack, (tuple, list)):
         return tuple(attack)
-    return tuple(getattr(attack, "levels", ()))
+    return tuple(attack.levels)
 
 
 def unread_views(release: Release, attack: Any) -> list[str]:
@@ -388,9 +389,10 @@ def _sml_tests(R: np.ndarray, std: float, world: int, rng: np.random.Generator) 
     norms = np.sqrt((R * R).sum(2, keepdims=True)).clip(1e-300)
     U = R / norms * math.sqrt(d)
     battery, _ = _gaussian_battery(U, None, world, rng)
+    shape, means = ("shape-ks", "kurtosis"), ("entry-mean", "global-mean")
     for t in battery:
-        if t.name in ("shape-ks", "kurtosis", "entry-mean", "global-mean"):
-            t.name = "sml-direction" if t.name in ("shape-ks", "kurtosis") else t.name
+        if t.name in shape or t.name in means:
+            t.name = "sml-direction" if t.name in shape else t.name
             out.append(t)
     return out
 
@@ -433,7 +435,7 @@ def check_declared(target: Target, pair: Any, *, seed: int, n: int = DEFAULT_N, 
         raise ValueError(f"check_declared needs n >= 4 releases per world, got {n}")
     t0 = time.time()
     levels = attack_levels(attack)
-    if not {"mechanism", "trace"} & set(getattr(target, "levels", LEVELS)):
+    if not {"mechanism", "trace"} & set(target.levels):
         # nothing declared to test: no fit is spent (the unread views come from the target's levels)
         unread = [lvl for lvl in target.levels if levels is not None and lvl not in levels]
         reason = "no mechanism or trace view: no declared noise model to test"
@@ -465,7 +467,7 @@ def check_declared(target: Target, pair: Any, *, seed: int, n: int = DEFAULT_N, 
     # trace steps
     traces = {b: [resolve(r.trace) for r in releases[b]] for b in (0, 1)}
     if any(t is not None for b in (0, 1) for t in traces[b]):
-        steps += _check_trace(traces, getattr(pair, "info", None) or {}, rng)
+        steps += _check_trace(traces, pair.info, rng)
 
     # views
     unread = unread_views(releases[0][0], levels) if levels is not None else []
@@ -673,12 +675,12 @@ def _check_trace(traces: dict[int, list[Any]], info: dict[str, Any], rng: np.ran
             continue
         residuals = {b: [np.stack(g[d][1][:T]) for g in groups[b]] for b in (0, 1)}
         check.tests += _identity_tests(outputs, residuals)
-        if std is None or noise not in ("gaussian", "sml"):
+        if std is None or noise not in (NoiseLaw.GAUSSIAN, NoiseLaw.SML):
             check.status = "unverified"
             check.notes.append(f"trace noise law {noise!r} is not one this check knows: freshness only")
             continue
         s = float(std)
-        if noise == "gaussian":
+        if noise == NoiseLaw.GAUSSIAN:
             vh = {}
             for b in (0, 1):
                 tests, vh[b] = _gaussian_battery(np.stack(residuals[b]), s, b, rng)

@@ -6,7 +6,7 @@ attack. Trial i draws its secret bit and its training randomness from (run seed,
 trials can run in any order, on any worker, and a rerun of the same spec resumes.
 
 Bits are balanced in pairs: trials 2j and 2j+1 take opposite bits, in an order set by a coin for
-pair j. Trials run in chunks (:mod:`audit.play`: in this process, loky processes, or a Dask cluster
+pair j. Trials run in chunks (:mod:`audit.trial_runner`: in this process, loky processes, or a Dask cluster
 through joblib's dask backend); a process prepares the run's target once and reuses it for the
 run's later chunks.
 """
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import inspect
 import json
 import math
 import os
@@ -31,13 +30,14 @@ import torch
 
 from attacks import base as attacks
 from audit import data as datasets
-from audit import declared, estimators, provenance, seq_game
-from audit.play import _WORKER, _chunks, _execute, _Setup, batch_size, cached_work
-from audit.play import trial_seed
+from audit import declared, estimators, memory_plan, provenance, relation, sequential_run
+from audit.trial_runner import (TrialSetup, batch_size, cached_work, chunk_indices, play_chunks, release_worker,
+                                worker_objects)
+from audit.trial_runner import trial_seed
 from audit.power import power
 from audit.result import Result, verdict  # noqa: F401 (verdict: re-exported)
-from audit.seq_game import AUTO_SHAPE, worlds
-from audit.store import Store
+from audit.sequential_run import AUTO_SHAPE, worlds
+from audit.store import Store, run_key
 from canaries import base as canaries
 from canaries.spread import interacting
 from graphs.ops import add_edge
@@ -50,7 +50,7 @@ from targets import base as targets
 class AuditSpec:
     """Everything that determines an audit's trials (and, with trials/estimator, its result)."""
 
-    target: str = "caribou"
+    target: str = targets.DEFAULT_TARGET
     epsilon: float = 1.0
     delta: float | None = None
     bug: str | None = None
@@ -67,6 +67,9 @@ class AuditSpec:
     device: str = "cpu"
     data_root: str | None = None
     batch: int = 0
+    #: which independent stream of trials (0: the run's own; the portfolio's pilots play stream 1, so
+    #: no trial a choice read is ever reported)
+    trial_stream: int = 0
 
     def __post_init__(self) -> None:
         if self.epsilon <= 0 or math.isnan(self.epsilon):
@@ -90,7 +93,16 @@ class AuditSpec:
         d = asdict(self)
         for k in ("trials", "confidence", "estimator", "data_root", "batch"):
             d.pop(k)
+        if not d["trial_stream"]:
+            d.pop("trial_stream")  # stream 0 keeps the keys of runs stored before streams existed
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def stream_seed(spec: AuditSpec) -> int:
+    """The seed of the spec's trials: the run seed for stream 0, else one derived from (seed, stream)."""
+    if not spec.trial_stream:
+        return spec.seed
+    return int(np.random.SeedSequence([spec.seed, spec.trial_stream, 0x57EA]).generate_state(1)[0])
 
 
 def build_target(spec: AuditSpec) -> targets.Target:
@@ -158,12 +170,12 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
               fresh: bool = False, sequential: bool = False) -> Result:
     """Play (or resume) the games of `spec`, estimate, and write the result. Returns the result.
 
-    Stored trials are reused only for the same options and the same code (:func:`run_key`);
+    Stored trials are reused only for the same options and the same code (:func:`audit.store.run_key`);
     `fresh` forgets them first. `pipeline`: overlap training and scoring (see :func:`play_chunk`);
-    None = on iff CUDA. `sequential`: stop as soon as the verdict is settled (:mod:`audit.seq_game`);
+    None = on iff CUDA. `sequential`: stop as soon as the verdict is settled (:mod:`audit.sequential_run`);
     ``spec.trials`` is then the most it plays.
 
-    The whole run uses one torch thread, as its trials always did (``_Setup.threads``); the
+    The whole run uses one torch thread, as its trials always did (``TrialSetup.threads``); the
     caller's setting is restored after. The canary probe, the declared-model check and the setup
     are many small ops: on two loaded cores a second intra-op thread made GAP's probe cost 4.5×
     the CPU (benchmarks/throughput.md, "GAP's default run").
@@ -188,32 +200,40 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
         raise ValueError(f"target {target.name!r} offers no {level!r} view; it offers {', '.join(target.levels)}")
     if level not in attack.levels:
         raise ValueError(f"attack {attack_name!r} works on {', '.join(attack.levels)}, not {level!r}")
-    target_cls, choice = spec.target, None
+    target_cls, choice, run_spec = spec.target, None, spec
     if spec.canary == "auto" and level in ("mechanism", "trace"):
-        # the probe's witness where the target takes it and it beats the given graph (audit.worstcase)
-        from audit import worstcase
+        # the probe's witness where the target takes it and it beats the given graph (audit.witness_choice)
+        from audit import witness_choice
 
         # on the CPU whatever the run's device: the canary is public and the same for every device
-        choice = worstcase.choose(build_target(replace(spec, device="cpu")), graph, level=level,
+        choice = witness_choice.choose(build_target(replace(spec, device="cpu")), graph, level=level,
                                   dataset=spec.dataset, out=out, params=spec.params)
         if choice.play:
             target_cls, canary_name = choice.target_name, choice.canary
-            graph, target, claim = setup_run(replace(spec, target=target_cls, params=choice.params,
-                                                     dataset=choice.dataset))
+            run_spec = replace(spec, target=target_cls, params=choice.params, dataset=choice.dataset)
+            graph, target, claim = setup_run(run_spec)
     canary_rng = np.random.default_rng([spec.seed, 0xCA4A])
     canary = canaries.make(canary_name)
     pair = canary.worlds(graph, canary_rng, targets.on_cpu(target))
+    # a quantity the calibration reads from private data is charged at the worse world of the pair
+    target, claim, pair.info["relation_charge"] = relation.charge(build_target(run_spec), pair, target, claim)
     if choice is not None:
         pair.info["input_choice"] = choice.record
 
     out = Path(out)
     store = Store(out / "audit.sqlite")
     code = provenance.code_identity(type(target), type(attack), type(canary))
-    key = run_key(spec, code)
+    key = run_key(spec.key(), code["key"])
     todo = _resume(store, key, spec, code, fresh=fresh, quiet=sequential)
     batch = batch_size(spec.batch, target, level)
-    setup = _Setup(target_cls, target.config, pair, graph, attack_name, spec.seed, batch=batch, pipeline=pipeline,
+    setup = TrialSetup(target_cls, target.config, pair, graph, attack_name, stream_seed(spec), batch=batch,
+                       pipeline=pipeline,
                    token=f"{key}:{os.getpid()}:{time.time_ns()}")
+    if spec.batch == 0 and level == "mechanism" and batch > 1 and todo:  # --batch auto: fit the free memory
+        memory = memory_plan.plan(worker_objects(setup)[0], pair.world(1), batch, jobs)
+        batch = setup.batch = memory.batch
+        if progress:
+            print(memory.line(jobs), file=sys.stderr)
     bar = None
     if progress and todo:
         from tqdm.auto import tqdm
@@ -226,8 +246,8 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
         """Play those of `indices` not in the store yet."""
         nonlocal played
         wanted = set(todo) & set(indices)
-        for rows in _execute(setup, _chunks(sorted(wanted), jobs, max_chunk=max(100, 2 * batch)), jobs, backend,
-                             scheduler):
+        chunks = chunk_indices(sorted(wanted), jobs, max_chunk=max(100, 2 * batch))
+        for rows in play_chunks(setup, chunks, jobs, backend, scheduler):
             store.add_trials(key, rows)
             todo.difference_update(i for i, _, _ in rows)
             played += len(rows)
@@ -248,12 +268,12 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
     try:
         if sequential:
             check = checked()
-            seq, why_not = seq_game.run(spec, claim, _plan(spec, claim, attack, probe, pair, check), play,
-                                        lambda hi: store.trials(key, limit=hi))
+            plan = plan_estimator(spec, claim, attack, probe, pair, check)
+            seq, why_not = sequential_run.run(spec, claim, plan, play, lambda hi: store.trials(key, limit=hi))
         if seq is None:
             play(list(range(spec.trials)))
     finally:
-        _WORKER.pop(setup.token, None)
+        release_worker(setup.token)
         if bar is not None:
             bar.close()
     trials_wall = time.time() - t_trials
@@ -281,19 +301,14 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
         result = result.replace(confidence=spec.confidence)  # the looks' levels add up to it (record)
         if result.verdict != seq.verdict:
             raise AssertionError(f"sequential decision {seq.verdict} but the estimate reads {result.verdict}")
-    _save(store, out, result)
+    relation.record_readings(result)
+    save_result(store, out, result)
     return result
 
 
 #: held-out releases per world for the declared-model check (8 catches every deviant of
 #: tests/deviants.py; the check's false-alarm level is 1e-3 overall)
 DECLARED_CHECK_N = 8
-
-
-def run_key(spec: AuditSpec, code: dict[str, Any]) -> str:
-    """The store key of a run's trials: its options (:meth:`AuditSpec.key`) and its code
-    (:func:`audit.provenance.code_identity`), so trials from other code are never mixed in."""
-    return hashlib.sha256(f"{spec.key()}:{code['key']}".encode()).hexdigest()[:16]
 
 
 def _resume(store: Store, key: str, spec: AuditSpec, code: dict[str, Any], *, fresh: bool,
@@ -313,7 +328,7 @@ def _resume(store: Store, key: str, spec: AuditSpec, code: dict[str, Any], *, fr
     return {i for i in range(spec.trials) if i not in done}
 
 
-def _plan(spec: AuditSpec, claim: targets.Claim, attack: Any, probe: Callable[[], Any], pair: Any,
+def plan_estimator(spec: AuditSpec, claim: targets.Claim, attack: Any, probe: Callable[[], Any], pair: Any,
           check: declared.DeclaredCheck | None) -> tuple[str, float | None, str, str]:
     """The estimator as fixed before any trial: (method, a-priori threshold or None, why, the
     declared-model policy note). The method is :data:`AUTO_SHAPE` where ``auto`` leaves the choice
@@ -358,14 +373,14 @@ def _plan(spec: AuditSpec, claim: targets.Claim, attack: Any, probe: Callable[[]
 def _estimate(spec: AuditSpec, claim: targets.Claim, attack: Any, probe: Callable[[], Any], pair: Any,
               check: declared.DeclaredCheck | None, out_s: np.ndarray, in_s: np.ndarray
               ) -> tuple[estimators.Estimate, str, str]:
-    """The run's estimate on all its trials, why that estimator (:func:`_plan`), and the
+    """The run's estimate on all its trials, why that estimator (:func:`plan_estimator`), and the
     declared-model policy note. :data:`AUTO_SHAPE`: the Gaussian shape is tested on held-out
     trials and gdp runs on the rest, or cp on all trials when the test rejects
     (:func:`audit.shape_check.auto_estimate`)."""
     from audit.shape_check import auto_estimate
 
     kw = dict(delta=claim.delta, confidence=spec.confidence)
-    method, prior, why, policy = _plan(spec, claim, attack, probe, pair, check)
+    method, prior, why, policy = plan_estimator(spec, claim, attack, probe, pair, check)
     if method == AUTO_SHAPE:
         est, method, why = auto_estimate(out_s, in_s, claim_is_gdp=True, seed=spec.seed, **kw)
         return est, f"auto: {why}", policy
@@ -388,7 +403,8 @@ def _declared_record(check: declared.DeclaredCheck | None, policy: str) -> dict[
     return {"checked": True, "policy": policy, **check.to_dict()}
 
 
-def _save(store: Store, out: Path, result: Result) -> None:
+def save_result(store: Store, out: Path, result: Result) -> None:
+    """Write `result` into the store (then closed) and as ``out/<run_id>.json``."""
     record = result.to_dict()
     store.save_result(result.run_id, result.key, record)
     store.close()
@@ -418,14 +434,12 @@ def run_one_run(spec: AuditSpec, *, out: str | Path = "results", progress: bool 
     canary = canaries.make("random-edge" if spec.canary in ("auto", "worst-edge") else spec.canary)
     rng = np.random.default_rng([spec.seed, 0x0123])
     hops = target.receptive_hops
-    spreads = hops is not None and "hops" in inspect.signature(canary.many).parameters
-    pairs = canary.many(graph, spec.trials, rng, hops=hops) if spreads else canary.many(graph, spec.trials, rng)
+    pairs = canary.many(graph, spec.trials, rng, hops=hops)
     bits = rng.integers(0, 2, size=len(pairs))
     world = graph
     for pair, b in zip(pairs, bits):
         if b:
-            u, v = pair.info["edge"]
-            world = add_edge(world, u, v)
+            world = add_edge(world, *pair.edge)
     target.prepare(graph)
     release = target.fit(world, torch.Generator().manual_seed(trial_seed(spec.seed, 0)))
     iterator = pairs
@@ -440,22 +454,22 @@ def run_one_run(spec: AuditSpec, *, out: str | Path = "results", progress: bool 
     out = Path(out)
     store = Store(out / "audit.sqlite")
     code = provenance.code_identity(type(target), type(attack), type(canary))
-    key = run_key(spec, code)
+    key = run_key(spec.key(), code["key"])
     store.forget(key)  # one training run: nothing to resume, the guesses are recomputed
     store.begin(key, {**asdict(spec), "code": code})
     store.add_trials(key, [(i, int(b), float(sc)) for i, (b, sc) in enumerate(zip(bits, scores))])
-    info = {"canary": canary.name, "count": len(pairs), "chosen_by": pairs[0].info["chosen_by"],
+    info = {"canary": canary.name, "count": len(pairs), "chosen_by": pairs[0].chosen_by,
             "inserted": int(bits.sum()), **_neighbourhoods(graph, pairs, hops)}
     run_id = f"{spec.target.replace(':', '.').replace('/', '.')}-{key}-{spec.trials}-one-run"
     result = make_result(spec, key, target, claim, info, attack_name, attack.levels[0], est, scores, bits,
                          wall=time.time() - t0, store_path=store.path, run_id=run_id, mode="one-run", code=code, one_run=one_run)
-    _save(store, out, result)
+    save_result(store, out, result)
     return result
 
 
 def _neighbourhoods(graph: Any, pairs: list[Any], hops: int | None) -> dict[str, Any]:
     """How far apart the one-run canaries are, for the result (:mod:`canaries.spread`)."""
-    edges = [tuple(p.info["edge"]) for p in pairs if "edge" in p.info]
+    edges = [p.edge for p in pairs if p.edge is not None]
     if hops is None or len(edges) != len(pairs):
         return {"neighbourhoods": "not checked (the target declares no receptive field in hops)"}
     near = interacting(graph, edges, hops)

@@ -10,7 +10,7 @@ A run's trials are reused only for the same options *and* the same code. The cod
 * a hash of the source files of the target, attack and canary involved, wherever they live (a
   user's ``pkg.module:Class`` included; a module inside a package hashes the package's folder, so
   an edit to any of its files counts), and of the project modules those files import at module
-  level, transitively (``targets/gap/`` imports ``targets/stacked_mlp.py``: an edit there counts
+  level, transitively (``targets/gap/`` imports ``targets/common/stacked_mlp.py``: an edit there counts
   too, also outside a git checkout).
 
 ``code_identity(...)["key"]`` is what the store keys trials by (with the options' hash).

@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 from audit.estimators import estimate
-from targets.accounting import gdp_epsilon, gdp_mu
+from targets.common.accounting import gdp_epsilon, gdp_mu
 
 DELTA = 1e-5
 EPSILONS = (1.0, 2.0, 4.0, 8.0)

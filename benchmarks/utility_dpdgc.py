@@ -218,7 +218,7 @@ def matched_noise_epsilon(target: str, graph: Any, goal: float, params: dict[str
 def dpdgc_sigma_for_gap(graph: Any, epsilon: float) -> float:
     """σ that DPDGC's accountant gives GAP-node with DPDGC's GAP script (B = 64, 100 + 100 epochs,
     K = 2): T = ⌊100·m/B⌋ steps per module, q = B/m, δ = 10^-digits(m), Lemma F.1."""
-    from targets.accounting import calibrate_decreasing, gap_delta, gaussian_rdp
+    from targets.common.accounting import calibrate_decreasing, gap_delta, gaussian_rdp
     from targets.dpdgc.accountant import CALIBRATION, ORDERS, lemma_f1_epsilon, wor_gaussian_rdp
 
     m = int(graph.train_mask.sum())

@@ -57,7 +57,7 @@ def mu_from_auc(auc: float) -> float:
 
 
 def gdp_eps(mu: float, delta: float) -> float:
-    from targets.accounting import gdp_epsilon
+    from targets.common.accounting import gdp_epsilon
 
     return float(gdp_epsilon(mu, delta))
 
@@ -106,8 +106,8 @@ def explain_heterpoisson(r: dict[str, Any], out: Path) -> str:
 
 
 def explain_gcon(r: dict[str, Any], out: Path) -> str:
-    g = r["probe"]["gcon"]
-    return (f"ψ/Ψ = {g['psi_ratio']:.3f} on the tight canary, but its edge moves the noiseless minimiser by "
+    g = r["probe"]["tight"]
+    return (f"ψ/Ψ = {g['ratio']:.3f} on the tight canary, but its edge moves the noiseless minimiser by "
             f"{g['minimiser_change']:.3g} (Theorem 1's bound {g['minimiser_change_bound']:.3g}): the noise term's "
             f"privacy loss at the minimiser is {g['noise_loss']:.3f} of the {g['noise_loss_budget']:.3f} Theorem 1 "
             f"budgets (csbm's worst edge: {g['given_worst_noise_loss']:.3f})")
@@ -144,7 +144,7 @@ def rows() -> list[Row]:
         Row("heterpoisson-1", "HeterPoisson, one step", ["--target", "heterpoisson", "--set", "steps=1"],
             ["--target", "heterpoisson", "--set", "steps=1", "--attack", "gradient-lrt", "--level", "trace",
              "--estimator", "cp", "--trials", "4000"], explain=explain_heterpoisson),
-        Row("gcon", "GCON", ["--target", "gcon", "--gcon-tight"],
+        Row("gcon", "GCON", ["--target", "gcon", "--tight-canary"],
             ["--target", "gcon", *MECH, "--canary", "auto", "--trials", "10000"], explain=explain_gcon),
         Row("caribou", "CARIBOU (defaults)", ["--target", "caribou"],
             ["--target", "caribou", *MECH, "--canary", "auto", "--estimator", "gdp", "--trials", "20000"],

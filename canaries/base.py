@@ -16,16 +16,31 @@ from typing import Any, ClassVar
 import numpy as np
 
 from targets import base as targets
-from targets.registry import Registry
+from targets.common.registry import Registry
 
 
 @dataclass
 class CanaryPair:
-    """Two neighbouring worlds and what tells them apart."""
+    """Two neighbouring worlds and what tells them apart.
+
+    ``edge`` (u, v) or ``node`` z is the canary where it is one, ``chosen_by`` how it was chosen;
+    ``info`` is the pair's record for the result, holding the same (``edge`` as [u, v]). A field
+    left unset is read from the record, and a field set is written to it, so the two agree.
+    """
 
     g0: Any
     g1: Any
     info: dict[str, Any] = field(default_factory=dict)
+    edge: tuple[int, int] | None = None
+    node: int | None = None
+    chosen_by: str | None = None
+
+    def __post_init__(self) -> None:
+        targets.sync_fields(self, self.info, ("edge", "node", "chosen_by"))
+        if self.edge is not None:
+            self.edge = (int(self.edge[0]), int(self.edge[1]))
+        if self.node is not None:
+            self.node = int(self.node)
 
     def __iter__(self):
         yield self.g0
@@ -39,18 +54,25 @@ class Canary:
     """A way to build two neighbouring worlds from a graph.
 
     ``name``: its registry name. ``unit``: ``"edge"`` or ``"node"`` (the neighbouring notion).
+    ``relation``: which half of the neighbouring relation its pairs cover, ``"insert"`` (world 1 adds
+    an edge or a node to the given graph), ``"remove"`` (world 0 removes one the graph has) or
+    ``"gradient"`` (a crafted gradient, not a graph edit). ``needs_map``: it reads the target's
+    noiseless map (:meth:`targets.base.Target.noiseless`).
     """
 
     name: ClassVar[str] = ""
     unit: ClassVar[str] = "edge"
+    relation: ClassVar[str] = "insert"
+    needs_map: ClassVar[bool] = False
 
     def worlds(self, graph: Any, rng: np.random.Generator, target: Any = None) -> CanaryPair:
         """The two worlds; ``target`` (optional) lets worst-case canaries read its noiseless map."""
         raise NotImplementedError
 
-    def many(self, graph: Any, m: int, rng: np.random.Generator) -> list[CanaryPair]:
-        """m canaries for a one-run audit, each a pair (base graph, base graph with it). Default:
-        this canary cannot make them."""
+    def many(self, graph: Any, m: int, rng: np.random.Generator, hops: int | None = None) -> list[CanaryPair]:
+        """m canaries for a one-run audit, each a pair (base graph, base graph with it). ``hops``:
+        the target's receptive field, which a canary may use to keep its canaries apart (None:
+        unknown). Default: this canary cannot make them."""
         raise ValueError(f"canary {self.name!r} cannot make many canaries for a one-run audit")
 
 
@@ -66,9 +88,14 @@ REGISTRY.register("worst-directed-edge", "canaries.edge:WorstDirectedEdge")
 REGISTRY.register("low-degree-edge", "canaries.edge:LowDegreeEdge")
 REGISTRY.register("feature-extreme-edge", "canaries.edge:FeatureExtremeEdge")
 REGISTRY.register("search-edge", "canaries.edge:SensitivitySearchEdge")
+REGISTRY.register("remove-edge", "canaries.edge_removal:RandomRemovedEdge")
+REGISTRY.register("isolating-edge", "canaries.edge_removal:IsolatingEdge")
+REGISTRY.register("min-degree-edge", "canaries.edge_removal:MinDegreeEdge")
+REGISTRY.register("worst-remove-edge", "canaries.edge_removal:WorstRemovedEdge")
 REGISTRY.register("remove-node", "canaries.node:RemoveNode")
 REGISTRY.register("insert-node", "canaries.node:InsertNode")
 REGISTRY.register("insert-hub-node", "canaries.node:InsertHubNode")
+REGISTRY.register("isolating-node", "canaries.node:IsolatingNode")
 REGISTRY.register("dirac-gradient", "canaries.gradient:DiracGradient")
 REGISTRY.register("spread-gradient", "canaries.gradient:SpreadGradient")
 REGISTRY.register("split-gradient", "canaries.gradient:SplitGradient")
@@ -97,6 +124,22 @@ def make(name: str) -> Canary:
     if kind in _PARAMETRISED:
         return REGISTRY.load(_PARAMETRISED[kind]).parse(args)
     return get(name)()
+
+
+def relation_canaries(target: targets.Target, graph: Any) -> list[str]:
+    """The registered graph canaries whose pairs the target's unit covers, both halves of the
+    relation (insertions and removals), those that need a noiseless map only where the target has
+    one: the candidates a portfolio enumerates (gradient canaries are chosen with a trace attack)."""
+    try:
+        has_map = target.noiseless(graph) is not None
+    except NotImplementedError:
+        has_map = False
+    out = []
+    for name in available():
+        cls = get(name)
+        if cls.unit == target.unit.value and cls.relation != "gradient" and (has_map or not cls.needs_map):
+            out.append(name)
+    return out
 
 
 def auto_canary(target: targets.Target, graph: Any, attack: str | None = None) -> str:

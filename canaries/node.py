@@ -17,6 +17,9 @@ ignore it.
   features (the base graph's lowest-variance principal direction, scaled to 3× the largest row
   norm, ClipBKD-style), the rarest training label, and edges to ``degree`` training nodes drawn
   uniformly (canary rng). g1: z has its edges and is a training node; g0: z isolated, in no mask.
+* :class:`IsolatingNode` — :class:`RemoveNode` for the training node whose removal leaves the most
+  neighbours with no edge (the node-level half of the relation that isolates a node; a
+  calibration that reads D_min or the node count sees both move).
 """
 from __future__ import annotations
 
@@ -50,9 +53,24 @@ def isolate(graph: Data, node: int) -> Data:
     return out
 
 
+def removal_worlds(graph: Data, z: int, name: str, how: str, **extra: Any) -> CanaryPair:
+    """(z isolated and in no mask, the graph), both with the whole graph's out-degrees public."""
+    deg = _outdeg(graph)
+    g1 = graph.clone()
+    g1.public_outdeg = deg.clone()
+    g0 = isolate(graph, z)
+    g0.public_outdeg = deg.clone()
+    info = {"canary": name, "node": z, "degree": int(deg[z]), "label": int(graph.y[z]), "relation": "remove",
+            "chosen_by": how, **extra,
+            "g0": "node z isolated (edges removed) and in no mask; features/label kept, unread",
+            "public_outdeg": "whole-graph out-degrees on both worlds"}
+    return CanaryPair(g0, g1, info)
+
+
 class RemoveNode(Canary):
     name = "remove-node"
     unit = "node"
+    relation = "remove"
 
     def worlds(self, graph: Data, rng: np.random.Generator, target: Any = None) -> CanaryPair:
         deg = _outdeg(graph)
@@ -64,16 +82,28 @@ class RemoveNode(Canary):
         if pool.numel() == 0:
             raise ValueError("the graph has no training node to remove")
         z = int(pool[int(rng.integers(pool.numel()))])
-        public = deg.clone()
-        g1 = graph.clone()
-        g1.public_outdeg = public
-        g0 = isolate(graph, z)
-        g0.public_outdeg = public
-        info = {"canary": self.name, "node": z, "degree": int(deg[z]), "label": int(graph.y[z]),
-                "chosen_by": how + " (canary rng)",
-                "g0": "node z isolated (edges removed) and in no mask; features/label kept, unread",
-                "public_outdeg": "whole-graph out-degrees on both worlds"}
-        return CanaryPair(g0, g1, info)
+        return removal_worlds(graph, z, self.name, how + " (canary rng)")
+
+
+class IsolatingNode(Canary):
+    name = "isolating-node"
+    unit = "node"
+    relation = "remove"
+
+    def worlds(self, graph: Data, rng: np.random.Generator, target: Any = None) -> CanaryPair:
+        deg = _outdeg(graph)
+        train = graph.train_mask.cpu().nonzero().view(-1)
+        train = train[deg[train] > 0]
+        if train.numel() == 0:
+            raise ValueError("the graph has no training node with an edge to remove")
+        src, dst = graph.edge_index.cpu()
+        leaves = torch.bincount(src[deg[dst] == 1], minlength=graph.num_nodes)  # degree-1 neighbours
+        tie = torch.as_tensor(rng.permutation(train.numel()))
+        order = np.lexsort((tie.numpy(), -deg[train].numpy(), -leaves[train].numpy()))
+        z = int(train[int(order[0])])
+        return removal_worlds(graph, z, self.name, "the training node with the most degree-1 neighbours "
+                              "(then the largest degree; ties by canary rng)",
+                              isolates=[int(w) for w in dst[(src == z) & (deg[dst] == 1)]])
 
 
 class InsertNode(Canary):

@@ -1,8 +1,8 @@
 """Worst-case sensitivity probe: measured vs claimed Δ of every noisy step a claim charges.
 
 A DP claim holds for every neighbouring pair in its domain, so the auditor may choose the graph,
-the features and the canary. For each step (:mod:`canaries.sensitivity_maps`: the step's noiseless
-output is linear in a held-fixed input X, ``out = apply(graph, X)``) the probe maximises
+the features and the canary. For each step (the target's ``step_maps`` hook, :mod:`targets.common.probe`: the
+step's noiseless output is a map of a held-fixed input X, ``out = apply(graph, X)``) the probe maximises
 ``‖apply(g1, X) − apply(g0, X)‖`` (ℓ2 for Gaussian mechanisms, Σ-of-row-ℓ2 for GCON's Ψ) over
 
 (a) canaries on the given graph: every edge / a ranked sample of non-edges (lowest degree,
@@ -11,10 +11,20 @@ output is linear in a held-fixed input X, ``out = apply(graph, X)``) the probe m
     every canary on each, and structured families sized to the step (paths, cycles, stars,
     cliques, complete bipartite, random trees, a hub with more leaves than the degree bound);
 (c) the input X over the claim's domain (rows of ℓ2 norm ≤ radius, after the target's own
-    normalisation or projection): M = apply(g1, I) − apply(g0, I) is computed through the target's
-    code, then X maximises ‖M X‖ by enumerating sign patterns (rank-one extreme points, exhaustive
-    up to 14 free rows) and by projected ascent from many starts (X ← rownormalise(∇), a monotone
-    step for a convex objective over a product of balls), keeping the best.
+    normalisation or projection). For a map linear in X, M = apply(g1, I) − apply(g0, I) is computed
+    through the target's code, then X maximises ‖M X‖ by enumerating sign patterns (rank-one extreme
+    points, exhaustive up to 14 free rows) and by projected ascent from many starts (X ← rownormalise(∇),
+    a monotone step for a convex objective over a product of balls), keeping the best. Any other map
+    is searched by projected gradient ascent on ‖apply(g1, X) − apply(g0, X)‖ (autograd through the
+    target's code) from the realised X and random starts.
+
+A step measured on sampled couplings (:class:`targets.common.probe.SampledStep`: one DP-SGD step's
+batch) is probed over its own sources of graphs and nodes, every batch and model seed it names.
+A target's ``tight_pair`` hook (a paper's own worst case) is measured beside the search.
+
+A step the probe cannot measure is never a pass: the report says "not probed" with the reason, and
+``python -m audit sensitivity`` exits with status 3 (0: every step probed and at or below its claim,
+1: a step above its claim).
 
 The best pair per step (largest measured/claimed) is written as a witness (:mod:`canaries.witness`)
 and recomputed from the file through the target's code before it is reported. Measured above
@@ -37,9 +47,10 @@ import torch
 from torch_geometric.data import Data
 
 from canaries import witness as W
-from graphs.ops import add_edge
-from canaries.sensitivity_maps import StepMap, hub_size, steps_for
-from canaries.worstcase_graphs import atlas, canary_pairs, families
+from canaries.node import isolate
+from canaries.probe_graphs import atlas, canary_pairs, families
+from graphs.ops import undirected_pairs
+from targets.common.probe import SampledStep, StepMap
 
 RTOL = 1e-6
 
@@ -138,6 +149,11 @@ class Measurement:
         return self.measured / self.claimed if self.claimed > 0 else (math.inf if self.measured > 0 else 0.0)
 
 
+#: graphs up to this many nodes get the whole difference matrix (the step applied to I, n × n);
+#: larger ones only the columns near the canary (:func:`_local_difference`), in linear memory
+DENSE_DIFFERENCE_MAX_N = 4096
+
+
 def difference_matrix(step: StepMap, g0: Data, g1: Data, kind: str, canary: Any) -> torch.Tensor:
     """M = apply(g1, I) − apply(g0, I) (rows: outputs, columns: input rows), canary row excluded
     for node canaries where the claim excludes it."""
@@ -147,6 +163,66 @@ def difference_matrix(step: StepMap, g0: Data, g1: Data, kind: str, canary: Any)
     if kind == "node" and step.node_excludes_row:
         m[int(canary)] = 0.0
     return m
+
+
+def changed_block(step: StepMap, g0: Data, g1: Data, kind: str, canary: Any
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(rows, cols, M[rows][:, cols]): the rows and columns of the difference matrix that are not
+    all zero, and that block."""
+    if int(g1.num_nodes) > DENSE_DIFFERENCE_MAX_N:
+        return _local_difference(step, g0, g1, kind, canary)
+    m = difference_matrix(step, g0, g1, kind, canary)
+    rows = (m.abs().sum(1) > 0).nonzero().view(-1)
+    cols = (m.abs().sum(0) > 0).nonzero().view(-1)
+    return rows, cols, m[rows][:, cols]
+
+
+def _difference(step: StepMap, g0: Data, g1: Data, kind: str, canary: Any, x: torch.Tensor) -> torch.Tensor:
+    d = (step.apply(g1, x) - step.apply(g0, x)).double()
+    if kind == "node" and step.node_excludes_row:
+        d[int(canary)] = 0.0
+    return d
+
+
+def _local_difference(step: StepMap, g0: Data, g1: Data, kind: str, canary: Any, block: int = 64
+                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`changed_block` without the n × n matrix: a graph map moves only the inputs near the
+    canary. The candidate columns are the h-hop ball around the canary's nodes in g0 ∪ g1, grown
+    until M·z = 0 for a Gaussian z that is zero on the ball (then, almost surely, every column
+    outside it is zero); M's columns on the ball are computed `block` at a time."""
+    n = int(g1.num_nodes)
+    ei = torch.cat([g0.edge_index, g1.edge_index], 1).cpu()
+    ball = torch.zeros(n, dtype=torch.bool)
+    ball[torch.as_tensor(list(canary) if isinstance(canary, (tuple, list)) else [int(canary)])] = True
+    gen = torch.Generator().manual_seed(0)
+    while True:
+        z = torch.randn(n, 1, dtype=torch.float64, generator=gen)
+        z[ball] = 0.0
+        if float(_difference(step, g0, g1, kind, canary, z).abs().max()) == 0.0 or bool(ball.all()):
+            break
+        grown = ball.clone()
+        grown[ei[1][ball[ei[0]]]] = True
+        grown[ei[0][ball[ei[1]]]] = True
+        if bool((grown == ball).all()):  # a component exhausted: the rest cannot be reached
+            grown = torch.ones(n, dtype=torch.bool)
+        ball = grown
+    candidates = ball.nonzero().view(-1)
+    parts: list[tuple[torch.Tensor, torch.Tensor]] = []
+    for start in range(0, candidates.numel(), block):
+        idx = candidates[start:start + block]
+        x = torch.zeros(n, idx.numel(), dtype=torch.float64)
+        x[idx, torch.arange(idx.numel())] = 1.0
+        d = _difference(step, g0, g1, kind, canary, x)
+        nz = (d.abs().sum(1) > 0).nonzero().view(-1)
+        parts.append((nz, d[nz]))
+    rows = torch.unique(torch.cat([nz for nz, _ in parts])) if parts else torch.zeros(0, dtype=torch.long)
+    full = torch.zeros(rows.numel(), candidates.numel(), dtype=torch.float64)
+    start = 0
+    for nz, vals in parts:
+        full[torch.searchsorted(rows, nz), start:start + vals.size(1)] = vals
+        start += vals.size(1)
+    keep = full.abs().sum(0) > 0
+    return rows, candidates[keep], full[:, keep]
 
 
 def evaluate(step: StepMap, g0: Data, g1: Data, kind: str, canary: Any, x: torch.Tensor) -> float:
@@ -172,12 +248,10 @@ def measure_pair(step: StepMap, g0: Data, g1: Data, kind: str, canary: Any, rng:
         out.append(Measurement(evaluate(step, g0, g1, kind, canary, realised), claimed, kind, canary, g0, g1,
                                realised, "realised", found_by + "; the target's own X"))
     if search_x and step.radius is not None:
-        m = difference_matrix(step, g0, g1, kind, canary)
-        rows = (m.abs().sum(1) > 0).nonzero().view(-1)
-        cols = (m.abs().sum(0) > 0).nonzero().view(-1)
+        rows, cols, block = changed_block(step, g0, g1, kind, canary)
         if rows.numel() == 0:
             return out
-        sub = m[rows][:, cols].numpy()
+        sub = block.numpy()
         width = step.width or int(cols.numel())
         _, xs = maximise(sub, width, step.norm, rng)
         n = int(g1.num_nodes)
@@ -246,8 +320,9 @@ def _given_candidates(graph: Data, kind: str, count: int, rng: np.random.Generat
         top = torch.argsort(-deg)[: count // 2].tolist()
         rest = rng.choice(n, size=min(n, count // 2), replace=False).tolist()
         return {"nodes": list(dict.fromkeys(int(z) for z in top + rest))}
-    und = sorted({(min(u, v), max(u, v)) for u, v in graph.edge_index.t().tolist()})
-    present = [und[i] for i in rng.choice(len(und), size=min(len(und), count // 2), replace=False)] if und else []
+    und = undirected_pairs(graph)
+    present = [(int(und[i, 0]), int(und[i, 1]))
+               for i in rng.choice(len(und), size=min(len(und), count // 2), replace=False)] if len(und) else []
     absent: list[tuple[int, int]] = []
     for strategy in (LowDegreeEdge(), FeatureExtremeEdge()):
         try:
@@ -295,7 +370,7 @@ def probe_step(step: StepMap, graph: Data, *, candidates: int = 32, max_nodes: i
     if step.radius is not None:
         sources = list(atlas(max_nodes)) if max_nodes >= 2 else []
         if use_families:
-            sources += list(families(hub_size(step)))
+            sources += list(families(step.hub_size))
         for label, g in sources:
             search = "structured families" if not label.startswith("atlas") else f"all graphs ≤ {max_nodes} nodes"
             for kind, verdict in kinds:
@@ -314,58 +389,54 @@ class ProbeReport:
     seconds: float
     dataset: str
     unprobed: str | None = None
-    gcon: dict[str, Any] | None = None
+    tight: dict[str, Any] | None = None
 
     @property
     def violation(self) -> bool:
         return any(s.violation for s in self.steps)
 
+    @property
+    def not_probed(self) -> str | None:
+        """Why the probe cannot pass this target: no step to probe, or a step with no measured pair
+        (None where every step was measured)."""
+        if self.unprobed:
+            return self.unprobed
+        missing = [r.step.name for r in self.steps if r.best is None]
+        if missing:
+            return f"no pair in the claim's domain was measured for step(s) {', '.join(missing)}"
+        return None
+
+    @property
+    def status(self) -> str:
+        """``violation``, ``not probed`` or ``pass`` (every step probed and at or below its claim)."""
+        return "violation" if self.violation else ("not probed" if self.not_probed else "pass")
+
     def to_dict(self) -> dict[str, Any]:
         return {"target": self.target, "config": self.config, "dataset": self.dataset,
-                "violation": self.violation, "seconds": round(self.seconds, 3),
-                "steps": [s.to_dict() for s in self.steps], "unprobed": self.unprobed, "gcon": self.gcon}
+                "violation": self.violation, "status": self.status, "not_probed": self.not_probed,
+                "seconds": round(self.seconds, 3), "steps": [s.to_dict() for s in self.steps],
+                "unprobed": self.unprobed, "tight": self.tight}
 
 
-def probe_heterpoisson(target: Any, graph: Data, *, candidates: int = 32, batches: int = 4,
-                       use_families: bool = True, seed: int = 0) -> StepResult:
-    """HeterPoisson: one DP-SGD step's clipped gradient sum, node canaries, coupled batches
-    (world 0 = world 1's batch without the node), over nodes × batch seeds × model seeds, on the
-    given graph and on hub/star/clique families (every node a training node)."""
-    from canaries.sensitivity_maps import heterpoisson_step_change
-    from canaries.worstcase_graphs import make_graph
-
-    cfg = target.config
-    step = StepMap(name="one DP-SGD step (Σ clipped sub-graph gradients)", norm="l2", kinds=("node",),
-                   apply=lambda g, x: x, claimed=lambda g0, g1: None, radius=None, width=0,
-                   covers=["every DP-SGD step"],
-                   note="claimed per pair: c if the node is central, else 2c per star it is a peripheral in")
+def probe_sampled(step: SampledStep, graph: Data, *, candidates: int = 32, use_families: bool = True,
+                  seed: int = 0) -> StepResult:
+    """A step measured on sampled couplings: every node its sources name × its batch and model seeds
+    (world 0 = world 1's batch without the node)."""
     res = StepResult(step)
     rng = np.random.default_rng(seed)
     t0 = time.perf_counter()
-    sources: list[tuple[str, Data, list[int]]] = []
-    train = graph.train_mask.nonzero().view(-1)
-    deg = torch.bincount(graph.edge_index[0], minlength=graph.num_nodes)
-    top = train[torch.argsort(-deg[train])][: max(1, candidates // 2)].tolist()
-    rand = rng.choice(train.numel(), size=min(train.numel(), max(1, candidates // 2)), replace=False)
-    sources.append((f"given graph ({graph.num_nodes} nodes)", graph, list(dict.fromkeys(top + train[rand].tolist()))))
-    if use_families:
-        k = max(4, 2 * cfg.neighbors + 2)
-        hub = make_graph(k + 1, [(0, i) for i in range(1, k + 1)], features=graph.x.size(1), classes=2)
-        clique = make_graph(6, [(i, j) for i in range(6) for j in range(i + 1, 6)], features=graph.x.size(1))
-        sources += [(f"hub + {k} leaves", hub, [0, 1]), ("clique K6", clique, [0])]
-    for label, g, nodes in sources:
+    for label, g, nodes in step.sources(graph, candidates, rng, use_families):
         search = "given graph" if label.startswith("given") else "structured families"
         for z in nodes:
-            for b in range(batches):
-                for model_seed in (0, 1):
-                    measured, claimed, info = heterpoisson_step_change(
-                        target, g, int(z), torch.Generator().manual_seed(1000 * b + 7), model_seed)
-                    if claimed == 0 and measured == 0:
-                        continue  # the node is in no sub-graph of this batch
-                    m = Measurement(measured, claimed, "node", int(z), isolate_for(g, int(z)), g, None, "sampled",
-                                    f"{label}: node {z}, batch seed {1000 * b + 7}, model seed {model_seed} "
-                                    f"(central={info['central']}, peripheral stars={info['peripheral_stars']})")
-                    m.extra = {"batch_seed": 1000 * b + 7, "model_seed": model_seed, **info}
+            for batch_seed in step.batch_seeds:
+                for model_seed in step.model_seeds:
+                    c = step.change(g, int(z), batch_seed, model_seed)
+                    if c.claimed == 0 and c.measured == 0:
+                        continue  # the node is in no part of this batch
+                    m = Measurement(c.measured, c.claimed, "node", int(z), isolate(g, int(z)), g, None, "sampled",
+                                    f"{label}: node {z}, batch seed {batch_seed}, model seed {model_seed} "
+                                    f"({step.describe(c.info)})")
+                    m.extra = {"batch_seed": batch_seed, "model_seed": model_seed, **c.info}
                     res.pairs += 1
                     _keep(res.by_search, f"{search} [sampled X]", m)
                     if res.best is None or m.ratio > res.best.ratio:
@@ -374,39 +445,39 @@ def probe_heterpoisson(target: Any, graph: Data, *, candidates: int = 32, batche
     return res
 
 
-def isolate_for(graph: Data, node: int) -> Data:
-    from canaries.node import isolate
-
-    return isolate(graph, node)
+def _label(target: Any) -> str:
+    return target.name or f"{type(target).__module__}.{type(target).__qualname__}"
 
 
 def probe(target: Any, graph: Data, *, candidates: int = 32, max_nodes: int = 5, use_families: bool = True,
-          seed: int = 0, out: str | Path | None = None, dataset: str = "") -> ProbeReport:
-    """Probe every step of `target`; with `out`, write each step's witness there and recompute it."""
+          seed: int = 0, out: str | Path | None = None, dataset: str = "", tight: bool = False) -> ProbeReport:
+    """Probe every step of `target` (its ``step_maps``); with `tight`, also the target's own tight
+    pair; with `out`, write each step's witness there and recompute it."""
     import dataclasses
 
-
     t0 = time.perf_counter()
-    steps = steps_for(target, graph)
-    results = [probe_step(s, graph, candidates=candidates, max_nodes=max_nodes, use_families=use_families,
-                          seed=seed) for s in steps]
-    if target.name == "heterpoisson":
-        results = [probe_heterpoisson(target, graph, candidates=candidates, use_families=use_families, seed=seed)]
-        steps = [results[0].step]
+    steps = target.step_maps(graph)
+    results = [probe_sampled(s, graph, candidates=candidates, use_families=use_families, seed=seed)
+               if isinstance(s, SampledStep) else
+               probe_step(s, graph, candidates=candidates, max_nodes=max_nodes, use_families=use_families, seed=seed)
+               for s in steps]
     config = {k: v for k, v in dataclasses.asdict(target.config).items()}
-    report = ProbeReport(target.name, config, results, 0.0, dataset)
+    report = ProbeReport(_label(target), config, results, 0.0, dataset)
     if not steps:
-        report.unprobed = (f"no sensitivity adapter for {target.name!r} in this configuration "
-                           f"(unit={getattr(target.config, 'unit', '?')})")
+        report.unprobed = (f"not probed: {_label(target)} declares no noisy step in this configuration "
+                           f"(unit={target.unit.value}): neither a step map (Target.step_maps) nor a declared "
+                           f"step (Target.declared_steps)")
     if out is not None:
         Path(out).mkdir(parents=True, exist_ok=True)
         for i, r in enumerate(results):
             if r.best is None:
                 continue
-            path = Path(out) / f"witness-{target.name}-step{i}.json"
+            path = Path(out) / f"witness-{_label(target)}-step{i}.json"
             W.save(path, target=target, step=r.step, m=r.best)
             r.witness = str(path)
             r.recomputed = recompute(path)
+    if tight:
+        report.tight = tight_canary(target, graph, out=out)
     report.seconds = time.perf_counter() - t0
     return report
 
@@ -418,7 +489,7 @@ def render(report: ProbeReport) -> str:
     for r in report.steps:
         b = r.best
         if b is None:
-            lines.append(f"  {r.step.name}: no pair in the claim's domain")
+            lines.append(f"  {r.step.name}: not probed: no pair in the claim's domain was measured")
             continue
         flag = "VIOLATION" if r.violation else "ok"
         lines.append(f"  {r.step.name} [{r.step.norm}, {'/'.join(r.step.kinds)}]: measured {b.measured:.6g} / "
@@ -431,34 +502,29 @@ def render(report: ProbeReport) -> str:
                          f"{row['ratio']:.4f}")
         if r.witness:
             lines.append(f"      witness: {r.witness} (recomputed Δ {r.recomputed:.6g})")
-    if report.gcon:
-        g = report.gcon
-        lines.append(f"  GCON tight canary (§7.1): ψ {g['psi']:.6g} / Ψ {g['Psi']:.6g}; ‖ΔΘ*‖ "
-                     f"{g['minimiser_change']:.4g} (Theorem-1 bound {g['minimiser_change_bound']:.4g}) vs worst "
-                     f"given-graph edge {g['given_worst_minimiser_change']:.4g}; noise-term privacy loss at the "
-                     f"mean {g['noise_loss']:.4g} vs {g['given_worst_noise_loss']:.4g} (budget {g['noise_loss_budget']:.4g})"
-                     f" (×{g['gain']:.1f}); witness {g.get('witness')}")
-    lines.append("verdict: " + ("SENSITIVITY VIOLATION" if report.violation else "no step above its claim"))
+    if report.tight:
+        lines.append("  " + report.tight["line"])
+    verdict = {"violation": "SENSITIVITY VIOLATION", "pass": "no step above its claim",
+               "not probed": f"NOT PROBED ({report.not_probed})"}[report.status]
+    lines.append("verdict: " + verdict)
     return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------------------------------
-# witnesses: recomputing one, and GCON's tight canary (spec gcon.md §7.1)
+# witnesses: recomputing one, and a target's tight pair
 # ---------------------------------------------------------------------------------------------
 def recompute(path_or_doc: str | Path | dict[str, Any]) -> float:
     """The witness's Δ recomputed through the target's code (must equal the stored ``measured``)."""
     doc = path_or_doc if isinstance(path_or_doc, dict) else W.load(path_or_doc)
     target = W.build_target(doc)
-    if doc["target"] == "heterpoisson":
-        from canaries.sensitivity_maps import heterpoisson_step_change
-
-        s = doc["sampled"]
-        return heterpoisson_step_change(target, doc["g1"], int(doc["canary"]["node"]),
-                                        torch.Generator().manual_seed(int(s["batch_seed"])), int(s["model_seed"]))[0]
-    steps = {s.name: s for s in steps_for(target, doc["g1"] if doc["canary"]["kind"] == "node" else doc["g0"])}
+    base = doc["g1"] if doc["canary"]["kind"] == "node" else doc["g0"]
+    steps = {s.name: s for s in target.step_maps(base)}
     if doc["step"] not in steps:
         raise ValueError(f"the target has no step {doc['step']!r} (steps: {', '.join(steps)})")
     step = steps[doc["step"]]
+    if isinstance(step, SampledStep):
+        s = doc["sampled"]
+        return step.change(doc["g1"], int(doc["canary"]["node"]), int(s["batch_seed"]), int(s["model_seed"])).measured
     kind = doc["canary"]["kind"]
     canary = doc["canary"]["node"] if kind == "node" else tuple(doc["canary"]["edge"])
     x = doc["x"]
@@ -469,61 +535,28 @@ def recompute(path_or_doc: str | Path | dict[str, Any]) -> float:
     return evaluate(step, doc["g0"], doc["g1"], kind, canary, x)
 
 
-def gcon_tight_canary(target: Any, graph: Data, *, out: str | Path | None = None, scale: float = 1e4,
-                      directions: int = 6, candidates: int = 24, seed: int = 0) -> dict[str, Any]:
-    """Append two isolated, unmasked nodes u, v (rows of the loss through the pseudo-labels) whose
-    raw features are ±scale·a, so that the (affine) encoder maps them to x_u ≈ −x_v; the canary is
-    the edge {u, v}. Theorem 1's worst case for ψ: 2(1−α) at every m ≥ 1. Returns ψ, Ψ, the
-    minimiser change ‖Θ*(g1) − Θ*(g0)‖, the noise-density privacy loss at the noiseless minimiser
-    (:func:`canaries.sensitivity_maps.gcon_noise_loss`) against its budget, and the same two for the
-    worst of `candidates` edges of the given graph, and writes the witness to `out`."""
-    from canaries.sensitivity_maps import gcon_minimiser_change, gcon_noise_loss, gcon_steps
-    from canaries.worstcase_graphs import canary_pairs
-
-    step = gcon_steps(target)[0]
+def tight_canary(target: Any, graph: Data, *, out: str | Path | None = None, candidates: int = 24,
+                 seed: int = 0) -> dict[str, Any] | None:
+    """The target's tight pair (its ``tight_pair`` hook; None where it has none) measured on its step
+    with the target's own X, beside the target's numbers against `candidates` canaries of the given
+    graph; with `out`, written as a witness and recomputed."""
     rng = np.random.default_rng(seed)
-    n, f = graph.num_nodes, graph.x.size(1)
-    best: tuple[float, Any] | None = None
-    for k in range(directions):
-        a = torch.tensor(rng.standard_normal(f), dtype=torch.float32)
-        a = a / a.norm()
-        g0 = graph.clone()
-        g0.x = torch.cat([graph.x, (scale * a).unsqueeze(0), (-scale * a).unsqueeze(0)])
-        g0.y = torch.cat([graph.y, graph.y[:2]])
-        for key in ("train_mask", "val_mask", "test_mask"):
-            setattr(g0, key, torch.cat([getattr(graph, key), torch.zeros(2, dtype=torch.bool)]))
-        g0.num_nodes = n + 2
-        g1 = add_edge(g0, n, n + 1)
-        change = gcon_minimiser_change(target, g0, g1)
-        if best is None or change > best[0]:
-            best = (change, (g0, g1, k))
-    assert best is not None
-    change, (g0, g1, k) = best
-    x = step.realised(g1)
-    psi = evaluate(step, g0, g1, "edge", (n, n + 1), x)
-    Psi = step.claimed(g0, g1)
-    # the given graph's worst edge by minimiser change (ranked sample)
-    worst, worst_loss = 0.0, 0.0
-    cand = _given_candidates(graph, "edge", candidates, rng)
-    for canary, h0, h1 in canary_pairs(graph, "edge", rng=rng, **cand):
-        worst = max(worst, gcon_minimiser_change(target, h0, h1))
-        worst_loss = max(worst_loss, gcon_noise_loss(target, h0, h1))
-    det = target.claim(g0).details
-    # strong convexity: ‖Δθ_j‖ ≤ ‖∇L_g1 − ∇L_g0‖/λ ≤ (c1 + c2·c_θ)·Ψ/(n1·λ) per column (‖θ_j‖ ≤ c_θ)
-    bound = math.sqrt(det["classes"]) * (det["c1"] + det["c2"] * det["c_theta"]) * Psi / (det["n1"] * det["lam_solver"])
-    res = {"psi": psi, "Psi": Psi, "psi_ratio": psi / Psi, "minimiser_change": change,
-           "minimiser_change_bound": bound,
-           "given_worst_minimiser_change": worst, "gain": change / worst if worst > 0 else math.inf,
-           "noise_loss": gcon_noise_loss(target, g0, g1), "given_worst_noise_loss": worst_loss,
-           "noise_loss_budget": max(target.config.epsilon - det["eps_lambda"], target.config.omega * target.config.epsilon),
-           "x_u_dot_x_v": float(x[n] @ x[n + 1]), "direction": k,
-           "edge": [n, n + 1], "given_candidates": candidates}
+    pair = target.tight_pair(graph, rng)
+    if pair is None:
+        return None
+    step = next(s for s in target.step_maps(graph) if s.name == pair.step)
+    x = step.realised(pair.g1)
+    measured = evaluate(step, pair.g0, pair.g1, pair.kind, pair.canary, x)
+    claimed = step.claimed(pair.g0, pair.g1)
+    cand = _given_candidates(graph, pair.kind, candidates, rng)
+    given = list(canary_pairs(graph, pair.kind, rng=rng, **cand))
+    res = {"label": pair.label, "step": pair.step, "measured": measured, "claimed": claimed,
+           "ratio": measured / claimed, **pair.summary(given), "given_candidates": candidates}
     if out is not None:
-        m = Measurement(psi, Psi, "edge", (n, n + 1), g0, g1, x, "realised",
-                        f"GCON tight canary (spec §7.1): nodes {n}, {n + 1} appended isolated with raw features "
-                        f"±{scale:g}·a (encoder output x_u·x_v = {res['x_u_dot_x_v']:.6f})")
-        path = Path(out) / "witness-gcon-tight.json"
-        W.save(path, target=target, step=step, m=m, extra={"gcon": res})
+        m = Measurement(measured, claimed, pair.kind, pair.canary, pair.g0, pair.g1, x, "realised", res["found_by"])
+        path = Path(out) / f"witness-{_label(target)}-tight.json"
+        W.save(path, target=target, step=step, m=m, extra={"tight": res})
         res["witness"] = str(path)
         res["recomputed"] = recompute(path)
+    res["line"] = pair.render(res)
     return res

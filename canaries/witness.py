@@ -4,13 +4,13 @@ File format (JSON, ``format = "dpgnn-audit/sensitivity-witness/1"``)::
 
     {
       "format": "dpgnn-audit/sensitivity-witness/1",
-      "target": "gap", "config": {...every field of the target's config...},
+      "target": "NAME" | "module:Class" | "file.py:Class", "config": {...every field of the target's config...},
       "step": "hops 1-2 (S_k = Aᵀ H_(k-1))", "covers": ["hop 1", "hop 2"], "norm": "l2",
       "canary": {"kind": "edge" | "directed" | "node", "edge": [u, v] | "node": z},
       "graph": {"num_nodes": n, "x": {"dtype", "shape", "data"}, "edge_index": {...}, "y": {...},
                 "train_mask": {...}, "val_mask": {...}, "test_mask": {...}},
       "input": {"kind": "realised" | "adversarial" | "sampled", "x": {"dtype", "shape", "data"} | null},
-      "sampled": {"batch_seed", "model_seed", ...}   (HeterPoisson only: the batch and model)
+      "sampled": {"batch_seed", "model_seed", ...}   (a sampled step only: the batch and model)
       "measured": Δ, "claimed": Δ_claim, "ratio": Δ/Δ_claim, "violation": bool,
       "found_by": "...", "created": "ISO time"
     }
@@ -41,7 +41,8 @@ from torch_geometric.data import Data
 from canaries.base import Canary
 from canaries.edge import CanaryPair
 from canaries.node import isolate
-from graphs.datasets import graph_from_dict, graph_to_dict
+from targets.common.probe import WitnessPlan
+from graphs.datasets import graph_from_dict, graph_to_dict, tensor_from_dict
 from graphs.ops import add_directed_edge, add_edge
 
 FORMAT = "dpgnn-audit/sensitivity-witness/1"
@@ -49,10 +50,6 @@ FORMAT = "dpgnn-audit/sensitivity-witness/1"
 
 def _tensor(t: torch.Tensor) -> dict[str, Any]:
     return {"dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape), "data": t.reshape(-1).tolist()}
-
-
-def _untensor(d: dict[str, Any]) -> torch.Tensor:
-    return torch.tensor(d["data"], dtype=getattr(torch, d["dtype"])).reshape(d["shape"])
 
 
 def _config(target: Any) -> dict[str, Any]:
@@ -67,7 +64,7 @@ def save(path: str | Path, *, target: Any, step: Any, m: Any, extra: dict[str, A
     canary = {"kind": m.kind, ("node" if m.kind == "node" else "edge"):
               int(m.canary) if m.kind == "node" else [int(m.canary[0]), int(m.canary[1])]}
     doc = {
-        "format": FORMAT, "target": target.name, "config": _config(target),
+        "format": FORMAT, "target": target_spec(target), "config": _config(target),
         "step": step.name, "covers": list(step.covers), "norm": step.norm, "canary": canary,
         "graph": graph_to_dict(base),
         "input": {"kind": m.x_kind, "x": _tensor(m.x.double()) if m.x is not None else None},
@@ -96,8 +93,26 @@ def load(path: str | Path) -> dict[str, Any]:
         doc["g0"], doc["g1"] = base, add_directed_edge(base, *c["edge"])
     else:
         doc["g0"], doc["g1"] = base, add_edge(base, *c["edge"])
-    doc["x"] = _untensor(doc["input"]["x"]) if doc["input"].get("x") else None
+    doc["x"] = tensor_from_dict(doc["input"]["x"]) if doc["input"].get("x") else None
     return doc
+
+
+def target_spec(target: Any) -> str:
+    """What rebuilds `target`'s class: its registry name, else ``package.module:Class``, else
+    ``path/to/file.py:Class`` (a user's target loaded from a file)."""
+    import inspect
+
+    from targets.base import REGISTRY
+
+    cls = type(target)
+    try:
+        if cls.name and REGISTRY.get(cls.name) is cls:
+            return cls.name
+    except (ValueError, ImportError):
+        pass
+    if not cls.__module__.startswith("_user_module_"):
+        return f"{cls.__module__}:{cls.__qualname__}"
+    return f"{inspect.getfile(cls)}:{cls.__qualname__}"
 
 
 def build_target(doc: dict[str, Any]) -> Any:
@@ -105,6 +120,16 @@ def build_target(doc: dict[str, Any]) -> Any:
 
     cfg = dict(doc["config"])
     return build(doc["target"], **cfg)
+
+
+def plan(path: str | Path, params: dict[str, str] | None = None) -> WitnessPlan | None:
+    """The game's inputs for witness `path`: the target's ``witness_plan`` hook (None where the
+    target cannot take the witness's input). `params`: the run's own ``--set`` parameters, kept
+    (the witness's config fixes the rest)."""
+    from targets.base import get
+
+    doc = {**load(path), "path": str(path)}
+    return get(doc["target"]).witness_plan(doc, dict(params or {}))
 
 
 class WitnessCanary(Canary):
@@ -146,8 +171,3 @@ class WitnessCanary(Canary):
                 "given_graph_is_witness_graph": same,
                 "chosen_by": f"sensitivity witness ({doc['found_by']})"}
         return CanaryPair(doc["g0"], doc["g1"], info)
-
-
-# ---------------------------------------------------------------------------------------------
-# GCON's tight canary (spec gcon.md §7.1): two otherwise isolated nodes with opposite features
-# ---------------------------------------------------------------------------------------------

@@ -7,7 +7,8 @@ Every loader returns a ``torch_geometric.data.Data`` with ``x`` (float n×f), ``
 =============  =======  ============  =====  =======  ==========================================
 name           nodes    undirected e  feats  classes  source
 =============  =======  ============  =====  =======  ==========================================
-``csbm``       600      ≈2,400        32     3        generated (contextual SBM), seed-determined
+``csbm``       600      ≈2,400        32     3        generated (contextual SBM), seed-determined;
+                                                  ``csbm:n=1000000`` draws 10⁶ nodes sparsely
 ``chain-s``    48       42            5      2        CARIBOU chains (L=8, 3 chains per class)
 ``chain-m``    60       54            5      2        L=10, 3 per class
 ``chain-l``    90       84            5      2        L=15, 3 per class
@@ -35,6 +36,7 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.utils import coalesce, remove_self_loops, to_undirected
 
+from graphs.memory import available_memory
 from graphs.ops import (GraphStats, add_directed_edge, add_edge, degrees, drop_isolated,  # noqa: F401
                         graph_stats, has_edge, remove_edge)
 
@@ -161,8 +163,14 @@ def stratified_split(y: torch.Tensor, train: float, val: float, test: float, see
 # ---------------------------------------------------------------------------------------------
 # synthetic graphs
 # ---------------------------------------------------------------------------------------------
+# csbm graphs up to this many nodes are drawn by the original dense sampler (every stored result's
+# graph is one of them, bit for bit); larger ones by the sparse sampler (the same model)
+DENSE_CSBM_MAX_N = 4096
+
+
 def csbm(n: int = 600, classes: int = 3, features: int = 32, avg_degree: float = 8.0,
-         homophily: float = 0.8, signal: float = 0.35, seed: int = 0, connect_isolated: bool = True) -> Data:
+         homophily: float = 0.8, signal: float = 0.35, seed: int = 0, connect_isolated: bool = True,
+         sparse: bool | None = None) -> Data:
     """Contextual stochastic block model (Deshpande et al. 2018), deterministic by `seed`.
 
     Each node gets a class; an intra-class pair is joined with probability p_in and an inter-class
@@ -172,15 +180,44 @@ def csbm(n: int = 600, classes: int = 3, features: int = 32, avg_degree: float =
     are joined to a random node of their class so that every degree is ≥ 1, unless
     `connect_isolated` is false (``csbm:avg_degree=0.05,connect_isolated=0``: a graph where most
     nodes are isolated, for samplers that treat isolated nodes specially). Split: 30/20/50.
+
+    `sparse` (default: n > ``DENSE_CSBM_MAX_N``) draws the same model in memory that grows with
+    the edges (:func:`_csbm_edges_sparse`; ``csbm:n=1000000,sparse=1``); the dense sampler draws
+    an n×n uniform matrix and keeps the graphs of every n ≤ ``DENSE_CSBM_MAX_N`` as they were.
+    A graph too large for the free memory is refused with one line (:class:`DatasetError`).
     """
+    sparse = n > DENSE_CSBM_MAX_N if sparse is None else bool(sparse)
+    _check_csbm_fits(n, features, avg_degree, sparse)
     rng = np.random.default_rng(seed)
     y = rng.integers(0, classes, size=n)
-    same = y[:, None] == y[None, :]
-    n_same = (same.sum() - n) / 2
+    counts = np.bincount(y, minlength=classes)
+    n_same = (int((counts.astype(np.int64) ** 2).sum()) - n) / 2
     n_diff = n * (n - 1) / 2 - n_same
     m = avg_degree * n / 2
     p_in = min(1.0, homophily * m / max(n_same, 1))
     p_out = min(1.0, (1 - homophily) * m / max(n_diff, 1))
+    draw = _csbm_edges_sparse if sparse else _csbm_edges_dense
+    src, dst = draw(y, classes, p_in, p_out, rng, connect_isolated)
+    centroids = rng.standard_normal((classes, features))
+    centroids /= np.linalg.norm(centroids, axis=1, keepdims=True)
+    if sparse:  # float32 draws: half the memory of the dense sampler's float64 ones
+        x = rng.standard_normal((n, features), dtype=np.float32)
+        x *= np.float32(1 / np.sqrt(features))
+        x += (signal * centroids).astype(np.float32)[y]
+    else:
+        x = signal * centroids[y] + rng.standard_normal((n, features)) / np.sqrt(features)
+    data = Data(x=torch.as_tensor(x, dtype=torch.float32),
+                edge_index=torch.as_tensor(np.stack([src, dst]), dtype=torch.long),
+                y=torch.as_tensor(y, dtype=torch.long))
+    data.num_nodes = n
+    return normalise(data, seed=seed, split=(0.3, 0.2), test=0.5)
+
+
+def _csbm_edges_dense(y: np.ndarray, classes: int, p_in: float, p_out: float,
+                      rng: np.random.Generator, connect_isolated: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Upper-triangle edges from one n×n uniform draw (O(n²) memory: small graphs only)."""
+    n = y.size
+    same = y[:, None] == y[None, :]
     u = rng.random((n, n))
     adj = np.triu(u < np.where(same, p_in, p_out), k=1)
     deg = adj.sum(0) + adj.sum(1)
@@ -188,15 +225,84 @@ def csbm(n: int = 600, classes: int = 3, features: int = 32, avg_degree: float =
         mates = np.flatnonzero((y == y[i]) & (np.arange(n) != i))
         j = int(rng.choice(mates))
         adj[min(i, j), max(i, j)] = True
-    src, dst = np.nonzero(adj)
-    centroids = rng.standard_normal((classes, features))
-    centroids /= np.linalg.norm(centroids, axis=1, keepdims=True)
-    x = signal * centroids[y] + rng.standard_normal((n, features)) / np.sqrt(features)
-    data = Data(x=torch.tensor(x, dtype=torch.float32),
-                edge_index=torch.tensor(np.stack([src, dst]), dtype=torch.long),
-                y=torch.tensor(y, dtype=torch.long))
-    data.num_nodes = n
-    return normalise(data, seed=seed, split=(0.3, 0.2), test=0.5)
+    return np.nonzero(adj)
+
+
+def _csbm_edges_sparse(y: np.ndarray, classes: int, p_in: float, p_out: float,
+                       rng: np.random.Generator, connect_isolated: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The same law as the dense sampler in O(n + m) memory.
+
+    For each block (class a, class b ≥ a) the edge count is Binomial(pairs, p) and the edges are
+    that many distinct pairs drawn uniformly (pairs drawn with replacement, duplicates dropped and
+    redrawn: a uniform subset of the drawn size), so every pair is present independently with
+    probability p given the block's count law. An isolated node is joined to a uniform other
+    node of its class, as in the dense sampler.
+    """
+    members = [np.flatnonzero(y == c) for c in range(classes)]
+    src, dst = [], []
+    for a in range(classes):
+        for b in range(a, classes):
+            ca, cb = members[a].size, members[b].size
+            pairs = ca * (ca - 1) // 2 if a == b else ca * cb
+            if pairs == 0:
+                continue
+            k = int(rng.binomial(pairs, p_in if a == b else p_out))
+            i, j = _distinct_pairs(ca, cb, k, a == b, rng)
+            src.append(members[a][i])
+            dst.append(members[b][j])
+    if connect_isolated:
+        deg = np.zeros(y.size, dtype=np.int64)
+        for s, d in zip(src, dst):
+            deg += np.bincount(s, minlength=y.size) + np.bincount(d, minlength=y.size)
+        lonely = np.flatnonzero(deg == 0)
+        pos = np.empty(y.size, dtype=np.int64)
+        for idx in members:
+            pos[idx] = np.arange(idx.size)
+        mates = np.full_like(lonely, -1)
+        for c, idx in enumerate(members):
+            mine = y[lonely] == c
+            if idx.size < 2 or not mine.any():
+                continue
+            r = rng.integers(0, idx.size - 1, size=int(mine.sum()))
+            r += r >= pos[lonely[mine]]  # a uniform member other than the node itself
+            mates[mine] = idx[r]
+        src.append(lonely[mates >= 0])
+        dst.append(mates[mates >= 0])
+    empty = np.zeros(0, dtype=np.int64)
+    return (np.concatenate(src) if src else empty), (np.concatenate(dst) if dst else empty)
+
+
+def _distinct_pairs(ca: int, cb: int, k: int, same: bool, rng: np.random.Generator
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """`k` distinct uniform pairs (i < j within one class of `ca` members when `same`, else
+    (i, j) in `ca` × `cb`), as member positions."""
+    keys = np.zeros(0, dtype=np.int64)
+    while keys.size < k:
+        need = k - keys.size
+        i = rng.integers(0, ca, size=need)
+        if same:
+            j = rng.integers(0, ca - 1, size=need)
+            j += j >= i
+            i, j = np.minimum(i, j), np.maximum(i, j)
+            fresh = i * ca + j
+        else:
+            fresh = i * cb + rng.integers(0, cb, size=need)
+        keys = np.unique(np.concatenate([keys, fresh]))
+    width = ca if same else cb
+    return keys // width, keys % width
+
+
+def _check_csbm_fits(n: int, features: int, avg_degree: float, sparse: bool) -> None:
+    """Refuse, in one line, a csbm graph whose generation would not fit in the free memory."""
+    if sparse:  # ~6 live copies of 2m directed int64 pairs while normalising, features float32 twice
+        need = 6 * 2 * 16 * avg_degree * n / 2 + 2 * 4 * n * features + 64 * n
+    else:  # the uniform matrix, its threshold and the boolean masks
+        need = 27 * n * n + 8 * n * features
+    free = available_memory()
+    if need > free:
+        hint = "" if sparse else " (the dense sampler is quadratic: add sparse=1)"
+        raise DatasetError(f"csbm with n={n:,}, avg_degree={avg_degree:g}, features={features} needs about "
+                           f"{need / 2**30:.1f} GiB; {free / 2**30:.1f} GiB is free{hint}")
 
 
 def chain(name: str, seed: int = 0) -> Data:
@@ -316,3 +422,19 @@ def load_witness_graph(path: str | os.PathLike) -> Data:
     if "graph" not in doc:
         raise DatasetError(f"{str(p)!r} is not a sensitivity witness (no 'graph')")
     return graph_from_dict(doc["graph"])
+
+
+def tensor_from_dict(spec: dict) -> torch.Tensor:
+    """A tensor stored as ``{"dtype", "shape", "data"}`` (a witness's input X)."""
+    return torch.tensor(spec["data"], dtype=getattr(torch, spec["dtype"])).reshape(spec["shape"])
+
+
+def load_witness_input(path: str | os.PathLike) -> torch.Tensor | None:
+    """The held-fixed input X a sensitivity witness stores (None where it stores none)."""
+    import json
+
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise DatasetError(f"witness file {str(p)!r} not found")
+    spec = (json.loads(p.read_text()).get("input") or {}).get("x")
+    return None if spec is None else tensor_from_dict(spec)

@@ -24,8 +24,10 @@ from typing import ClassVar
 import torch
 from torch_geometric.data import Data
 
-from targets.accounting import gdp_epsilon, gdp_mu
+from targets.common.accounting import gdp_epsilon, gdp_mu
 from targets.base import Claim, MechanismStep, Release, Target, TargetConfig, noise_generator
+from targets.common.probe import StepMap
+from targets.common.catalogue import Entry
 
 SENSITIVITY = math.sqrt(2.0)
 
@@ -45,8 +47,7 @@ class GaussianConfig(TargetConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.unit != "edge":
-            raise ValueError(f"The 'unit' parameter of GaussianMechanism must be 'edge', got {self.unit!r}")
+        self.require("unit", self.unit == "edge", "'edge'")
 
 
 def _unit_rows(x: torch.Tensor) -> torch.Tensor:
@@ -61,6 +62,17 @@ def aggregate(graph: Data, features: torch.Tensor) -> torch.Tensor:
     return out
 
 
+#: this target's entries in the bug catalogue (``python -m audit regress``)
+CATALOGUE = (
+    # exact reference: the estimators' calibration
+    Entry("gaussian", "CONSISTENT", epsilon=2, trials=2000, why="exact μ-GDP claim"),
+    Entry("gaussian", "VIOLATION", bug="no-noise", trials=200),
+    Entry("gaussian", "VIOLATION", bug="half-noise", epsilon=2, trials=2000, why="true ε 4.39 vs claimed 2"),
+    Entry("gaussian", "CONSISTENT", epsilon=2, trials=300, mode="one-run"),
+    Entry("gaussian", "VIOLATION", bug="no-noise", epsilon=2, trials=300, mode="one-run"),
+)
+
+
 class GaussianMechanism(Target[GaussianConfig]):
     name = "gaussian"
     Config = GaussianConfig
@@ -70,6 +82,11 @@ class GaussianMechanism(Target[GaussianConfig]):
         "no-noise": "adds no noise while claiming the calibrated ε",
         "half-noise": "adds noise of std σΔ/2 while claiming σΔ",
     }
+    catalogue: ClassVar[tuple[Entry, ...]] = CATALOGUE
+    #: small audits where this target fixtures an attack's contract check: attack → (params, canary)
+    attack_fixtures: ClassVar[dict[str, tuple[dict[str, str], str]]] = {
+        "mechanism-lrt": ({}, "auto"), "linkteller": ({}, "random-edge"), "fresh-query": ({}, "random-edge"),
+        "learned-mechanism": ({}, "auto"), "learned-api": ({}, "random-edge")}
 
     #: one aggregation A·X
     receptive_hops = 1
@@ -110,6 +127,22 @@ class GaussianMechanism(Target[GaussianConfig]):
 
     def cached_work(self) -> str | None:
         return "noiseless A·X̂ and the claim, computed once per world graph per worker"
+
+    def step_maps(self, graph: Data) -> list[StepMap]:
+        """A·X over X̂ (unit rows) or, with ``normalize=False``, the raw features (the claim reads
+        their norms). A witness is not played: every edge of any graph moves A·X̂ by exactly √2,
+        so the given graph is already a worst case."""
+        normalize = self.config.normalize
+
+        def realised(g: Data) -> torch.Tensor:
+            x = g.x.double()
+            return _unit_rows(x) if normalize else x
+
+        return [StepMap(name="A·X", norm="l2", kinds=("edge",), extra_kinds=("directed",),
+                        apply=lambda g, x: aggregate(g, x.double()),
+                        claimed=lambda g0, g1: max(self.sensitivity(g0), self.sensitivity(g1)),
+                        radius=1.0 if normalize else None, width=0, realised=realised, covers=["A·X + noise"],
+                        note="rows of X̂ unit-norm" if normalize else "raw features (claim reads their norms)")]
 
     def _world(self, graph: Data) -> tuple[torch.Tensor, float, float]:
         """(noiseless mean, released noise std, claimed noise std) of `graph`, cached per graph

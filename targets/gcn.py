@@ -20,11 +20,11 @@ perturbations are not lost to float32 rounding. The API is deterministic (``fres
 is False); ``Release.info["query_count"]["queries"]`` counts calls that carried a query graph.
 
 Batched trials: ``fit_batch(graph, rngs)`` (and ``fit_graphs``, one graph per run, for the
-input-perturbation targets) trains K runs stacked (:mod:`targets.stacked_gcn`); run k's release is
+input-perturbation targets) trains K runs stacked (:mod:`targets.common.stacked_gcn`); run k's release is
 bitwise ``fit(graph, rngs[k])`` on CPU, and ``fit`` is the stack of one. The inference copy uses CSR
 products. The model, epochs, optimiser and kept-epoch rule are those above; the floats of a run are
 not those of the earlier module loop (dropout masks drawn from random words, CSR summation order,
-the gradient written out: see :mod:`targets.stacked_gcn`).
+the gradient written out: see :mod:`targets.common.stacked_gcn`).
 
 Views: ``api`` and ``weights`` (``conv1.weight``, ``conv1.bias``, ``conv2.weight``, ``conv2.bias``).
 Shapes: ``x`` N × d; hidden N × ``hidden``; posteriors n_query × classes.
@@ -40,7 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from targets import stacked_gcn, stacked_mlp
+from targets.common import stacked_gcn, stacked_mlp
 from targets.base import Claim, Release, Target, TargetConfig, child_generator
 
 DEFAULT_DELTA = 1e-5
@@ -81,9 +81,7 @@ class GCNConfig(TargetConfig):
             ("weight_decay", self.weight_decay >= 0, "a float >= 0"),
             ("normalization", self.normalization in ("aug", "first-order"), "'aug' or 'first-order'"),
         ]
-        for name, ok, what in checks:
-            if not ok:
-                raise ValueError(f"The {name!r} parameter of NonPrivateGCN must be {what}, got {getattr(self, name)!r}")
+        self.require_all(checks)
 
 
 def csr(adj: torch.Tensor) -> torch.Tensor:
@@ -163,7 +161,7 @@ class NonPrivateGCN(Target[GCNConfig]):
         return self.fit_graphs([graph], [rng])[0]
 
     def fit_batch(self, graph: Any, rngs: list[torch.Generator]) -> list[Release]:
-        """``len(rngs)`` runs on `graph`, trained stacked (:mod:`targets.stacked_gcn`); run k draws
+        """``len(rngs)`` runs on `graph`, trained stacked (:mod:`targets.common.stacked_gcn`); run k draws
         only from ``rngs[k]`` and releases bitwise what ``fit(graph, rngs[k])`` does on CPU."""
         return self.fit_graphs([graph] * len(rngs), rngs)
 

@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from targets.accounting import gdp_epsilon, gdp_mu
+from targets.common.accounting import gdp_epsilon, gdp_mu
 from targets.base import Claim, MechanismStep, Release, Target, TargetConfig
 
 

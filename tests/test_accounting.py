@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from targets import accounting as acc
+from targets.common import accounting as acc
 
 
 @pytest.mark.parametrize("mu, delta, eps", [

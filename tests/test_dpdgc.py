@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from audit.data import add_edge
-from targets.accounting import gaussian_rdp
+from targets.common.accounting import gaussian_rdp
 from targets.base import build, resolve
 from targets.dpdgc import (ORDERS, DPDGC, DPDGCConfig, bound_column_degree, lemma_f1_epsilon,
                            wor_gaussian_rdp)

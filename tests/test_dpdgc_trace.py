@@ -7,7 +7,7 @@ import torch
 
 from audit import game
 from canaries.gradient import DiracGradient
-from targets.accounting import gaussian_rdp
+from targets.common.accounting import gaussian_rdp
 from targets.base import build
 from targets.dpdgc import ORDERS, lemma_f1_epsilon, wor_gaussian_rdp
 

@@ -4,9 +4,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from targets import stacked_mlp
+from targets.common import stacked_mlp
 from targets.base import build, child_generator, resolve, seeded
-from targets.dpsgd import flatten, per_example_gradients
+from targets.common.dpsgd import flatten, per_example_gradients
 from targets.dpsgd_gcn import DPSGDGCN, _Net, propagate
 
 

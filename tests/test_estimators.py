@@ -7,7 +7,7 @@ from scipy.optimize import brentq
 from scipy.stats import norm
 
 from audit import estimators as est
-from targets.accounting import gdp_epsilon, gdp_mu
+from targets.common.accounting import gdp_epsilon, gdp_mu
 from audit.estimators.known import gaussian as _gaussian, laplace as _laplace  # noqa: E402
 from audit.estimators.known import randomized_response as _randomized_response  # noqa: E402
 from size import count_exceedances, count_failures, stable_seed
@@ -18,7 +18,7 @@ DELTA = 1e-5
 @pytest.mark.parametrize("tp, fn, fp, tn, eps", [
     (500, 0, 0, 500, 4.906), (1000, 0, 0, 1000, 5.601), (900, 100, 10, 990, 3.872), (600, 400, 100, 900, 1.554)])
 def test_cp_spec_vectors(tp, fn, fp, tn, eps):
-    assert float(est._cp_bound(fp, fn, fp + tn, tp + fn, DELTA, 0.05)) == pytest.approx(eps, abs=1e-3)
+    assert float(est.cp_bound(fp, fn, fp + tn, tp + fn, DELTA, 0.05)) == pytest.approx(eps, abs=1e-3)
 
 
 @pytest.mark.parametrize("m, r, v, delta, eps", [

@@ -7,7 +7,7 @@ import pytest
 
 from audit import estimators as est
 from audit.shape_check import auto_estimate
-from targets.accounting import gdp_epsilon, gdp_mu
+from targets.common.accounting import gdp_epsilon, gdp_mu
 from audit.estimators.known import MECHANISMS, gaussian as _gaussian, laplace as _laplace  # noqa: E402
 from audit.estimators.known import randomized_response as _rr  # noqa: E402
 from size import count_exceedances, count_failures, stable_seed
@@ -25,9 +25,9 @@ DELTA = 1e-5
 
 # --- known answers --------------------------------------------------------------------------
 def test_count_grid():
-    assert est._count_grid(100).tolist() == [0, 1, 2, 4, 8, 16, 32]
-    assert est._count_grid(100, limit=1.0).tolist() == [0, 1, 2, 4, 8, 16, 32, 64]
-    assert est._count_grid(1).tolist() == [0]
+    assert est.count_grid(100).tolist() == [0, 1, 2, 4, 8, 16, 32]
+    assert est.count_grid(100, limit=1.0).tolist() == [0, 1, 2, 4, 8, 16, 32, 64]
+    assert est.count_grid(1).tolist() == [0]
 
 
 def test_cp_perfect_separation_exact():
@@ -226,7 +226,7 @@ def test_auto_false_alarms_within_confidence(mechanism, eps):
     count_exceedances(draw, 100, 0.2, f"auto on {mechanism}")
 
 
-@pytest.mark.parametrize("module", ["audit.estimators.trade_off", "audit.sequential", "audit.shape_check"])
+@pytest.mark.parametrize("module", ["audit.estimators.trade_off", "audit.group_sequential", "audit.shape_check"])
 def test_modules_import_in_any_order(module):
     import subprocess
     import sys

@@ -139,7 +139,7 @@ def test_gdp_conversion_is_conservative_for_the_audited_trace():
     from dp_accounting.pld import privacy_loss_distribution as pld
     from scipy.stats import norm
 
-    from targets.accounting import gdp_epsilon
+    from targets.common.accounting import gdp_epsilon
 
     claim = build("gap", trace_module="encoder", **AUDIT).claim(load("csbm"))
     sigma, q, delta = claim.details["noise_multiplier"], claim.details["sampling_rate"], claim.delta

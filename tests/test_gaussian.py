@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from targets.accounting import gdp_epsilon
+from targets.common.accounting import gdp_epsilon
 from targets.base import build
 
 

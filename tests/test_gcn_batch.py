@@ -1,11 +1,11 @@
-"""The stacked GCN (targets/stacked_gcn.py) behind gcn, edgerand and lapgraph: fit_batch(g, rngs)[k]
+"""The stacked GCN (targets/common/stacked_gcn.py) behind gcn, edgerand and lapgraph: fit_batch(g, rngs)[k]
 releases bitwise what fit(g, rngs[k]) does whatever K, the stack trains the module's GCN, and a
 whole run stores the same trials at --batch 1 and auto."""
 import pytest
 import torch
 import torch.nn.functional as F
 
-from targets import stacked_gcn
+from targets.common import stacked_gcn
 from targets.base import build
 from targets.gcn import GCN, normalized_adjacency
 

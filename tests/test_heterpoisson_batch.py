@@ -5,8 +5,8 @@ import torch
 import torch.nn.functional as F
 
 from targets.base import build, child_generator, resolve, seeded
-from targets.dpsgd import flatten, per_example_gradients
-from targets import stacked_mlp
+from targets.common.dpsgd import flatten, per_example_gradients
+from targets.common import stacked_mlp
 from targets.heterpoisson import HeterPoisson, StarNet, stacked
 
 

@@ -49,7 +49,7 @@ def test_code_identity_names_version_checkout_and_sources():
 
 def test_source_hash_follows_module_level_project_imports(tmp_path, monkeypatch):
     """A target's module imports a shared project module (as targets/gap/ imports
-    targets/stacked_mlp.py): an edit there changes the hash; a lazy import inside a function
+    targets/common/stacked_mlp.py): an edit there changes the hash; a lazy import inside a function
     does not count, and neither do imports from outside the project's source folders."""
     pkg = tmp_path / "repo" / "targets"
     pkg.mkdir(parents=True)

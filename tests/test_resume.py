@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from targets.accounting import gdp_epsilon, gdp_mu
+from targets.common.accounting import gdp_epsilon, gdp_mu
 from targets.base import Claim, MechanismStep, Release, Target, TargetConfig
 
 NOISE_SCALE = {scale}  # 1.0: as claimed; 0.0: a bug that drops the noise

@@ -10,8 +10,7 @@ import torch
 
 from canaries import sensitivity as S
 from canaries.sensitivity import maximise, probe, probe_step
-from canaries.sensitivity_maps import steps_for
-from canaries.worstcase_graphs import make_graph
+from graphs.small import make_graph
 from targets.base import build
 
 SQRT2 = math.sqrt(2.0)
@@ -26,7 +25,7 @@ def small():
 
 def _step(name, graph, **params):
     target = build(name, **params)
-    (step,) = steps_for(target, graph)
+    (step,) = target.step_maps(graph)
     return target, step
 
 
@@ -139,14 +138,19 @@ def test_witness_realised_input_recomputes(small, tmp_path):
 
 
 def test_heterpoisson_step_at_claim_and_order_overlap_flagged():
-    from canaries.sensitivity import probe_heterpoisson
+    import dataclasses
+
+    from canaries.sensitivity import probe_sampled
     from graphs.datasets import load
 
     graph = load("csbm:n=120,seed=3")
-    ok = probe_heterpoisson(build("heterpoisson", hidden=8, batch_size=40), graph, candidates=4, batches=2,
-                            use_families=False)
+
+    def sampled(batches, **params):
+        (step,) = build("heterpoisson", hidden=8, batch_size=40, **params).step_maps(graph)
+        return dataclasses.replace(step, batch_seeds=tuple(1000 * b + 7 for b in range(batches)))
+
+    ok = probe_sampled(sampled(2), graph, candidates=4, use_families=False)
     assert ok.best is not None and not ok.violation and ok.best.ratio > 0.5
     assert "given graph [sampled X]" in ok.by_search
-    bad = probe_heterpoisson(build("heterpoisson", hidden=8, batch_size=40, bug="order-overlap"), graph,
-                             candidates=12, batches=3, use_families=False)
+    bad = probe_sampled(sampled(3, bug="order-overlap"), graph, candidates=12, use_families=False)
     assert bad.violation and bad.best.extra["central"] and bad.best.extra["peripheral_stars"] > 0

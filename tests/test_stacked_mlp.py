@@ -1,10 +1,10 @@
-"""targets.stacked_mlp.linear: K runs' layers in one product, each run's floats those of F.linear."""
+"""targets.common.stacked_mlp.linear: K runs' layers in one product, each run's floats those of F.linear."""
 import pytest
 import torch
 import torch.nn.functional as F
 
 from targets.base import one_torch_thread
-from targets.stacked_mlp import linear
+from targets.common.stacked_mlp import linear
 
 
 @pytest.mark.parametrize("runs, rows, fan_in, fan_out", [(1, 140, 128, 7), (3, 140, 128, 7), (16, 600, 64, 6),

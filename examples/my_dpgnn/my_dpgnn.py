@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from targets.accounting import gdp_epsilon, gdp_mu
+from targets.common.accounting import gdp_epsilon, gdp_mu
 from targets.base import Claim, MechanismStep, Release, Target, TargetConfig
 
 

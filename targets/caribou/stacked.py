@@ -32,7 +32,7 @@ from torch_geometric.data import Data
 
 from targets.base import one_torch_thread
 from targets.caribou.model import ClassificationModule, _fit_best_val
-from targets.stacked_mlp import ContiguousGrad, linear
+from targets.common.stacked_mlp import ContiguousGrad, linear
 
 _ALIGN = 32  # floats: two AVX-512 vectors, the unrolled step of torch's CPU element-wise loops
 STACK_BYTES = 256 * 2**20  # runs stack until their activations reach about this size (csbm: 64 runs ≈ 118 MB)

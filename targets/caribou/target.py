@@ -10,16 +10,20 @@ from torch import nn
 from torch_geometric.data import Data
 
 from graphs.ops import degrees, drop_isolated_with_notice
-from targets import dpsgd
-from targets.accounting import (
+from targets.common import dpsgd
+from targets.common.accounting import (
     DEFAULT_ORDERS, calibrate_decreasing, gap_delta, gaussian_rdp, gdp_epsilon, gdp_mu, rdp_to_dp,
     subsampled_gaussian_rdp)
-from targets.base import Claim, Lazy, MechanismStep, Release, Target, TargetConfig, child_generator, noise_generator, seeded
+from targets.base import (Claim, Lazy, MechanismStep, Release, Target, TargetConfig, child_generator, noise_generator,
+                          seeded, split_accuracies)
 from targets.caribou.accountant import compositions, edge_sensitivity, node_sensitivity
 from targets.caribou.config import CaribouConfig
 from targets.caribou.model import (
     ClassificationModule, Encoder, _fit_best_val, bound_degree, cgl, feature_fingerprint, project)
 from targets.caribou.stacked import CMBatch
+from targets.caribou import probe
+from targets.caribou.catalogue import CATALOGUE
+from targets.common.catalogue import Entry
 
 
 class Caribou(Target[CaribouConfig]):
@@ -37,6 +41,11 @@ class Caribou(Target[CaribouConfig]):
                             "released hops stay within the claim)",
         "no-projection": "skips the row projection to the unit ball that the sensitivity relies on",
     }
+    #: this target's entries in the bug catalogue (``python -m audit regress``)
+    catalogue: ClassVar[tuple[Entry, ...]] = CATALOGUE
+    #: small audits where this target fixtures an attack's contract check: attack → (params, canary)
+    attack_fixtures: ClassVar[dict[str, tuple[dict[str, str], str]]] = {
+        "edge-correlation": ({"encoder_epochs": "10"}, "low-degree-edge")}
     published_accuracy: ClassVar[dict[tuple[str, str, float], float]] = {
         # Table 3 (EDP, top accuracy over 3 runs × grid) and Table 10 (NDP)
         **{("cora", "edge", e): a for e, a in [(1, 85.1), (2, 86.9), (4, 87.3), (8, 88.4), (16, 88.6), (32, 88.6)]},
@@ -73,6 +82,20 @@ class Caribou(Target[CaribouConfig]):
                              f"isolated nodes")
         d_max = c.d_max if c.d_max is not None else min(int(deg.max()), c.degree_bound)
         return d_min, d_max
+
+    def claim_assumptions(self, graph: Data) -> list[str]:
+        """Eq. 6/8 bound a hop's change for graphs whose degrees lie in [D_min, D_max], D_min ≥ 1
+        (the paper drops isolated nodes); a public D_min or D_max in the config is part of it."""
+        deg = degrees(graph)
+        c, out = self.config, []
+        if bool((deg == 0).any()):
+            out.append(f"{int((deg == 0).sum())} node(s) of degree 0: Eq. 6/8 need every degree >= 1 "
+                       "(the paper drops isolated nodes)")
+        if c.d_min is not None and bool((deg[deg > 0] < c.d_min).any()):
+            out.append(f"a degree below the public D_min = {c.d_min}")
+        if c.d_max is not None and c.unit == "edge" and bool((deg > c.d_max).any()):
+            out.append(f"a degree above the public D_max = {c.d_max}")
+        return out
 
     def public_params(self, graph: Data) -> dict[str, Any]:
         d_min, d_max = self.degree_bounds(graph)
@@ -231,6 +254,16 @@ class Caribou(Target[CaribouConfig]):
             return ("edge-free encoder trained once per worker (depends on features and labels only), "
                     "with its embedding X⁽⁰⁾")
         return None
+
+    def step_maps(self, graph: Data) -> list[Any]:
+        return probe.step_maps(self)
+
+    def takes_witness(self) -> bool:
+        return probe.takes_witness(self.config)
+
+    @classmethod
+    def witness_plan(cls, doc: dict[str, Any], params: dict[str, str]) -> Any:
+        return probe.witness_plan(doc, params)
 
     def _edge_encoder(self, graph: Data) -> tuple[str, Encoder, torch.Tensor]:
         """Edge level: (encoder key, cached encoder, cached X⁽⁰⁾), one fingerprint per call."""
@@ -397,10 +430,7 @@ class Caribou(Target[CaribouConfig]):
             return {k: v.detach().cpu() for k, v in cm().state_dict().items()}
 
         def accuracy() -> dict[str, float]:
-            probs = predict()
-            pred = probs.argmax(1)
-            return {s: float((pred[m] == graph.y[m]).float().mean())
-                    for s, m in (("train", graph.train_mask), ("val", graph.val_mask), ("test", graph.test_mask))}
+            return split_accuracies(predict().argmax(1), graph)
 
         released = hops if self.bug("release-all-hops") else [xk]
         steps: list[MechanismStep] = []

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from scipy.special import gammaln, logsumexp
 
-from targets.accounting import calibrate_decreasing, gaussian_rdp, rdp_to_dp
+from targets.common.accounting import calibrate_decreasing, gaussian_rdp, rdp_to_dp
 
 #: RDP orders for Lemma F.1 (spec §3.5: fine steps up to 10, coarse beyond).
 ORDERS: tuple[float, ...] = tuple(

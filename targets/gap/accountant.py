@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from targets.accounting import (
+from targets.common.accounting import (
     DEFAULT_ORDERS,
     calibrate_decreasing,
     gap_delta,

@@ -23,7 +23,7 @@ from targets.base import seeded
 
 from targets.gap.config import GAPConfig
 from targets.gap.model import rownorm
-from targets.stacked_mlp import ContiguousGrad
+from targets.common.stacked_mlp import ContiguousGrad
 
 
 _BN_MOMENTUM, _BN_EPS = 0.1, 1e-5  # nn.BatchNorm1d's defaults, as _Classifier uses them

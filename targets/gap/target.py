@@ -12,7 +12,7 @@ from torch import nn
 
 from graphs.ops import drop_isolated_with_notice, fingerprint
 from targets.base import Claim, Lazy, MechanismStep, Release, Target, TargetConfig, child_generator, noise_generator, seeded
-from targets.dpsgd import assign_flat_grad, canary_from, clip_rows, noisy_sum, poisson_sample
+from targets.common.dpsgd import assign_flat_grad, canary_from, clip_rows, noisy_sum, poisson_sample
 from targets.gap.accountant import dpsgd_schedule, gap_claim
 from targets.gap.config import GAPConfig
 from targets.gap.model import (
@@ -32,7 +32,10 @@ from targets.gap.model import (
 )
 from targets.gap.recorder import _Recorder, side_generator
 from targets.gap.stacked import ClassifierBatch
-from targets.trace import HeterPoissonTrace
+from targets.common.trace import DPSGDTrace
+from targets.gap import probe
+from targets.gap.catalogue import CATALOGUE
+from targets.common.catalogue import Entry
 
 #: what the edge-free encoder reads of a graph: :meth:`GAP.prepare`'s cache key (by content)
 _ENCODER_INPUTS = ("x", "y", "train_mask", "val_mask")
@@ -62,6 +65,8 @@ class GAP(Target[GAPConfig]):
                                 "loader's loop) while the accountant charges ⌊epochs·N/B⌋",
         "no-degree-bound": "node level: the out-degree is not bounded to D although PMA charges √D",
     }
+    #: this target's entries in the bug catalogue (``python -m audit regress``)
+    catalogue: ClassVar[tuple[Entry, ...]] = CATALOGUE
     #: (dataset, setting, ε) → test accuracy %. "edge"/"node": GAP paper (README table, spec §6) for
     #: facebook/reddit/amazon, CARIBOU Table 3 (first table, edge level) for the others; "node" on
     #: PyG datasets and "edge (DPDGC)" from DPDGC Table 2; "none" = non-private GAP (ε = ∞).
@@ -174,6 +179,16 @@ class GAP(Target[GAPConfig]):
             return None
         return ("edge-free encoder trained once per worker, with its node embeddings X0 "
                 "(depend on features, labels and masks only, never on edges)")
+
+    def step_maps(self, graph: Any) -> list[Any]:
+        return probe.step_maps(self)
+
+    def takes_witness(self) -> bool:
+        return True
+
+    @classmethod
+    def witness_plan(cls, doc: dict[str, Any], params: dict[str, str]) -> Any:
+        return probe.witness_plan(doc, params)
 
     def _cached_encoder(self, graph: Any) -> tuple[bool, _Encoder | None]:
         if self._prepared is None or self.config.node_level:
@@ -460,7 +475,7 @@ class GAP(Target[GAPConfig]):
         n_train = int(det["num_train"])
         rate = min(1.0, cfg.node_batch_size / n_train) if n_train else 0.0
         accounted = det["steps_encoder"] + det["steps_classifier"] if module == "all" else det[f"steps_{module}"]
-        trace = HeterPoissonTrace(noise="gaussian", noise_std=std, clip_norm=cfg.max_grad_norm, sampling_rate=rate,
+        trace = DPSGDTrace(noise="gaussian", noise_std=std, clip_norm=cfg.max_grad_norm, sampling_rate=rate,
                                   expected_batch=rate * n_train, accounted_steps=int(accounted))
         return _Recorder(trace, module, canary, None if module == "all" else side_generator(rng))
 

@@ -8,7 +8,7 @@ import torch
 from scipy.special import logsumexp
 from scipy.stats import binom
 
-from targets.accounting import check_delta, rdp_to_dp
+from targets.common.accounting import check_delta, rdp_to_dp
 from targets.heterpoisson.config import NOISES
 
 #: α grid: the authors' linspace(1.0001, 10, 100), plus the integers 11..256 (spec §4.2).

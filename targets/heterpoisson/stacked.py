@@ -11,9 +11,9 @@ a planted bug's draws, its noise), so ``fit_batch(graph, rngs)[k]`` is bitwise
 ``fit(graph, rngs[k])`` on CPU (tested for K = 1, 3 and across stacks).
 
 Per-example gradients in closed form for ``StarNet`` (a = aggregate(x, s, n), then
-:mod:`targets.stacked_mlp`'s Linear → ELU → Linear with its norms and products), plus GIN's λ
+:mod:`targets.common.stacked_mlp`'s Linear → ELU → Linear with its norms and products), plus GIN's λ
 (a = s + (1+λ) x): ∇λ = δ1 · (W1 x), whose square adds to the squared norm. The per-example
-vmap(grad) of :mod:`targets.dpsgd` is the reference (tests/test_heterpoisson_batch.py).
+vmap(grad) of :mod:`targets.common.dpsgd` is the reference (tests/test_heterpoisson_batch.py).
 
 Parameters live in one flat K × D block (D = d rounded up to 32; parameters in
 ``StarNet.parameters()`` order: GIN's λ first, then lin1's and lin2's weight and bias); Adam
@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from targets.base import child_generator
 from targets.heterpoisson.accountant import sml_sample
 from targets.heterpoisson.model import Batch, aggregate
-from targets.stacked_mlp import (clip_factor, deltas, first_layer_sums, gaussian_noise, init_linears,
+from targets.common.stacked_mlp import (clip_factor, deltas, first_layer_sums, gaussian_noise, init_linears,
                                  last_layer_sums, linear, padded, sq_norm, unflatten)
 
 _BETA1, _BETA2, _EPS = 0.9, 0.999, 1e-8

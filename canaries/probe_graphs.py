@@ -1,7 +1,6 @@
-"""Graphs and canaries for the worst-case sensitivity search.
+"""The graphs and neighbouring pairs the sensitivity probe searches (graphs from
+:func:`graphs.small.make_graph`).
 
-* :func:`make_graph` — a normalised graph (both directions, coalesced, no self-loops; seeded
-  features, labels, every node a training node) from an undirected edge list.
 * :func:`atlas` — every graph on 2..``max_nodes`` nodes up to isomorphism (networkx's atlas holds
   all 1,253 graphs up to 7 nodes), without isolated-node-free filtering.
 * :func:`families` — structured graphs sized to a step's own parameters: paths, cycles, stars,
@@ -19,30 +18,10 @@ from typing import Any
 import numpy as np
 import torch
 from torch_geometric.data import Data
-from torch_geometric.utils import coalesce
 
 from canaries.node import isolate
-from graphs.ops import add_directed_edge, add_edge, remove_edge
-
-
-def make_graph(n: int, edges: list[tuple[int, int]], *, features: int = 4, classes: int = 2,
-               seed: int = 0, name: str = "") -> Data:
-    rng = np.random.default_rng(seed)
-    if edges:
-        e = torch.tensor(edges, dtype=torch.long).t()
-        ei = torch.cat([e, e.flip(0)], 1)
-        ei = ei[:, ei[0] != ei[1]]
-        ei = coalesce(ei, num_nodes=n)
-    else:
-        ei = torch.zeros(2, 0, dtype=torch.long)
-    g = Data(x=torch.tensor(rng.standard_normal((n, features)), dtype=torch.float32), edge_index=ei,
-             y=torch.arange(n) % classes)
-    g.train_mask = torch.ones(n, dtype=torch.bool)
-    g.val_mask = torch.zeros(n, dtype=torch.bool)
-    g.test_mask = torch.zeros(n, dtype=torch.bool)
-    g.num_nodes = n
-    g.family = name
-    return g
+from graphs.ops import EdgeSet, add_directed_edge, add_edge, remove_edge, undirected_pairs
+from graphs.small import make_graph
 
 
 def atlas(max_nodes: int) -> Iterator[tuple[str, Data]]:
@@ -105,9 +84,9 @@ def canary_pairs(graph: Data, kind: str, *, non_edges: int = 8, max_edges: int =
         for z in (nodes if nodes is not None else range(n)):
             yield int(z), isolate(graph, int(z)), graph
         return
-    present = set(map(tuple, ei.t().tolist()))
+    present = EdgeSet(ei)
     if edges is None:
-        und = sorted({(min(u, v), max(u, v)) for u, v in present})
+        und = [(int(u), int(v)) for u, v in undirected_pairs(graph)]
         if len(und) > max_edges:  # large families: a sample of the edges (every node stays a candidate)
             und = [und[i] for i in sorted(rng.choice(len(und), size=max_edges, replace=False))]
         absent = [(u, v) for u in range(n) for v in range(u + 1, n) if (u, v) not in present]

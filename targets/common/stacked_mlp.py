@@ -12,7 +12,7 @@ For one example with input a: h = W1 a + b1, z = elu(h), o = W2 z + b2, loss = C
 
 so ‖∇‖² = ‖δ1‖²(‖a‖² + 1) + ‖δ2‖²(‖z‖² + 1) (‖u vᵀ‖ = ‖u‖‖v‖) and the sum of the clipped
 gradients is one product per weight: Σ_i c_i δ1_i a_iᵀ = (c ⊙ δ1)ᵀ A. One Linear is the second
-layer alone with z = a. The per-example vmap(grad) of :mod:`targets.dpsgd` is the reference
+layer alone with z = a. The per-example vmap(grad) of :mod:`targets.common.dpsgd` is the reference
 (tests/test_heterpoisson_batch.py, tests/test_dpsgd_gcn_batch.py).
 """
 from __future__ import annotations

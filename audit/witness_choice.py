@@ -5,7 +5,8 @@ A DP claim holds for every neighbouring pair in its domain, so the auditor may c
 configuration, dataset and seed), takes the step whose best pair has the largest measured/claimed
 Δ, and plays that witness when
 
-* the target can take the witness's input through its own pipeline (:func:`canaries.playable.plan`),
+* the target can take the witness's input through its own pipeline (its ``witness_plan`` hook,
+  :func:`canaries.witness.plan`),
 * and the witness's ratio beats the given graph's, where the target's own input X is used (the
   given graph's ``realised`` ratio: what a canary on it can reach), by more than float tolerance.
 
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from canaries import sensitivity
-from canaries.playable import plan, takes_witness
+from canaries.witness import plan
 from targets import base as targets
 
 #: the witness must beat the given graph's ratio by this relative margin to be played
@@ -78,9 +79,7 @@ def cached_probe(target: targets.Target, graph: Any, *, dataset: str, out: str |
         return doc
     if key in _MEMO and all(Path(c).exists() for c in _witnesses(_MEMO[key])):
         return {**_MEMO[key], "cached": "this process"}
-    report = sensitivity.probe(target, graph, seed=0, out=folder, dataset=dataset, **options)
-    if target.name == "gcon":  # spec §7.1's tight canary: its X is realised through raw features
-        report.gcon = sensitivity.gcon_tight_canary(target, graph, out=folder)
+    report = sensitivity.probe(target, graph, seed=0, out=folder, dataset=dataset, tight=True, **options)
     doc = report.to_dict()
     folder.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, default=str))
@@ -90,7 +89,7 @@ def cached_probe(target: targets.Target, graph: Any, *, dataset: str, out: str |
 
 def _witnesses(doc: dict[str, Any]) -> list[str]:
     return [s["witness"] for s in doc["steps"] if s.get("witness")] + \
-        ([doc["gcon"]["witness"]] if (doc.get("gcon") or {}).get("witness") else [])
+        ([doc["tight"]["witness"]] if (doc.get("tight") or {}).get("witness") else [])
 
 
 def given_ratio(step: dict[str, Any]) -> float | None:
@@ -102,19 +101,19 @@ def given_ratio(step: dict[str, Any]) -> float | None:
 def choose(target: targets.Target, graph: Any, *, level: str, dataset: str, out: str | Path,
            params: dict[str, str] | None = None, options: dict[str, Any] | None = None) -> Choice:
     """Run (or reuse) the probe and decide whether the game plays its witness (module doc)."""
-    if level != "mechanism" or not takes_witness(target):
+    if level != "mechanism" or not target.takes_witness():
         return Choice(False, {"probe": "skipped", "chosen_by": (
             f"given graph: no witness of {target.name}'s {level}-level steps in this configuration can be "
-            "played through its pipeline (canaries.playable), so the probe is not run")})
+            "played through its pipeline (Target.witness_plan), so the probe is not run")})
     doc = cached_probe(target, graph, dataset=dataset, out=out, options=options)
     record: dict[str, Any] = {"probe": doc.get("cached") or "run now", "probe_seconds": doc["seconds"]}
     candidates = [{"step": s["step"], "witness": s["witness"], "ratio": s["ratio"], "found_by": s["found_by"],
                    "violation": bool(s["violation"]), "given": given_ratio(s)}
                   for s in doc["steps"] if s.get("witness") and s.get("ratio") is not None]
-    gcon = doc.get("gcon") or {}
-    if gcon.get("witness") and candidates:
-        candidates.append({**candidates[0], "witness": gcon["witness"], "ratio": gcon["psi_ratio"],
-                           "found_by": "GCON tight canary (spec §7.1)", "violation": False})
+    tight = doc.get("tight") or {}
+    if tight.get("witness") and candidates:
+        candidates.append({**candidates[0], "witness": tight["witness"], "ratio": tight["ratio"],
+                           "found_by": tight["label"], "violation": False})
     if not candidates:
         record["chosen_by"] = "given graph: " + (doc.get("unprobed") or "the probe found no pair in the claim's domain")
         return Choice(False, record)
@@ -128,7 +127,7 @@ def choose(target: targets.Target, graph: Any, *, level: str, dataset: str, out:
     how = plan(best["witness"], params)
     if how is None:
         record["chosen_by"] = (f"given graph: {target.name}'s step cannot take the witness's input "
-                               "(canaries.playable)")
+                               "(Target.witness_plan)")
         return Choice(False, record)
     if given is not None and best["ratio"] <= given * (1 + MARGIN):
         record["chosen_by"] = (f"given graph: the witness's measured/claimed Δ {best['ratio']:.4g} does not beat "

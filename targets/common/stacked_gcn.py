@@ -5,7 +5,7 @@ Run k has its own graph (its normalised Â_k: the same graph for every run of
 parameters and its own generator. The K graphs form one block-diagonal CSR matrix, so a graph
 convolution of the whole stack is one sparse product whose row r of block k sums the same entries, in
 the same order, as run k's product alone; the dense products are batched (``bmm``) on widths that
-keep each run's floats what they are alone (:func:`targets.stacked_mlp.pad_cols`'s note), and the
+keep each run's floats what they are alone (:func:`targets.common.stacked_mlp.pad_cols`'s note), and the
 parameters live in one K × D block (D a multiple of 64) that one Adam steps, element by element. So
 run k's floats do not depend on K, and ``fit`` is this with K = 1. The gradient is written out
 (no autograd): cross-entropy's (softmax − onehot) / n_train on the training rows, back through the
@@ -37,7 +37,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from targets import stacked_mlp
+from targets.common import stacked_mlp
 
 _WIDTH_ALIGN = 64  # parameter row length: whole vector steps for Adam's elementwise kernels
 

@@ -1,0 +1,153 @@
+"""The default audit's portfolio (audit.portfolio), its budgets (audit.budget) and `regress --auto`."""
+import json
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from attacks import base as attacks
+from audit import catalogue, estimators, game, portfolio
+from audit.budget import Budget, BudgetError, parse
+from audit.cli import main
+
+SMALL = "csbm:n=120,features=8"
+
+
+# ---------------------------------------------------------------------------------------------
+# budgets
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("text,trials,seconds", [("5m", None, 300.0), ("90s", None, 90.0), ("1.5h", None, 5400.0),
+                                                 ("2000", 2000, None), (" 8 ", 8, None)])
+def test_budget_parses_trials_and_durations(text, trials, seconds):
+    b = parse(text)
+    assert (b.trials, b.seconds) == (trials, seconds)
+
+
+@pytest.mark.parametrize("text", ["", "5x", "-3", "0s", "6", "m5", "2e3", "1.5"])
+def test_budget_rejects_what_it_cannot_read(text):
+    with pytest.raises(BudgetError):
+        parse(text)
+
+
+def test_budget_is_trials_or_seconds():
+    with pytest.raises(BudgetError):
+        Budget(trials=100, seconds=5.0)
+    with pytest.raises(BudgetError):
+        Budget()
+    assert Budget(seconds=300).describe() == "5 min" and Budget(trials=2000).describe() == "2,000 trials"
+
+
+@pytest.mark.parametrize("argv,needle", [(["--budget", "5x"], "--budget"),
+                                         (["--attack", "mechanism-lrt", "--budget", "2m"], "portfolio")])
+def test_budget_errors_on_the_command_line(capsys, argv, needle):
+    assert main(["run", "--target", "gaussian", "--no-progress"] + argv) == 2
+    assert needle in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------
+# candidates: read from the registries and the target's declarations
+# ---------------------------------------------------------------------------------------------
+def _pool(target, **params):
+    graph, tgt, _ = game.setup_run(game.AuditSpec(target=target, dataset=SMALL, params=params))
+    return portfolio.candidates(tgt, graph)
+
+
+def test_candidates_of_an_edge_level_target_follow_its_views():
+    pool, _ = _pool("gaussian")
+    assert pool[0] == portfolio.Candidate("mechanism", "mechanism-lrt", "auto")  # the classic default first
+    levels = {c.level for c in pool}
+    assert levels == {"mechanism", "api"}
+    names = {c.attack for c in pool}
+    assert {"learned-mechanism", "learned-api", "linkteller"} <= names
+    assert not names & {"gradient-lrt", "gmia", "lira"}  # trace attacks need a trace; node attacks a node unit
+    canaries_ = {c.canary for c in pool}
+    assert {"worst-edge", "low-degree-edge", "random-edge"} <= canaries_
+    assert not canaries_ & {"remove-node", "dirac-gradient"}
+    cheap = [c.level in portfolio.CHEAP_LEVELS for c in pool]
+    assert cheap == sorted(cheap, reverse=True)  # every cheap view before any view that trains a model
+
+
+def test_candidates_of_a_dp_sgd_target_pair_gradient_attacks_with_gradient_canaries():
+    pool, skipped = _pool("dpsgd-gcn")
+    assert pool[0].attack == "gradient-lrt" and pool[0].level == "trace"
+    for c in pool:
+        kind = attacks.get(c.attack).canary_kind
+        if kind == "gradient":
+            assert c.canary in ("dirac-gradient", "spread-gradient", "split-gradient", "dirac-node")
+        assert c.attack not in ("linkteller", "edge-correlation", "mechanism-lrt")
+    assert {"learned-trace", "learned-weights", "learned-api"} <= {c.attack for c in pool}
+    assert any(s["attack"] == "adam-lrt" for s in skipped)  # its applies_to refuses a non-Adam release
+
+
+# ---------------------------------------------------------------------------------------------
+# the held-out statistic and the validity of certifying on fresh trials
+# ---------------------------------------------------------------------------------------------
+def test_heldout_statistic_reads_the_other_tail():
+    rng = np.random.default_rng(0)
+    out_s, in_s = rng.normal(3, 1, 400), rng.normal(0, 1, 400)  # lower means IN
+    stat = portfolio.heldout_statistic(out_s, in_s, delta=1e-5, confidence=0.95)
+    assert stat["direction"] == "lower = IN" and stat["heldout_auc"] > 0.9 and stat["heldout_eps_lb"] > 1
+    same = portfolio.heldout_statistic(rng.normal(0, 1, 400), rng.normal(0, 1, 400), delta=1e-5, confidence=0.95)
+    assert same["heldout_eps_lb"] < 0.5
+
+
+def test_choosing_on_pilots_then_certifying_fresh_trials_keeps_the_confidence():
+    """Many candidates, each a Gaussian shift of at most the true μ; the best held-out pilot is chosen
+    and certified by cp on fresh draws at its pilot's threshold. Its bound exceeds the true ε no more often than the binomial
+    limit of 5% (and a bound certified on the pilot trials of the maximum would be the peeking bug)."""
+    rng = np.random.default_rng(1)
+    mu, delta, reps = 1.0, 1e-5, 200
+    true_eps = float(estimators.gdp_epsilon(mu, delta))
+    shifts = [0.0, 0.3, 0.6, mu, mu]
+    exceed = 0
+    for _ in range(reps):
+        rows = [portfolio.heldout_statistic(rng.normal(0, 1, 50), rng.normal(s, 1, 50), delta=delta, confidence=0.95)
+                | {"level": "mechanism", "attack": f"a{k}", "canary": "c"} for k, s in enumerate(shifts)]
+        winner, _ = portfolio._choose(rows, portfolio.Candidate("mechanism", "a0", "c"))
+        k = int(winner.attack[1:])
+        sign = 1 if rows[k]["direction"] == "higher = IN" else -1
+        est = estimators.estimate(sign * rng.normal(0, 1, 300), sign * rng.normal(shifts[k], 1, 300), delta=delta,
+                                  method="cp", threshold=sign * rows[k]["threshold"])
+        exceed += est.eps_lb > true_eps
+    assert exceed <= stats.binom.ppf(0.999, reps, 0.05)
+
+
+# ---------------------------------------------------------------------------------------------
+# end to end
+# ---------------------------------------------------------------------------------------------
+def test_the_portfolio_records_every_candidate_and_certifies_on_its_own_trials(tmp_path):
+    spec = game.AuditSpec(target="gaussian", bug="no-noise", dataset=SMALL)
+    r = portfolio.run(spec, Budget(trials=600), out=tmp_path, progress=False)
+    rec = r.extra["portfolio"]
+    assert r.verdict == "VIOLATION" and r.sequential["on"]
+    piloted = [c for c in rec["candidates"] if c["status"] == "piloted"]
+    assert piloted and all("heldout_eps_lb" in c and "heldout_auc" in c for c in piloted)
+    w = rec["winner"]
+    assert (w["level"], w["attack"]) == (r.level, r.attack.removeprefix(attacks.REVERSED))
+    assert any((c["level"], c["attack"], c["canary"]) == (w["level"], w["attack"], w["canary"]) for c in piloted)
+    assert rec["certification_trials"] == 600 - sum(c["trials"] for c in piloted)
+    assert sum(c["trials"] for c in piloted) <= portfolio.PILOT_SHARE * 600
+    assert "portfolio" in json.loads((tmp_path / f"{r.run_id}.json").read_text())
+    # the pilots played another stream of trials: none of the certificate's keys is a pilot's
+    assert game.stream_seed(game.AuditSpec(trial_stream=1)) != game.stream_seed(game.AuditSpec())
+
+
+def test_a_no_signal_target_stops_early_and_says_so(tmp_path):
+    spec = game.AuditSpec(target="gaussian", epsilon=0.02, dataset=SMALL)
+    r = portfolio.run(spec, Budget(trials=4000), out=tmp_path, progress=False)
+    assert r.verdict == "CONSISTENT" and r.power["reading"] == "no signal"
+    assert r.sequential["on"] and r.trials < r.extra["portfolio"]["certification_trials"]
+
+
+def test_run_default_is_the_portfolio_and_regress_auto_reports_the_choice(tmp_path, capsys, monkeypatch):
+    assert main(["run", "--target", "gaussian", "--dataset", SMALL, "--bug", "no-noise", "--budget", "400",
+                 "--no-progress", "--json", "--out", str(tmp_path)]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["verdict"] == "VIOLATION" and rec["portfolio"]["winner"]["attack"] == rec["attack"]
+    monkeypatch.setattr(catalogue, "CATALOGUE", [catalogue.Entry("gaussian", "VIOLATION", bug="no-noise",
+                                                                 dataset=SMALL, canary="worst-edge", trials=100)])
+    assert main(["regress", "--auto", "--budget", "400", "--json"]) == 0
+    out = capsys.readouterr().out
+    row = json.loads(out[out.index('{\n'):])["rows"][0]
+    assert row["counts_as_caught"] and row["chosen"].startswith(rec["attack"]) and row["seconds"] > 0
+    assert "1/1 planted violations caught by the default" in out
