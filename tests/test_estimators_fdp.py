@@ -24,10 +24,19 @@ DELTA = 1e-5
 
 
 # --- known answers --------------------------------------------------------------------------
-def test_count_grid():
-    assert est.count_grid(100).tolist() == [0, 1, 2, 4, 8, 16, 32]
-    assert est.count_grid(100, limit=1.0).tolist() == [0, 1, 2, 4, 8, 16, 32, 64]
-    assert est.count_grid(1).tolist() == [0]
+def _geometric(n, limit=0.5):
+    """The documented count grid: 0 and the powers of 2 below max(1, limit·n)."""
+    return [0] + [2**i for i in range(64) if 2**i < max(1.0, limit * n)]
+
+
+def _arcsine(n, interior=16):
+    """The band's documented interior counts: ⌊n sin²θ⌋, θ evenly spaced strictly inside (0, π/2)."""
+    return [math.floor(n * math.sin(math.pi / 2 * j / (interior + 1)) ** 2) for j in range(1, interior + 1)]
+
+
+@pytest.mark.parametrize("n, limit", [(100, 0.5), (100, 1.0), (1, 0.5), (1000, 0.5)])
+def test_count_grid(n, limit):
+    assert est.count_grid(n, limit=limit).tolist() == _geometric(n, limit)
 
 
 def test_cp_perfect_separation_exact():
@@ -38,7 +47,7 @@ def test_cp_perfect_separation_exact():
     assert e.eps_lb == pytest.approx(e.max_certifiable_eps, abs=1e-9)
     assert e.counts["fp"] == 0 and e.counts["fn"] == 0 and 99 < e.threshold < 100
     ks = est._cp_counts(100)
-    assert ks.tolist() == [0, 1, 2, 4, 8, 16, 19, 32, 35]
+    assert ks.tolist() == sorted(set(_geometric(100)) | {19, 35})  # and ⌊0.19n⌋, ⌊0.35n⌋
     w, q = est._mix_nodes(100, (0,))
     p = est._mix_p_value(np.array([e.eps_lb]), np.array([100]), 100, w, q, DELTA)[0]
     assert p == pytest.approx(0.05 / ks.size, rel=1e-6)
@@ -62,12 +71,12 @@ def test_cp_known_quantile_grid():
 def test_fdp_perfect_separation_exact_and_mu():
     out, inn = np.arange(100.0), np.arange(100.0, 200.0)
     e = est.fdp(out, inn, delta=DELTA)
-    # each world β/2 over the band's 28 grid counts: {0, 1, 2, 4, 8, 16, 32}, {99 − those} and
-    # 16 arcsine-spaced interior counts (two of which coincide with the geometric ones)
+    # each world β/2 over the band's grid counts: the geometric ones, 99 − those, and 16
+    # arcsine-spaced interior counts (two of which coincide with the geometric ones)
     from audit.estimators.trade_off import _band_grid
-    assert _band_grid(100).tolist() == [0, 1, 2, 3, 4, 7, 8, 13, 16, 19, 27, 32, 36, 45, 54, 63, 67, 72, 80, 83,
-                                        86, 91, 92, 95, 96, 97, 98, 99]
-    u = 1 - (0.025 / 28) ** (1 / 100)
+    grid = sorted(set(_geometric(100)) | {99 - k for k in _geometric(100)} | set(_arcsine(100)))
+    assert _band_grid(100).tolist() == grid and len(grid) == 28
+    u = 1 - (0.025 / len(grid)) ** (1 / 100)  # CP upper bound at count 0 of 100 at level β/2/|K|
     assert e.eps_lb == pytest.approx(math.log((1 - DELTA - u) / u), abs=1e-9)
     from scipy.stats import norm
     assert e.mu_lb == pytest.approx(2 * norm.isf(u), abs=1e-9)

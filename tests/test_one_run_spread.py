@@ -10,7 +10,7 @@ from torch_geometric.data import Data
 from audit.data import load
 from audit.game import AuditSpec, run_audit
 from canaries.spread import interacting, spread_non_edges
-from targets.accounting import gdp_epsilon, gdp_mu
+from targets.common.accounting import gdp_epsilon, gdp_mu
 
 
 def _path(n):
