@@ -32,7 +32,8 @@ import torch
 from attacks import base as attacks
 from audit import data as datasets
 from audit import declared, estimators, provenance, relation, seq_game
-from audit.play import _WORKER, _chunks, _execute, _Setup, batch_size, cached_work
+from audit import memory_plan
+from audit.play import _WORKER, _chunks, _execute, _Setup, _worker_objects, batch_size, cached_work
 from audit.play import trial_seed
 from audit.power import power
 from audit.result import Result, verdict  # noqa: F401 (verdict: re-exported)
@@ -228,6 +229,11 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
     batch = batch_size(spec.batch, target, level)
     setup = _Setup(target_cls, target.config, pair, graph, attack_name, stream_seed(spec), batch=batch, pipeline=pipeline,
                    token=f"{key}:{os.getpid()}:{time.time_ns()}")
+    if spec.batch == 0 and level == "mechanism" and batch > 1 and todo:  # --batch auto: fit the free memory
+        memory = memory_plan.plan(_worker_objects(setup)[0], pair.world(1), batch, jobs)
+        batch = setup.batch = memory.batch
+        if progress:
+            print(memory.line(jobs), file=sys.stderr)
     bar = None
     if progress and todo:
         from tqdm.auto import tqdm

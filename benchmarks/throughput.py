@@ -133,9 +133,23 @@ def noise_floor(spec: AuditSpec, repeats: int = 8, fits: int = 16) -> tuple[floa
     pair = make_canary("random-edge").worlds(graph, np.random.default_rng(0), target)
     world = pair.world(1)
     target.prepare(world)
+    best, calls, numbers, devices = draw_floor(target, world, spec.seed, repeats)
+    sync = torch.cuda.synchronize if any(d.type == "cuda" for d in devices) else (lambda: None)
+    gens = [torch.Generator().manual_seed(trial_seed(spec.seed, i)) for i in range(fits)]
+    sync()
+    t = time.perf_counter()
+    target.fit_batch(world, gens) if getattr(target, "batched", False) else [target.fit(world, g) for g in gens]
+    sync()
+    return best, calls, numbers, (time.perf_counter() - t) / fits
+
+
+def draw_floor(target, world, seed: int, repeats: int = 8) -> tuple[float, int, int, set]:
+    """(seconds of one trial's own draws alone, draw calls, numbers drawn, devices drawn on): one
+    ``fit`` of the prepared `target` on `world` is recorded and its draws replayed on `repeats`
+    fresh generators seeded like trials (the best time)."""
     rec = _DrawRecorder()
     with rec:
-        target.fit(world, torch.Generator().manual_seed(trial_seed(spec.seed, 0)))
+        target.fit(world, torch.Generator().manual_seed(trial_seed(seed, 0)))
     numbers = 0
     plan = []
     devices = set()
@@ -148,7 +162,7 @@ def noise_floor(spec: AuditSpec, repeats: int = 8, fits: int = 16) -> tuple[floa
     best = math.inf
     sync = torch.cuda.synchronize if any(d.type == "cuda" for d in devices) else (lambda: None)
     for r in range(repeats):
-        gens = {d: torch.Generator(device=d).manual_seed(trial_seed(spec.seed, r + 1)) for d in devices}
+        gens = {d: torch.Generator(device=d).manual_seed(trial_seed(seed, r + 1)) for d in devices}
         sync()
         t = time.perf_counter()
         for func, args, kwargs, pre, out, dev in plan:
@@ -162,12 +176,7 @@ def noise_floor(spec: AuditSpec, repeats: int = 8, fits: int = 16) -> tuple[floa
                 numbers += drawn.numel() if r == 0 else 0
         sync()
         best = min(best, time.perf_counter() - t)
-    gens = [torch.Generator().manual_seed(trial_seed(spec.seed, i)) for i in range(fits)]
-    sync()
-    t = time.perf_counter()
-    target.fit_batch(world, gens) if getattr(target, "batched", False) else [target.fit(world, g) for g in gens]
-    sync()
-    return best, len(plan), numbers, (time.perf_counter() - t) / fits
+    return best, len(plan), numbers, devices
 
 
 def _rate(result: dict) -> float:

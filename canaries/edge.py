@@ -26,12 +26,12 @@ from torch_geometric.data import Data
 
 from canaries.base import Canary, CanaryPair  # noqa: F401  (CanaryPair: re-exported)
 from canaries.spread import spread_non_edges
-from graphs.ops import add_directed_edge, add_edge, degrees, has_edge, remove_edge
+from graphs.ops import EdgeSet, add_directed_edge, add_edge, degrees, has_edge, remove_edge
 
 
 def _random_non_edges(graph: Data, count: int, rng: np.random.Generator) -> list[tuple[int, int]]:
     n = graph.num_nodes
-    existing = set(map(tuple, graph.edge_index.t().tolist()))
+    existing = EdgeSet(graph.edge_index)
     out: list[tuple[int, int]] = []
     tries = 0
     while len(out) < count and tries < 100 * count:
@@ -49,7 +49,7 @@ def disjoint_non_edges(graph: Data, m: int, rng: np.random.Generator) -> list[tu
     n = graph.num_nodes
     if 2 * m > n:
         raise ValueError(f"one-run edge audits need disjoint canary edges: at most {n // 2} on this graph, got {m}")
-    existing = set(map(tuple, graph.edge_index.t().tolist()))
+    existing = EdgeSet(graph.edge_index)
     order = rng.permutation(n)
     free = list(order)
     out: list[tuple[int, int]] = []
@@ -185,8 +185,8 @@ def _degree_order(graph: Data, rng: np.random.Generator) -> np.ndarray:
     return np.lexsort((rng.permutation(graph.num_nodes), deg))
 
 
-def _edge_set(graph: Data) -> set[tuple[int, int]]:
-    return set(map(tuple, graph.edge_index.t().tolist()))
+def _edge_set(graph: Data) -> EdgeSet:
+    return EdgeSet(graph.edge_index)
 
 
 def _greedy_disjoint(pairs: list[tuple[int, int]], m: int, what: str) -> list[tuple[int, int]]:

@@ -20,7 +20,7 @@ import torch
 from torch_geometric.data import Data
 
 from canaries.node import isolate
-from graphs.ops import add_directed_edge, add_edge, remove_edge
+from graphs.ops import EdgeSet, add_directed_edge, add_edge, remove_edge, undirected_pairs
 from graphs.small import make_graph
 
 
@@ -84,9 +84,9 @@ def canary_pairs(graph: Data, kind: str, *, non_edges: int = 8, max_edges: int =
         for z in (nodes if nodes is not None else range(n)):
             yield int(z), isolate(graph, int(z)), graph
         return
-    present = set(map(tuple, ei.t().tolist()))
+    present = EdgeSet(ei)
     if edges is None:
-        und = sorted({(min(u, v), max(u, v)) for u, v in present})
+        und = [(int(u), int(v)) for u, v in undirected_pairs(graph)]
         if len(und) > max_edges:  # large families: a sample of the edges (every node stays a candidate)
             und = [und[i] for i in sorted(rng.choice(len(und), size=max_edges, replace=False))]
         absent = [(u, v) for u in range(n) for v in range(u + 1, n) if (u, v) not in present]

@@ -49,6 +49,7 @@ from torch_geometric.data import Data
 from canaries import witness as W
 from canaries.node import isolate
 from canaries.probe_graphs import atlas, canary_pairs, families
+from graphs.ops import undirected_pairs
 from targets.common.probe import SampledStep, StepMap
 
 RTOL = 1e-6
@@ -148,6 +149,11 @@ class Measurement:
         return self.measured / self.claimed if self.claimed > 0 else (math.inf if self.measured > 0 else 0.0)
 
 
+#: graphs up to this many nodes get the whole difference matrix (the step applied to I, n × n);
+#: larger ones only the columns near the canary (:func:`_local_difference`), in linear memory
+DENSE_DIFFERENCE_MAX_N = 4096
+
+
 def difference_matrix(step: StepMap, g0: Data, g1: Data, kind: str, canary: Any) -> torch.Tensor:
     """M = apply(g1, I) − apply(g0, I) (rows: outputs, columns: input rows), canary row excluded
     for node canaries where the claim excludes it."""
@@ -157,6 +163,66 @@ def difference_matrix(step: StepMap, g0: Data, g1: Data, kind: str, canary: Any)
     if kind == "node" and step.node_excludes_row:
         m[int(canary)] = 0.0
     return m
+
+
+def changed_block(step: StepMap, g0: Data, g1: Data, kind: str, canary: Any
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(rows, cols, M[rows][:, cols]): the rows and columns of the difference matrix that are not
+    all zero, and that block."""
+    if int(g1.num_nodes) > DENSE_DIFFERENCE_MAX_N:
+        return _local_difference(step, g0, g1, kind, canary)
+    m = difference_matrix(step, g0, g1, kind, canary)
+    rows = (m.abs().sum(1) > 0).nonzero().view(-1)
+    cols = (m.abs().sum(0) > 0).nonzero().view(-1)
+    return rows, cols, m[rows][:, cols]
+
+
+def _difference(step: StepMap, g0: Data, g1: Data, kind: str, canary: Any, x: torch.Tensor) -> torch.Tensor:
+    d = (step.apply(g1, x) - step.apply(g0, x)).double()
+    if kind == "node" and step.node_excludes_row:
+        d[int(canary)] = 0.0
+    return d
+
+
+def _local_difference(step: StepMap, g0: Data, g1: Data, kind: str, canary: Any, block: int = 64
+                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`changed_block` without the n × n matrix: a graph map moves only the inputs near the
+    canary. The candidate columns are the h-hop ball around the canary's nodes in g0 ∪ g1, grown
+    until M·z = 0 for a Gaussian z that is zero on the ball (then, almost surely, every column
+    outside it is zero); M's columns on the ball are computed `block` at a time."""
+    n = int(g1.num_nodes)
+    ei = torch.cat([g0.edge_index, g1.edge_index], 1).cpu()
+    ball = torch.zeros(n, dtype=torch.bool)
+    ball[torch.as_tensor(list(canary) if isinstance(canary, (tuple, list)) else [int(canary)])] = True
+    gen = torch.Generator().manual_seed(0)
+    while True:
+        z = torch.randn(n, 1, dtype=torch.float64, generator=gen)
+        z[ball] = 0.0
+        if float(_difference(step, g0, g1, kind, canary, z).abs().max()) == 0.0 or bool(ball.all()):
+            break
+        grown = ball.clone()
+        grown[ei[1][ball[ei[0]]]] = True
+        grown[ei[0][ball[ei[1]]]] = True
+        if bool((grown == ball).all()):  # a component exhausted: the rest cannot be reached
+            grown = torch.ones(n, dtype=torch.bool)
+        ball = grown
+    candidates = ball.nonzero().view(-1)
+    parts: list[tuple[torch.Tensor, torch.Tensor]] = []
+    for start in range(0, candidates.numel(), block):
+        idx = candidates[start:start + block]
+        x = torch.zeros(n, idx.numel(), dtype=torch.float64)
+        x[idx, torch.arange(idx.numel())] = 1.0
+        d = _difference(step, g0, g1, kind, canary, x)
+        nz = (d.abs().sum(1) > 0).nonzero().view(-1)
+        parts.append((nz, d[nz]))
+    rows = torch.unique(torch.cat([nz for nz, _ in parts])) if parts else torch.zeros(0, dtype=torch.long)
+    full = torch.zeros(rows.numel(), candidates.numel(), dtype=torch.float64)
+    start = 0
+    for nz, vals in parts:
+        full[torch.searchsorted(rows, nz), start:start + vals.size(1)] = vals
+        start += vals.size(1)
+    keep = full.abs().sum(0) > 0
+    return rows, candidates[keep], full[:, keep]
 
 
 def evaluate(step: StepMap, g0: Data, g1: Data, kind: str, canary: Any, x: torch.Tensor) -> float:
@@ -182,12 +248,10 @@ def measure_pair(step: StepMap, g0: Data, g1: Data, kind: str, canary: Any, rng:
         out.append(Measurement(evaluate(step, g0, g1, kind, canary, realised), claimed, kind, canary, g0, g1,
                                realised, "realised", found_by + "; the target's own X"))
     if search_x and step.radius is not None:
-        m = difference_matrix(step, g0, g1, kind, canary)
-        rows = (m.abs().sum(1) > 0).nonzero().view(-1)
-        cols = (m.abs().sum(0) > 0).nonzero().view(-1)
+        rows, cols, block = changed_block(step, g0, g1, kind, canary)
         if rows.numel() == 0:
             return out
-        sub = m[rows][:, cols].numpy()
+        sub = block.numpy()
         width = step.width or int(cols.numel())
         _, xs = maximise(sub, width, step.norm, rng)
         n = int(g1.num_nodes)
@@ -256,8 +320,9 @@ def _given_candidates(graph: Data, kind: str, count: int, rng: np.random.Generat
         top = torch.argsort(-deg)[: count // 2].tolist()
         rest = rng.choice(n, size=min(n, count // 2), replace=False).tolist()
         return {"nodes": list(dict.fromkeys(int(z) for z in top + rest))}
-    und = sorted({(min(u, v), max(u, v)) for u, v in graph.edge_index.t().tolist()})
-    present = [und[i] for i in rng.choice(len(und), size=min(len(und), count // 2), replace=False)] if und else []
+    und = undirected_pairs(graph)
+    present = [(int(und[i, 0]), int(und[i, 1]))
+               for i in rng.choice(len(und), size=min(len(und), count // 2), replace=False)] if len(und) else []
     absent: list[tuple[int, int]] = []
     for strategy in (LowDegreeEdge(), FeatureExtremeEdge()):
         try:

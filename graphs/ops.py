@@ -8,6 +8,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from torch_geometric.data import Data
 from torch_geometric.utils import coalesce
@@ -65,6 +66,38 @@ def drop_isolated_with_notice(graph: Data, who: str) -> tuple[Data, str | None]:
     out = drop_isolated(graph)
     return out, (f"{who}: dropped {isolated} isolated node(s) as the paper does (GAP's RemoveIsolatedNodes): "
                  f"{graph.num_nodes} -> {out.num_nodes} nodes")
+
+
+class EdgeSet:
+    """``(u, v) in EdgeSet(edge_index)``: membership of directed pairs through sorted int64 keys
+    (16 bytes an edge; a Python set of the pairs costs ~100: gigabytes at 10⁷ edges)."""
+
+    def __init__(self, edge_index: torch.Tensor) -> None:
+        ei = edge_index.cpu().numpy().astype(np.int64)
+        self._width = int(ei.max()) + 1 if ei.size else 1
+        keys = ei[0] * self._width + ei[1]
+        self._keys = keys if bool(np.all(keys[1:] > keys[:-1])) else np.unique(keys)  # coalesced: sorted
+
+    def __contains__(self, pair: tuple[int, int]) -> bool:
+        u, v = int(pair[0]), int(pair[1])
+        if not (0 <= u < self._width and 0 <= v < self._width):
+            return False
+        key = u * self._width + v
+        i = int(np.searchsorted(self._keys, key))
+        return i < self._keys.size and int(self._keys[i]) == key
+
+    def __len__(self) -> int:
+        return int(self._keys.size)
+
+
+def undirected_pairs(graph: Data) -> np.ndarray:
+    """The undirected edges as sorted (min, max) rows (k × 2 int64), each once."""
+    ei = graph.edge_index.cpu().numpy().astype(np.int64)
+    lo, hi = np.minimum(ei[0], ei[1]), np.maximum(ei[0], ei[1])
+    keep = lo != hi
+    n = int(hi.max()) + 1 if hi.size else 1
+    keys = np.unique(lo[keep] * n + hi[keep])
+    return np.stack([keys // n, keys % n], 1)
 
 
 def has_edge(graph: Data, u: int, v: int) -> bool:
