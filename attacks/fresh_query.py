@@ -29,7 +29,7 @@ The score has no threshold fixed a priori (``natural_threshold`` is not set): th
 holds trials out to choose one. Against an exact μ-GDP claim (GAP's edge level), the ``gdp``
 estimator is then valid whatever the score's law: a μ-GDP mechanism gives every test
 FPR + FNR ≥ 2Φ(−μ/2) (at unequal world sizes, Φ⁻¹(1 − FPR) − Φ⁻¹(FNR) ≤ μ), and
-:func:`audit.estimators._gdp_mu_bound` turns a Clopper–Pearson bound on the held-out threshold's
+:func:`audit.estimators.gdp_mu_bound` turns a Clopper–Pearson bound on the held-out threshold's
 errors into μ_lb exactly by these inequalities.
 
 Queries are counted on the attack (``queries``, ``fresh_queries``; :meth:`queries_for` a pair:
@@ -110,7 +110,7 @@ class FreshQuery(Attack):
     def score(self, release: Release, pair: Any, graph: Any = None) -> float:
         api = release.view("api")
         g0 = pair.g0
-        u, v = (int(t) for t in pair.info["edge"])
+        u, v = pair.edge
         directions = [(u, v)] if pair.info.get("directed") else [(u, v), (v, u)]
         a, b, xa, xb = contrast_rows(g0)
         background = xa.expand(int(g0.num_nodes), -1).clone()
@@ -130,6 +130,6 @@ class FreshQuery(Attack):
 
     def _count(self, release: Release, k: int) -> None:
         self.queries += k
-        if release.info.get("fresh_noise_per_query"):
+        if release.fresh_noise_per_query:
             self.fresh_queries += k
         count_query(release, k)

@@ -50,8 +50,7 @@ from torch_geometric.utils import subgraph
 from attacks.base import Attack
 from attacks.metrics import auc as _auc
 from attacks.metrics import tpr_at_fpr as _tpr_at_fpr
-from attacks.shadow import (SHADOWS, canary_node, count_query, find_shadow_target, pair_fingerprint,
-                            query_posteriors, target_key, true_label_probability)
+from attacks.shadow import ShadowModels, canary_node, count_query, query_posteriors, true_label_probability
 from targets.base import GLOBAL_RNG_LOCK, Release, Target
 
 _MASKS = ("train_mask", "val_mask", "test_mask")
@@ -208,36 +207,22 @@ class GMIA(Attack):
         self.epochs, self.lr, self.batch_size, self.hidden = int(epochs), float(lr), int(batch_size), tuple(hidden)
         self.top_k, self.label_feature, self.query, self.seed = top_k, bool(label_feature), query, int(seed)
         self.shadow_target = shadow_target
-        self._bound: Target | None = None
-        self._models: dict[str, dict[str, Any]] = {}
-        self._pair_fp: tuple[int, tuple[str, int]] | None = None
+        self._shadows = ShadowModels("gmia")
         self.queries = 0
         self.last: dict[str, Any] = {}
 
     def bind_target(self, target: Target) -> None:
         """Give the attack the target under audit (see :meth:`attacks.lira.LiRA.bind_target`)."""
-        self._bound = target
+        self._shadows.bound = target
 
     def _params(self) -> tuple:
         return (self.shadow_models, self.fraction, self.epochs, self.lr, self.batch_size, self.hidden, self.top_k,
                 self.label_feature, self.query, self.seed)
 
-    def _fingerprint(self, pair: Any) -> tuple[str, int]:
-        if self._pair_fp is not None and self._pair_fp[0] == id(pair):
-            return self._pair_fp[1]
-        fp = pair_fingerprint(pair)
-        self._pair_fp = (id(pair), fp)
-        return fp
-
     def attack_model(self, pair: Any, release: Release | None = None, graph: Any = None) -> dict[str, Any]:
         """Train (once) the shadow models and the attack model; returns them with diagnostics."""
-        fp, base = self._fingerprint(pair)
-        if fp in self._models:
-            return self._models[fp]
-        target = find_shadow_target(self.shadow_target, self._bound, release)
-        key = ("gmia", fp, self._params(), target_key(target))
-        self._models[fp] = SHADOWS.get(key, lambda: self._train(target, pair, graph, base))
-        return self._models[fp]
+        return self._shadows.trained(pair, release, self.shadow_target, self._params(),
+                                     lambda target, base: self._train(target, pair, graph, base))
 
     def _train(self, target: Target, pair: Any, graph: Any, base: int) -> dict[str, Any]:
         z = canary_node(pair)

@@ -66,8 +66,8 @@ import numpy as np
 import torch
 
 from attacks.base import Attack
-from attacks.shadow import (SHADOWS, canary_node, count_query, find_shadow_target, logit_confidence,  # noqa: F401
-                            pair_fingerprint, query_posteriors, target_key, true_label_probability)
+from attacks.shadow import (ShadowModels, canary_node, count_query, logit_confidence, query_posteriors,
+                            true_label_probability)
 from targets.base import Release, Target
 
 
@@ -128,9 +128,7 @@ class LiRA(Attack):
         self.rmia_a, self.gamma, self.population = float(rmia_a), float(gamma), int(population)
         self.keep, self.query, self.min_std, self.seed = float(keep), query, float(min_std), int(seed)
         self.shadow_target = shadow_target
-        self._bound: Target | None = None
-        self._stats: dict[str, dict[str, Any]] = {}
-        self._pair_fp: tuple[int, tuple[str, int]] | None = None
+        self._shadows = ShadowModels("lira")
         self.queries = 0
         self.last: dict[str, Any] = {}
 
@@ -138,17 +136,10 @@ class LiRA(Attack):
     def bind_target(self, target: Target) -> None:
         """Give the attack the target under audit (the game's hook: ``attack.bind_target(target)``
         right after building the attack in ``play_chunk``)."""
-        self._bound = target
+        self._shadows.bound = target
 
     def _params(self) -> tuple:
         return (self.shadows, self.online, self.method, self.population, self.keep, self.query, self.seed)
-
-    def _fingerprint(self, pair: Any) -> tuple[str, int]:
-        if self._pair_fp is not None and self._pair_fp[0] == id(pair):
-            return self._pair_fp[1]
-        fp = pair_fingerprint(pair)
-        self._pair_fp = (id(pair), fp)
-        return fp
 
     # -- shadows -------------------------------------------------------------------------------
     def population_nodes(self, pair: Any) -> np.ndarray:
@@ -170,13 +161,8 @@ class LiRA(Attack):
     def shadow_stats(self, pair: Any, release: Release | None = None, graph: Any = None) -> dict[str, Any]:
         """Train (once) and return the shadow statistics: per shadow its bit, φ and p_y of the canary,
         and (RMIA) p_y of the population."""
-        fp, base = self._fingerprint(pair)
-        if fp in self._stats:
-            return self._stats[fp]
-        target = find_shadow_target(self.shadow_target, self._bound, release)
-        key = ("lira", fp, self._params(), target_key(target))
-        self._stats[fp] = SHADOWS.get(key, lambda: self._train_shadows(target, pair, graph, base))
-        return self._stats[fp]
+        return self._shadows.trained(pair, release, self.shadow_target, self._params(),
+                                     lambda target, base: self._train_shadows(target, pair, graph, base))
 
     def _train_shadows(self, target: Target, pair: Any, graph: Any, base: int) -> dict[str, Any]:
         z = canary_node(pair)

@@ -6,7 +6,7 @@
 * posterior signals (:func:`logit_confidence`, :func:`true_label_probability`);
 * the pair's content fingerprint (:func:`pair_fingerprint`: a cache key, and the base of every
   shadow seed) and one process-wide cache of trained shadows (:data:`SHADOWS`), so the game's
-  per-chunk attack instances train them once.
+  per-chunk attack instances train them once; :class:`ShadowModels` is an attack's view of both.
 """
 from __future__ import annotations
 
@@ -26,10 +26,9 @@ LOG_CLIP = 1e-45
 
 def canary_node(pair: Any) -> int:
     """The canary node's index (the same in both worlds)."""
-    info = getattr(pair, "info", None) or {}
-    if "node" not in info:
-        raise ValueError("this attack needs a node canary (pair.info['node']); use remove-node or insert-node")
-    return int(info["node"])
+    if pair.node is None:
+        raise ValueError("this attack needs a node canary (pair.node); use remove-node or insert-node")
+    return pair.node
 
 
 def logit_confidence(probs: torch.Tensor | np.ndarray, labels: Any) -> np.ndarray:
@@ -82,10 +81,9 @@ def find_shadow_target(explicit: Target | None, bound: Target | None, release: R
         return explicit
     if bound is not None:
         return bound
-    info = getattr(release, "info", None) or {}
-    t = info.get("target")
-    if isinstance(t, Target):
-        return t
+    if release is not None and isinstance(release.target, Target):
+        return release.target
+    info = release.info if release is not None else {}
     cls, cfg = info.get("target_class"), info.get("target_config")
     if cls is not None and cfg is not None:
         if isinstance(cls, str):
@@ -125,7 +123,7 @@ def count_query(release: Release, k: int = 1) -> None:
     """Add `k` api calls to the release's record (``attack_queries``; ``fresh_releases_queried``
     where each call is a fresh noisy release)."""
     release.info["attack_queries"] = release.info.get("attack_queries", 0) + k
-    if release.info.get("fresh_noise_per_query"):
+    if release.fresh_noise_per_query:
         release.info["fresh_releases_queried"] = release.info.get("fresh_releases_queried", 0) + k
 
 
@@ -157,3 +155,32 @@ class ShadowCache:
 
 #: the one shadow cache of LiRA, RMIA and G-MIA (before: one of 8 per module)
 SHADOWS = ShadowCache(16)
+
+
+class ShadowModels:
+    """What one shadow-model attack keeps across its scores: the target the game bound
+    (``bind_target``), the last pair's fingerprint, and per pair what it trained, once (the
+    process-wide :data:`SHADOWS` shares it between the run's attack instances)."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.bound: Target | None = None
+        self._trained: dict[str, Any] = {}
+        self._last_pair: tuple[int, tuple[str, int]] | None = None
+
+    def fingerprint(self, pair: Any) -> tuple[str, int]:
+        """:func:`pair_fingerprint`, remembered for the last pair object seen."""
+        if self._last_pair is None or self._last_pair[0] != id(pair):
+            self._last_pair = (id(pair), pair_fingerprint(pair))
+        return self._last_pair[1]
+
+    def trained(self, pair: Any, release: Release | None, explicit: Target | None, params: tuple,
+                train: Callable[[Target, int], Any]) -> Any:
+        """``train(shadow target, seed base)`` for `pair`, run once per pair, attack parameters and
+        target (the shadow target as :func:`find_shadow_target` finds it from `explicit`)."""
+        fp, base = self.fingerprint(pair)
+        if fp not in self._trained:
+            target = find_shadow_target(explicit, self.bound, release)
+            key = (self.kind, fp, params, target_key(target))
+            self._trained[fp] = SHADOWS.get(key, lambda: train(target, base))
+        return self._trained[fp]

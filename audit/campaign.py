@@ -54,8 +54,9 @@ try:
 except ImportError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
-from audit.report import REPO, num, roc_points, short, write_campaign_report
-from audit.result import Result
+from audit.report import REPO, roc_points, short, write_campaign_report
+from audit.result import Result, number
+from audit.store import run_key
 
 CAMPAIGNS = REPO / "campaigns"
 
@@ -277,7 +278,7 @@ def load(config: str | Path, *, quick: bool = False, only: str | None = None) ->
 def _existing(out: Path, key: str, trials: int, estimator: str) -> Result | None:
     """A finished result in `out` with this spec key and trial count (and estimator, unless auto)."""
     for p in sorted(out.glob("*.json")):
-        if p.name in ("campaign.json", "utility.json"):
+        if p.name == "campaign.json" or p.name == "utility.json":
             continue
         try:
             r = json.loads(p.read_text())
@@ -286,17 +287,12 @@ def _existing(out: Path, key: str, trials: int, estimator: str) -> Result | None
         if not isinstance(r, dict) or r.get("trials") != trials:
             continue
         code_key = (r.get("code") or {}).get("key") if isinstance(r.get("code"), dict) else None
-        # the game keys a run by its options and, once it records one, its code (game.run_key)
-        if r.get("key") != key and (not code_key or r.get("key") != _run_key(key, code_key)):
+        # the game keys a run by its options and, once it records one, its code (store.run_key)
+        if r.get("key") != key and (not code_key or r.get("key") != run_key(key, code_key)):
             continue
         if estimator == "auto" or r.get("method") == estimator:
             return Result.from_dict(r)
     return None
-
-
-def _run_key(spec_key: str, code_key: str) -> str:
-    """:func:`audit.game.run_key` from the two keys (the store key of a run's trials)."""
-    return hashlib.sha256(f"{spec_key}:{code_key}".encode()).hexdigest()[:16]
 
 
 def _run_audit_kwargs(run_audit: Any, fresh: bool) -> dict[str, Any]:
@@ -347,7 +343,7 @@ def utility(spec: Any, out: Path) -> float | None:
                    **spec.params)
     graph = datasets.load(spec.dataset, root=spec.data_root, seed=spec.seed)
     release = target.fit(graph, torch.Generator().manual_seed(spec.seed))
-    acc = resolve(release.info.get("accuracy"))
+    acc = resolve(release.accuracy)
     value = None
     if isinstance(acc, dict):
         test = acc.get("test", acc.get("test_acc"))
@@ -553,7 +549,7 @@ def run(campaign: Campaign, out: str | Path | None = None, *, jobs: int = 1, pro
                 # kept exactly as stored; only the config's prose (note, explain) follows the file
                 rec = {**rec, "note": row.note, "explain": row.explain, "block": row.block}
                 current[i - 1] = rec
-                status = f"done before, kept ({rec.get('verdict')} ε_lb {short(num(rec.get('eps_lb')), 3)})"
+                status = f"done before, kept ({rec.get('verdict')} ε_lb {short(number(rec.get('eps_lb')), 3)})"
                 if bar is not None:
                     bar.update(before + s.trials - bar.n)
                 msg = f"{line}: {status}"
@@ -568,13 +564,14 @@ def run(campaign: Campaign, out: str | Path | None = None, *, jobs: int = 1, pro
             if existing is not None:
                 # a finished result JSON the campaign file does not hold: its own audit time
                 result = existing
-                status = f"result file found, kept ({result.verdict} ε_lb {short(num(result.eps_lb), 3)})"
+                status = f"result file found, kept ({result.verdict} ε_lb {short(number(result.eps_lb), 3)})"
             else:
                 try:
                     result = run_audit(s, out=out, jobs=jobs, progress=False,
                                        on_chunk=(lambda k: bar.update(k)) if bar is not None else None,
                                        **_run_audit_kwargs(run_audit, fresh))
-                    status = (f"re-run ({stale}): " if stale else "") + f"{result.verdict} ε_lb {short(num(result.eps_lb), 3)}"
+                    status = (f"re-run ({stale}): " if stale else "") \
+                        + f"{result.verdict} ε_lb {short(number(result.eps_lb), 3)}"
                 except (ValueError, RuntimeError) as err:  # one broken row must not sink the campaign
                     result, error, status = None, f"{type(err).__name__}: {err}", f"ERROR {err}"
                 ran[i - 1] = True

@@ -293,7 +293,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     release = target.fit(graph, torch.Generator().manual_seed(args.seed))
     from targets.base import resolve
 
-    acc = resolve(release.info.get("accuracy"))
+    acc = resolve(release.accuracy)
     if acc is None:
         raise UserError(f"target {args.target!r} reports no accuracy (it is not a classifier)")
     out = {"target": args.target, "dataset": args.dataset, "epsilon": claim.epsilon, "delta": claim.delta,
@@ -540,7 +540,8 @@ def _add_campaign_parser(subparsers: Any) -> argparse.ArgumentParser:
 def cmd_campaign(args: argparse.Namespace) -> int:
     import torch
 
-    from audit.report import num, write_campaign_report
+    from audit.report import write_campaign_report
+    from audit.result import number
 
     if args.jobs < 1:
         raise campaign.CampaignError(f"--jobs must be >= 1, got {args.jobs}")
@@ -564,7 +565,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
         print(f"\ninterrupted: finished rows are in {out / 'campaign.json'} and finished trials in the store; "
               "rerun the same command to resume", file=sys.stderr)
         return 130
-    n_v = sum(r.get("verdict") == "VIOLATION" and math.isfinite(num(r.get("claimed_epsilon"))) for r in doc["rows"])
+    n_v = sum(r.get("verdict") == "VIOLATION" and math.isfinite(number(r.get("claimed_epsilon"))) for r in doc["rows"])
     n_e = sum(r.get("verdict") == "ERROR" for r in doc["rows"])
     ran = doc.get("ran_now", 0)
     session = f"{ran} run now, {len(doc['rows']) - ran} kept" if ran else "all kept from campaign.json, nothing run"

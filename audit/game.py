@@ -6,7 +6,7 @@ attack. Trial i draws its secret bit and its training randomness from (run seed,
 trials can run in any order, on any worker, and a rerun of the same spec resumes.
 
 Bits are balanced in pairs: trials 2j and 2j+1 take opposite bits, in an order set by a coin for
-pair j. Trials run in chunks (:mod:`audit.play`: in this process, loky processes, or a Dask cluster
+pair j. Trials run in chunks (:mod:`audit.trial_runner`: in this process, loky processes, or a Dask cluster
 through joblib's dask backend); a process prepares the run's target once and reuses it for the
 run's later chunks.
 """
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import inspect
 import json
 import math
 import os
@@ -31,14 +30,14 @@ import torch
 
 from attacks import base as attacks
 from audit import data as datasets
-from audit import declared, estimators, provenance, relation, seq_game
-from audit import memory_plan
-from audit.play import _WORKER, _chunks, _execute, _Setup, _worker_objects, batch_size, cached_work
-from audit.play import trial_seed
+from audit import declared, declared_joint, estimators, memory_plan, provenance, relation, sequential_run
+from audit.trial_runner import (TrialSetup, batch_size, cached_work, chunk_indices, play_chunks, release_worker,
+                                worker_objects)
+from audit.trial_runner import trial_seed
 from audit.power import power
 from audit.result import Result, verdict  # noqa: F401 (verdict: re-exported)
-from audit.seq_game import AUTO_SHAPE, worlds
-from audit.store import Store
+from audit.sequential_run import AUTO_SHAPE, worlds
+from audit.store import Store, run_key
 from canaries import base as canaries
 from canaries.spread import interacting
 from graphs.ops import add_edge
@@ -51,7 +50,7 @@ from targets import base as targets
 class AuditSpec:
     """Everything that determines an audit's trials (and, with trials/estimator, its result)."""
 
-    target: str = "caribou"
+    target: str = targets.DEFAULT_TARGET
     epsilon: float = 1.0
     delta: float | None = None
     bug: str | None = None
@@ -171,12 +170,12 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
               fresh: bool = False, sequential: bool = False) -> Result:
     """Play (or resume) the games of `spec`, estimate, and write the result. Returns the result.
 
-    Stored trials are reused only for the same options and the same code (:func:`run_key`);
+    Stored trials are reused only for the same options and the same code (:func:`audit.store.run_key`);
     `fresh` forgets them first. `pipeline`: overlap training and scoring (see :func:`play_chunk`);
-    None = on iff CUDA. `sequential`: stop as soon as the verdict is settled (:mod:`audit.seq_game`);
+    None = on iff CUDA. `sequential`: stop as soon as the verdict is settled (:mod:`audit.sequential_run`);
     ``spec.trials`` is then the most it plays.
 
-    The whole run uses one torch thread, as its trials always did (``_Setup.threads``); the
+    The whole run uses one torch thread, as its trials always did (``TrialSetup.threads``); the
     caller's setting is restored after. The canary probe, the declared-model check and the setup
     are many small ops: on two loaded cores a second intra-op thread made GAP's probe cost 4.5×
     the CPU (benchmarks/throughput.md, "GAP's default run").
@@ -203,11 +202,11 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
         raise ValueError(f"attack {attack_name!r} works on {', '.join(attack.levels)}, not {level!r}")
     target_cls, choice, run_spec = spec.target, None, spec
     if spec.canary == "auto" and level in ("mechanism", "trace"):
-        # the probe's witness where the target takes it and it beats the given graph (audit.worstcase)
-        from audit import worstcase
+        # the probe's witness where the target takes it and it beats the given graph (audit.witness_choice)
+        from audit import witness_choice
 
         # on the CPU whatever the run's device: the canary is public and the same for every device
-        choice = worstcase.choose(build_target(replace(spec, device="cpu")), graph, level=level,
+        choice = witness_choice.choose(build_target(replace(spec, device="cpu")), graph, level=level,
                                   dataset=spec.dataset, out=out, params=spec.params)
         if choice.play:
             target_cls, canary_name = choice.target_name, choice.canary
@@ -224,13 +223,14 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
     out = Path(out)
     store = Store(out / "audit.sqlite")
     code = provenance.code_identity(type(target), type(attack), type(canary))
-    key = run_key(spec, code)
+    key = run_key(spec.key(), code["key"])
     todo = _resume(store, key, spec, code, fresh=fresh, quiet=sequential)
     batch = batch_size(spec.batch, target, level)
-    setup = _Setup(target_cls, target.config, pair, graph, attack_name, stream_seed(spec), batch=batch, pipeline=pipeline,
+    setup = TrialSetup(target_cls, target.config, pair, graph, attack_name, stream_seed(spec), batch=batch,
+                       pipeline=pipeline,
                    token=f"{key}:{os.getpid()}:{time.time_ns()}")
     if spec.batch == 0 and level == "mechanism" and batch > 1 and todo:  # --batch auto: fit the free memory
-        memory = memory_plan.plan(_worker_objects(setup)[0], pair.world(1), batch, jobs)
+        memory = memory_plan.plan(worker_objects(setup)[0], pair.world(1), batch, jobs)
         batch = setup.batch = memory.batch
         if progress:
             print(memory.line(jobs), file=sys.stderr)
@@ -246,8 +246,8 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
         """Play those of `indices` not in the store yet."""
         nonlocal played
         wanted = set(todo) & set(indices)
-        for rows in _execute(setup, _chunks(sorted(wanted), jobs, max_chunk=max(100, 2 * batch)), jobs, backend,
-                             scheduler):
+        chunks = chunk_indices(sorted(wanted), jobs, max_chunk=max(100, 2 * batch))
+        for rows in play_chunks(setup, chunks, jobs, backend, scheduler):
             store.add_trials(key, rows)
             todo.difference_update(i for i, _, _ in rows)
             played += len(rows)
@@ -268,12 +268,12 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
     try:
         if sequential:
             check = checked()
-            seq, why_not = seq_game.run(spec, claim, _plan(spec, claim, attack, probe, pair, check), play,
-                                        lambda hi: store.trials(key, limit=hi))
+            plan = plan_estimator(spec, claim, attack, probe, pair, check)
+            seq, why_not = sequential_run.run(spec, claim, plan, play, lambda hi: store.trials(key, limit=hi))
         if seq is None:
             play(list(range(spec.trials)))
     finally:
-        _WORKER.pop(setup.token, None)
+        release_worker(setup.token)
         if bar is not None:
             bar.close()
     trials_wall = time.time() - t_trials
@@ -296,25 +296,20 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
                          attack_queries=attack.queries_for(pair), run_id=run_id, batch=batch,
                          cached_per_worker=cached_work(target), trials_played=played,
                          trials_wall_s=trials_wall, code=code, reused_trials=used - played,
-                         declared=_declared_record(check, policy), estimator_choice=why, sequential=record)
+                         declared=_declared_record(check, policy, est, scores, bits), estimator_choice=why,
+                         sequential=record)
     if seq is not None:
         result = result.replace(confidence=spec.confidence)  # the looks' levels add up to it (record)
         if result.verdict != seq.verdict:
             raise AssertionError(f"sequential decision {seq.verdict} but the estimate reads {result.verdict}")
     relation.record_readings(result)
-    _save(store, out, result)
+    save_result(store, out, result)
     return result
 
 
 #: held-out releases per world for the declared-model check (8 catches every deviant of
 #: tests/deviants.py; the check's false-alarm level is 1e-3 overall)
 DECLARED_CHECK_N = 8
-
-
-def run_key(spec: AuditSpec, code: dict[str, Any]) -> str:
-    """The store key of a run's trials: its options (:meth:`AuditSpec.key`) and its code
-    (:func:`audit.provenance.code_identity`), so trials from other code are never mixed in."""
-    return hashlib.sha256(f"{spec.key()}:{code['key']}".encode()).hexdigest()[:16]
 
 
 def _resume(store: Store, key: str, spec: AuditSpec, code: dict[str, Any], *, fresh: bool,
@@ -334,7 +329,7 @@ def _resume(store: Store, key: str, spec: AuditSpec, code: dict[str, Any], *, fr
     return {i for i in range(spec.trials) if i not in done}
 
 
-def _plan(spec: AuditSpec, claim: targets.Claim, attack: Any, probe: Callable[[], Any], pair: Any,
+def plan_estimator(spec: AuditSpec, claim: targets.Claim, attack: Any, probe: Callable[[], Any], pair: Any,
           check: declared.DeclaredCheck | None) -> tuple[str, float | None, str, str]:
     """The estimator as fixed before any trial: (method, a-priori threshold or None, why, the
     declared-model policy note). The method is :data:`AUTO_SHAPE` where ``auto`` leaves the choice
@@ -379,14 +374,14 @@ def _plan(spec: AuditSpec, claim: targets.Claim, attack: Any, probe: Callable[[]
 def _estimate(spec: AuditSpec, claim: targets.Claim, attack: Any, probe: Callable[[], Any], pair: Any,
               check: declared.DeclaredCheck | None, out_s: np.ndarray, in_s: np.ndarray
               ) -> tuple[estimators.Estimate, str, str]:
-    """The run's estimate on all its trials, why that estimator (:func:`_plan`), and the
+    """The run's estimate on all its trials, why that estimator (:func:`plan_estimator`), and the
     declared-model policy note. :data:`AUTO_SHAPE`: the Gaussian shape is tested on held-out
     trials and gdp runs on the rest, or cp on all trials when the test rejects
     (:func:`audit.shape_check.auto_estimate`)."""
     from audit.shape_check import auto_estimate
 
     kw = dict(delta=claim.delta, confidence=spec.confidence)
-    method, prior, why, policy = _plan(spec, claim, attack, probe, pair, check)
+    method, prior, why, policy = plan_estimator(spec, claim, attack, probe, pair, check)
     if method == AUTO_SHAPE:
         est, method, why = auto_estimate(out_s, in_s, claim_is_gdp=True, seed=spec.seed, **kw)
         return est, f"auto: {why}", policy
@@ -403,13 +398,18 @@ def _progress_label(spec: AuditSpec, canary: str, attack: str) -> str:
     return f"audit {spec.target} ε={spec.epsilon:g} [{', '.join([canary, attack, *extra])}]"
 
 
-def _declared_record(check: declared.DeclaredCheck | None, policy: str) -> dict[str, Any]:
+def _declared_record(check: declared.DeclaredCheck | None, policy: str, est: estimators.Estimate,
+                     scores: np.ndarray, bits: np.ndarray) -> dict[str, Any]:
+    """The declared-model check's record, and the deterministic distinguisher where the trials show one."""
+    det = declared_joint.deterministic_distinguisher(scores[bits == 0], scores[bits == 1], est)
+    extra = {"deterministic": det} if det else {}
     if check is None:
-        return {"checked": False, "policy": "the score uses no declared noise model (api/weights view)"}
-    return {"checked": True, "policy": policy, **check.to_dict()}
+        return {"checked": False, "policy": "the score uses no declared noise model (api/weights view)", **extra}
+    return {"checked": True, "policy": policy, **check.to_dict(), **extra}
 
 
-def _save(store: Store, out: Path, result: Result) -> None:
+def save_result(store: Store, out: Path, result: Result) -> None:
+    """Write `result` into the store (then closed) and as ``out/<run_id>.json``."""
     record = result.to_dict()
     store.save_result(result.run_id, result.key, record)
     store.close()
@@ -439,14 +439,12 @@ def run_one_run(spec: AuditSpec, *, out: str | Path = "results", progress: bool 
     canary = canaries.make("random-edge" if spec.canary in ("auto", "worst-edge") else spec.canary)
     rng = np.random.default_rng([spec.seed, 0x0123])
     hops = target.receptive_hops
-    spreads = hops is not None and "hops" in inspect.signature(canary.many).parameters
-    pairs = canary.many(graph, spec.trials, rng, hops=hops) if spreads else canary.many(graph, spec.trials, rng)
+    pairs = canary.many(graph, spec.trials, rng, hops=hops)
     bits = rng.integers(0, 2, size=len(pairs))
     world = graph
     for pair, b in zip(pairs, bits):
         if b:
-            u, v = pair.info["edge"]
-            world = add_edge(world, u, v)
+            world = add_edge(world, *pair.edge)
     target.prepare(graph)
     release = target.fit(world, torch.Generator().manual_seed(trial_seed(spec.seed, 0)))
     iterator = pairs
@@ -461,22 +459,22 @@ def run_one_run(spec: AuditSpec, *, out: str | Path = "results", progress: bool 
     out = Path(out)
     store = Store(out / "audit.sqlite")
     code = provenance.code_identity(type(target), type(attack), type(canary))
-    key = run_key(spec, code)
+    key = run_key(spec.key(), code["key"])
     store.forget(key)  # one training run: nothing to resume, the guesses are recomputed
     store.begin(key, {**asdict(spec), "code": code})
     store.add_trials(key, [(i, int(b), float(sc)) for i, (b, sc) in enumerate(zip(bits, scores))])
-    info = {"canary": canary.name, "count": len(pairs), "chosen_by": pairs[0].info["chosen_by"],
+    info = {"canary": canary.name, "count": len(pairs), "chosen_by": pairs[0].chosen_by,
             "inserted": int(bits.sum()), **_neighbourhoods(graph, pairs, hops)}
     run_id = f"{spec.target.replace(':', '.').replace('/', '.')}-{key}-{spec.trials}-one-run"
     result = make_result(spec, key, target, claim, info, attack_name, attack.levels[0], est, scores, bits,
                          wall=time.time() - t0, store_path=store.path, run_id=run_id, mode="one-run", code=code, one_run=one_run)
-    _save(store, out, result)
+    save_result(store, out, result)
     return result
 
 
 def _neighbourhoods(graph: Any, pairs: list[Any], hops: int | None) -> dict[str, Any]:
     """How far apart the one-run canaries are, for the result (:mod:`canaries.spread`)."""
-    edges = [tuple(p.info["edge"]) for p in pairs if "edge" in p.info]
+    edges = [p.edge for p in pairs if p.edge is not None]
     if hops is None or len(edges) != len(pairs):
         return {"neighbourhoods": "not checked (the target declares no receptive field in hops)"}
     near = interacting(graph, edges, hops)

@@ -16,7 +16,7 @@ each, and a certification on trials the choice never saw.
    threshold are chosen on the first half of each world's pilot trials, and the statistic is the
    cp lower bound at that one threshold on the second half (ties broken by the held-out AUC).
 3. **Certification**: the winner plays the rest of the budget from stream 0, sequentially (looks
-   at growing trial counts, the confidence spent across them: :mod:`audit.seq_game`), so the run
+   at growing trial counts, the confidence spent across them: :mod:`audit.sequential_run`), so the run
    stops early when the verdict is settled, a gross bug at the first looks, no signal once the
    claim could not be refuted within the budget. No pilot trial is ever read by the certificate,
    so the choice costs nothing in confidence.
@@ -155,7 +155,7 @@ def heldout_statistic(out_s: np.ndarray, in_s: np.ndarray, *, delta: float, conf
     sign = 1.0 if estimators.auc(fit_out, fit_in) >= 0.5 else -1.0
     threshold = estimators.select_threshold("cp", sign * fit_out, sign * fit_in, delta=delta, confidence=confidence)
     fp, fn = (int(c[0]) for c in rates_at(sign * held_out, sign * held_in, np.array([threshold])))
-    lb = float(estimators._cp_bound(fp, fn, len(held_out), len(held_in), delta, 1.0 - confidence))
+    lb = float(estimators.cp_bound(fp, fn, len(held_out), len(held_in), delta, 1.0 - confidence))
     return {"heldout_eps_lb": float(lb), "heldout_auc": float(estimators.auc(sign * held_out, sign * held_in)),
             "direction": "higher = IN" if sign > 0 else "lower = IN", "threshold": float(sign * threshold),
             "n_per_world_heldout": int(len(held_out))}
@@ -194,7 +194,7 @@ def run(spec: game.AuditSpec, budget: Budget, *, out: str | Path = "results", jo
               "why": why, "certification_trials": trials, "certification_sizing": sizing,
               "wall_s": time.time() - t0}
     result = result.replace(extra={**result.extra, "portfolio": record}, wall_time_s=time.time() - t0)
-    game._save(Store(Path(out) / "audit.sqlite"), Path(out), result)
+    game.save_result(Store(Path(out) / "audit.sqlite"), Path(out), result)
     return result
 
 

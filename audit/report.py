@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 
 from audit import estimators
-from audit.result import Result
+from audit.power import power, record_power
+from audit.result import Result, number
 
 REPO = Path(__file__).resolve().parents[1]
 _ROC_POINTS = 300
@@ -42,56 +43,6 @@ def roc_axes(ax: Any, grid: np.ndarray) -> None:
     ax.set_ylabel("true positive rate")
 
 
-def auc_interval_from(auc: float, n0: int, n1: int, confidence: float = 0.95) -> tuple[float, float]:
-    """The Hanley–McNeil interval of :func:`audit.power.auc_interval` from the AUC and the two
-    worlds' trial counts alone (what a campaign row keeps: no scores)."""
-    from scipy.stats import norm
-
-    a = float(auc)
-    if n0 <= 0 or n1 <= 0 or not math.isfinite(a):
-        return 0.0, 1.0
-    q1, q2 = a / (2 - a), 2 * a * a / (1 + a)
-    var = (a * (1 - a) + (n1 - 1) * (q1 - a * a) + (n0 - 1) * (q2 - a * a)) / (n0 * n1)
-    se = math.sqrt(max(var, 1.0 / (4 * n0 * n1)))
-    z = float(norm.ppf(0.5 + confidence / 2))
-    return max(0.0, a - z * se), min(1.0, a + z * se)
-
-
-def _power_reading(verdict: str, claimed: float, certifiable: float, lo: float | None, hi: float | None
-                   ) -> dict[str, Any]:
-    """:func:`audit.power.power`'s reading from an AUC interval already computed (None: unknown)."""
-    interval = [lo, hi] if lo is not None else None
-    if verdict == "VIOLATION":
-        return {"reading": "conclusive", "sentence": "the bound exceeds the claim", "auc_interval": interval}
-    if math.isfinite(claimed) and math.isfinite(certifiable) and certifiable < claimed:
-        return {"reading": "budget-limited",
-                "sentence": f"this run could not have found a violation: max certifiable ε {certifiable:.3g} "
-                            f"< claimed {claimed:.3g} (add trials)", "auc_interval": interval}
-    if lo is None or hi is None:
-        return {"reading": "conclusive", "sentence": "the budget can certify the claim (AUC interval unknown)",
-                "auc_interval": None}
-    if lo <= 0.5 <= hi:
-        return {"reading": "no signal",
-                "sentence": f"the attack found nothing: its AUC interval [{lo:.3f}, {hi:.3f}] contains 0.5",
-                "auc_interval": interval}
-    return {"reading": "conclusive", "sentence": "the budget can certify the claim and the attack separates the worlds",
-            "auc_interval": interval}
-
-
-def record_power(r: dict[str, Any], confidence: float = 0.95) -> dict[str, Any] | None:
-    """How much a campaign row's verdict knows: its stored ``power``, else computed from the row
-    (verdict, claimed ε, max certifiable ε, and the AUC interval from the AUC and trials/2 a world)."""
-    if r.get("power"):
-        return r["power"]
-    if r.get("verdict") not in ("VIOLATION", "CONSISTENT"):
-        return None
-    lo = hi = None
-    if r.get("auc") is not None and r.get("trials"):
-        n = int(r["trials"])
-        lo, hi = auc_interval_from(r["auc"], n // 2, n - n // 2, confidence)
-    return _power_reading(r["verdict"], num(r.get("claimed_epsilon")), num(r.get("max_certifiable_eps")), lo, hi)
-
-
 def result_power(result: Result, scores: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, Any] | None:
     """A result's ``power`` field, else :func:`audit.power.power` from its scores (given, or read
     from its store when that exists), else the reading from its AUC and trial count."""
@@ -105,10 +56,8 @@ def result_power(result: Result, scores: tuple[np.ndarray, np.ndarray] | None = 
         except Exception:  # noqa: BLE001 - a store without this run: fall back to the AUC
             scores = None
     if scores is not None and scores[0].size and scores[1].size:
-        from audit.power import power
-
-        return power(verdict=result.verdict, claimed_epsilon=num(result.claimed_epsilon),
-                     max_certifiable_eps=num(result.max_certifiable_eps), scores_out=scores[0],
+        return power(verdict=result.verdict, claimed_epsilon=number(result.claimed_epsilon),
+                     max_certifiable_eps=number(result.max_certifiable_eps), scores_out=scores[0],
                      scores_in=scores[1], confidence=result.confidence).to_dict()
     return record_power({"verdict": result.verdict, "claimed_epsilon": result.claimed_epsilon,
                          "max_certifiable_eps": result.max_certifiable_eps, "auc": result.auc,
@@ -155,6 +104,7 @@ def table(result: Result, scores: tuple[np.ndarray, np.ndarray] | None = None) -
         ("AUC", _fmt(result.auc)),
         ("TPR @ FPR 1%", _fmt(result.tpr_at_fpr.get("0.01"))),
         ("verdict", result.verdict),
+        *([("why", result.declared["deterministic"])] if (result.declared or {}).get("deterministic") else []),
         *([("sequential", _sequential_line(result.sequential))] if result.sequential else []),
         *([("one-run bounds", _one_run_line(result.one_run))] if result.one_run else []),
         *([("canaries", result.canary["neighbourhoods"])] if result.canary.get("neighbourhoods") else []),
@@ -358,12 +308,6 @@ def short(x: Any, digits: int = 2) -> str:
     return f"{x:.{digits}f}" if isinstance(x, float) else str(x)
 
 
-def num(x: Any) -> float:
-    if isinstance(x, str):
-        return float(x.replace("∞", "inf"))
-    return float("nan") if x is None else float(x)
-
-
 def _slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in text)
 
@@ -377,7 +321,7 @@ def plot_epsilons(rows: list[dict[str, Any]], target: str, path: Path) -> Path |
     import matplotlib.pyplot as plt
 
     mine = [r for r in rows if r["target"] == target and r.get("eps_lb") is not None
-            and math.isfinite(num(r.get("claimed_epsilon")))]
+            and math.isfinite(number(r.get("claimed_epsilon")))]
     if not mine:
         return None
     fig, ax = plt.subplots(figsize=(6.8, 4.8))
@@ -392,23 +336,23 @@ def plot_epsilons(rows: list[dict[str, Any]], target: str, path: Path) -> Path |
     top = 0.0
     for k, key in enumerate(groups):
         attack, dataset, bug, canary, params = key
-        g = sorted((r for r in mine if variant(r) == key), key=lambda r: num(r["claimed_epsilon"]))
+        g = sorted((r for r in mine if variant(r) == key), key=lambda r: number(r["claimed_epsilon"]))
         label = f"{attack} / {dataset}" + (f" [bug {bug}]" if bug else "")
         if shared[key[:3]] > 1:
             label += f" / {canary}" + (f" ({params})" if params else "")
-        x = [num(r["claimed_epsilon"]) for r in g]
-        y = [num(r["eps_lb"]) for r in g]
-        lo = [max(0.0, yy - num((r.get("ci") or [yy, yy])[0])) if math.isfinite(yy) else 0.0 for yy, r in zip(y, g)]
-        hi = [max(0.0, num((r.get("ci") or [yy, yy])[1]) - yy) if math.isfinite(yy) else 0.0 for yy, r in zip(y, g)]
+        x = [number(r["claimed_epsilon"]) for r in g]
+        y = [number(r["eps_lb"]) for r in g]
+        lo = [max(0.0, yy - number((r.get("ci") or [yy, yy])[0])) if math.isfinite(yy) else 0.0 for yy, r in zip(y, g)]
+        hi = [max(0.0, number((r.get("ci") or [yy, yy])[1]) - yy) if math.isfinite(yy) else 0.0 for yy, r in zip(y, g)]
         hi = [h if math.isfinite(h) else 0.0 for h in hi]
         color = f"C{k % 10}"
         ax.errorbar(x, y, yerr=[lo, hi], marker="o", color=color, capsize=3, label=label)
-        mc = [num(r["max_certifiable_eps"]) for r in g]
+        mc = [number(r["max_certifiable_eps"]) for r in g]
         ax.plot(x, mc, ls="--", color=color, lw=1, alpha=0.7)
         top = max(top, *[v for v in y + x if math.isfinite(v)])
-    lim = [0, max(num(r["claimed_epsilon"]) for r in mine) * 1.1]
+    lim = [0, max(number(r["claimed_epsilon"]) for r in mine) * 1.1]
     # show the certifiable ceiling where it is near the claims, never let it flatten the bounds
-    ceiling = [num(r["max_certifiable_eps"]) for r in mine if math.isfinite(num(r["max_certifiable_eps"]))]
+    ceiling = [number(r["max_certifiable_eps"]) for r in mine if math.isfinite(number(r["max_certifiable_eps"]))]
     top = max(top, min(max(ceiling, default=0.0), 2 * lim[1]))
     ax.plot(lim, lim, color="k", lw=1, label="y = x (the claim)")
     ax.plot([], [], ls="--", color="0.4", lw=1, label="max certifiable ε (trial budget)")
@@ -425,7 +369,7 @@ def plot_epsilons(rows: list[dict[str, Any]], target: str, path: Path) -> Path |
 
 
 def _roc_epsilon(rows: list[dict[str, Any]], wanted: float | None) -> float | None:
-    eps = sorted({num(r["epsilon"]) for r in rows})
+    eps = sorted({number(r["epsilon"]) for r in rows})
     if not eps:
         return None
     if wanted is None:
@@ -441,13 +385,13 @@ def plot_roc(rows: list[dict[str, Any]], target: str, wanted: float | None, path
     import matplotlib.pyplot as plt
     mine = [r for r in rows if r["target"] == target and r.get("roc")]
     eps = _roc_epsilon(mine, wanted)
-    mine = [r for r in mine if num(r["epsilon"]) == eps]
+    mine = [r for r in mine if number(r["epsilon"]) == eps]
     if not mine:
         return None
     # the legend (one entry a curve, each naming canary and parameters) sits below the panel
     fig, ax = plt.subplots(figsize=(6.4, 4.6 + 0.16 * (len(mine) + 1)))
     grid = np.logspace(-4, 0, 300)
-    claimed = num(mine[0]["claimed_epsilon"])
+    claimed = number(mine[0]["claimed_epsilon"])
     delta = float(mine[0]["claimed_delta"])
     if math.isfinite(claimed):
         bound = claim_tpr_limit(grid, claimed, delta)
@@ -492,7 +436,7 @@ def row_tag(r: dict[str, Any]) -> str:
 def _verdict_cell(r: dict[str, Any]) -> str:
     if r.get("verdict") == "ERROR":
         return "ERROR"
-    if not math.isfinite(num(r.get("claimed_epsilon"))):
+    if not math.isfinite(number(r.get("claimed_epsilon"))):
         return "n/a (no claim)"
     return f"**{r['verdict']}**" if r["verdict"] == "VIOLATION" else r["verdict"]
 
@@ -557,11 +501,11 @@ def campaign_markdown(doc: dict[str, Any], images: dict[str, list[str]], discuss
         pw = record_power(r, conf) or {}
         lines.append(
             f"| {_who_full(r)} | {r['dataset']} | {unit}/{r['level']} | {r['attack']} | {canary} | "
-            f"{short(num(r['claimed_epsilon']))} | "
-            f"{short(num(r['eps_lb']))} [{short(num(ci[0]) if ci[0] is not None else None)}, "
-            f"{short(num(ci[1]) if ci[1] is not None else None)}] | {r['method']} | {short(r.get('tightness'))} | "
+            f"{short(number(r['claimed_epsilon']))} | "
+            f"{short(number(r['eps_lb']))} [{short(number(ci[0]) if ci[0] is not None else None)}, "
+            f"{short(number(ci[1]) if ci[1] is not None else None)}] | {r['method']} | {short(r.get('tightness'))} | "
             f"{_verdict_cell(r)} | {pw.get('reading', '–')} | {short(r.get('auc'), 3)} | "
-            f"{short(num(r['max_certifiable_eps']))} | {r['trials']} | "
+            f"{short(number(r['max_certifiable_eps']))} | {r['trials']} | "
             f"{short(r.get('utility'), 1)} | {short(r.get('wall_time_s'), 0)} |" + tail)
     lines += ["", "Utility: val-selected test accuracy (%) of one private fit with the row's parameters and ε "
                   "(seed 0), the audited configuration (see the notes where it is a fast one). "
@@ -575,7 +519,7 @@ def campaign_markdown(doc: dict[str, Any], images: dict[str, list[str]], discuss
                   "The target cell names the parameters the campaign block sets; canary: the neighbouring "
                   "worlds' difference.", ""]
     lines += ["## Violations", ""]
-    viol = [r for r in rows if r.get("verdict") == "VIOLATION" and math.isfinite(num(r.get("claimed_epsilon")))]
+    viol = [r for r in rows if r.get("verdict") == "VIOLATION" and math.isfinite(number(r.get("claimed_epsilon")))]
     if not viol:
         lines += ["None: every finished row is CONSISTENT with its claim.", ""]
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
@@ -589,7 +533,7 @@ def campaign_markdown(doc: dict[str, Any], images: dict[str, list[str]], discuss
                             r["method"], r["trials"]), []).append(r)
         covered = "; ".join(
             f"{d}, {a}, {c}" + (f" ({p})" if p else "") + f" ({m}, {n} trials): claimed ε "
-            + ", ".join(f"{short(num(r['claimed_epsilon']))} → ε_lb {short(num(r['eps_lb']))}" for r in sr)
+            + ", ".join(f"{short(number(r['claimed_epsilon']))} → ε_lb {short(number(r['eps_lb']))}" for r in sr)
             for (d, a, c, p, m, n), sr in sub.items())
         lines.append(f"* **{who}** ({len(rs)} row{'s' if len(rs) > 1 else ''}) — {covered}. {why}")
         if note:

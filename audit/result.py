@@ -16,6 +16,13 @@ _OPTIONAL = ("code", "power", "declared", "reused_trials", "estimator_choice", "
 _MULTI_ONLY = ("batch", "cached_per_worker", "trials_played", "trials_wall_s")
 
 
+def number(x: Any) -> float:
+    """A record's number field as a float: ``"inf"`` or ``"∞"`` strings read as ∞, None as nan."""
+    if isinstance(x, str):
+        return float(x.replace("∞", "inf"))
+    return float("nan") if x is None else float(x)
+
+
 def verdict(eps_lb: float, claimed: float) -> str:
     """VIOLATION when the lower bound exceeds the claim, else CONSISTENT."""
     return "VIOLATION" if eps_lb > claimed else "CONSISTENT"
@@ -77,7 +84,7 @@ class Result:
     #: why this estimator (auto: the claim, the declared-model check, the held-out shape test)
     estimator_choice: str | None = None
     #: sequential or fixed budget: ``on``, and for a sequential run the looks' schedule and levels, the
-    #: looks evaluated, the trials used of the budget and why it stopped (:mod:`audit.seq_game`)
+    #: looks evaluated, the trials used of the budget and why it stopped (:mod:`audit.sequential_run`)
     sequential: dict[str, Any] | None = None
     #: one-run audits: both analyses of the guesses, named (Steinke et al.'s, the verdict's; f-DP's)
     one_run: dict[str, Any] | None = None

@@ -20,7 +20,7 @@ from scipy import stats
 
 from audit import estimators as _e
 
-_CHECK_FRACTION = 0.3
+CHECK_FRACTION = 0.3
 _MIN_DISTINCT = 20
 
 
@@ -43,8 +43,8 @@ def _normal_p(x: np.ndarray) -> float:
 def gaussian_shape_check(scores_out: Sequence[float], scores_in: Sequence[float], *, alpha: float = 0.05,
                          min_distinct: int = _MIN_DISTINCT) -> ShapeCheck:
     """Test "OUT ~ N(a, s²), IN ~ N(b, s²)" on these (held-out) scores; passed = not rejected."""
-    out = _e._check_scores(scores_out, "scores_out")
-    inn = _e._check_scores(scores_in, "scores_in")
+    out = _e.check_scores(scores_out, "scores_out")
+    inn = _e.check_scores(scores_in, "scores_in")
     if min(out.size, inn.size) < 8:
         return ShapeCheck(False, 0.0, "too few trials to check the Gaussian shape (< 8 per world)")
     d_out, d_in = np.unique(out).size, np.unique(inn).size
@@ -79,7 +79,7 @@ def choose_method(claim_is_gdp: bool, proven_gaussian: bool, scores_out: Sequenc
 
 
 def auto_estimate(scores_out: Sequence[float], scores_in: Sequence[float], *, delta: float, claim_is_gdp: bool,
-                  proven_gaussian: bool = False, confidence: float = 0.95, check_fraction: float = _CHECK_FRACTION,
+                  proven_gaussian: bool = False, confidence: float = 0.95, check_fraction: float = CHECK_FRACTION,
                   seed: int = 0, alpha: float = 0.05) -> tuple["_e.Estimate", str, str]:
     """The ``auto`` path: (estimate, method, reason).
 
@@ -87,8 +87,8 @@ def auto_estimate(scores_out: Sequence[float], scores_in: Sequence[float], *, de
     chosen, is computed on the other trials; the cp fallback uses all trials (cp is valid
     unconditionally, so P(fallback and cp > ε) ≤ β).
     """
-    out = _e._check_scores(scores_out, "scores_out")
-    inn = _e._check_scores(scores_in, "scores_in")
+    out = _e.check_scores(scores_out, "scores_out")
+    inn = _e.check_scores(scores_in, "scores_in")
     if claim_is_gdp and not proven_gaussian:
         c_out, r_out = _e.split_indices(out.size, check_fraction, seed + 17)
         c_in, r_in = _e.split_indices(inn.size, check_fraction, seed + 18)

@@ -6,6 +6,7 @@ same spec resumes where it stopped. Results (one JSON each) are kept beside the 
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import time
@@ -21,6 +22,12 @@ CREATE TABLE IF NOT EXISTS trials (
 CREATE TABLE IF NOT EXISTS results (
     run_id TEXT PRIMARY KEY, key TEXT NOT NULL, result TEXT NOT NULL, created REAL NOT NULL);
 """
+
+
+def run_key(spec_key: str, code_key: str) -> str:
+    """The store key of a run's trials: its options' key (:meth:`audit.game.AuditSpec.key`) and its
+    code's (:func:`audit.provenance.code_identity`), so trials from other code are never mixed in."""
+    return hashlib.sha256(f"{spec_key}:{code_key}".encode()).hexdigest()[:16]
 
 
 class Store:

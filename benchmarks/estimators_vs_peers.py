@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from attacks.metrics import rates_at  # noqa: E402
 from audit import estimators as est  # noqa: E402
 from targets.common.accounting import gdp_mu  # noqa: E402
 
@@ -34,9 +35,9 @@ def baseline_cp(out: np.ndarray, inn: np.ndarray, beta: float = 0.05) -> float:
     if HAVE_JAX:
         return float(CanaryScoreAuditor(inn, out).epsilon_clopper_pearson(beta, DELTA))
     t = np.concatenate([np.union1d(out, inn), [np.inf]])
-    fp, fn = est._rates_at(out, inn, t)
+    fp, fn = rates_at(out, inn, t)
     b = beta / t.size / 2
-    fpr, fnr = est._cp_upper_vec(fp, out.size, b), est._cp_upper_vec(fn, inn.size, b)
+    fpr, fnr = est.cp_upper_vec(fp, out.size, b), est.cp_upper_vec(fn, inn.size, b)
     with np.errstate(divide="ignore", invalid="ignore"):
         e = np.log(np.clip(1 - fnr - DELTA, 0, None)) - np.log(fpr)
     return max(0.0, float(np.nanmax(e)))

@@ -35,11 +35,11 @@ def exact_false_alarm(mu: float, trials: int, beta: float) -> float:
     """P(the gdp bound exceeds μ) when every trial is scored by the exact LLR at threshold 0."""
     from scipy.stats import binom, norm
 
-    from audit.estimators import _cp_upper_vec
+    from audit.estimators import cp_upper_vec
 
     p = float(norm.cdf(-mu / 2))
     k = np.arange(trials + 1)
-    return float(binom.pmf(k, trials, p)[_cp_upper_vec(k, trials, beta) < p].sum())
+    return float(binom.pmf(k, trials, p)[cp_upper_vec(k, trials, beta) < p].sum())
 
 
 def main(argv: list[str] | None = None) -> None:

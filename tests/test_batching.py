@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from audit import data
-from audit import game, play
+from audit import game
+from audit import trial_runner as runner
 from canaries import base as canaries
 from audit.game import AuditSpec, run_audit
 from audit.store import Store
@@ -39,7 +40,7 @@ def test_batched_run_is_the_unbatched_run(tmp_path, target, params):
     one = _run(tmp_path, "one", target=target, params=params, batch=1)
     auto = _run(tmp_path, "auto", target=target, params=params, batch=0)
     odd = _run(tmp_path, "odd", target=target, params=params, batch=3)  # uneven sub-batches
-    assert one["batch"] == 1 and auto["batch"] == play.AUTO_BATCH and odd["batch"] == 3
+    assert one["batch"] == 1 and auto["batch"] == runner.AUTO_BATCH and odd["batch"] == 3
     rows = _trials(one)
     assert len(rows) == 40 and len({s for _, _, s in rows}) == 40  # real, distinct scores
     assert _trials(auto) == rows  # bitwise: same bits, same float scores
@@ -53,11 +54,11 @@ def test_pipelined_chunk_equals_sequential_chunk():
     spec = AuditSpec(target="caribou", params=CARIBOU_FAST, trials=24, seed=1)
     _, target, _ = game.setup_run(spec)
     pair = canaries.make("random-edge").worlds(graph, np.random.default_rng(0), target)
-    setup = play._Setup("caribou", target.config, pair, graph, "mechanism-lrt", 1, batch=5)
+    setup = runner.TrialSetup("caribou", target.config, pair, graph, "mechanism-lrt", 1, batch=5)
     indices = list(range(3, 27))
-    sequential = play.play_chunk(_with(setup, pipeline=False), indices)
-    pipelined = play.play_chunk(_with(setup, pipeline=True), indices)
-    looped = play.play_chunk(_with(setup, batch=1, pipeline=False), indices)
+    sequential = runner.play_chunk(_with(setup, pipeline=False), indices)
+    pipelined = runner.play_chunk(_with(setup, pipeline=True), indices)
+    looped = runner.play_chunk(_with(setup, batch=1, pipeline=False), indices)
     assert [i for i, _, _ in sequential] == indices  # rows come back in index order
     assert pipelined == sequential == looped
 
@@ -131,22 +132,22 @@ def test_batch_is_not_in_the_key_and_is_validated():
 
 
 def test_auto_batch_size_follows_the_target():
-    assert play.batch_size(0, targets.build("gaussian")) == play.AUTO_BATCH
-    assert play.batch_size(0, targets.build("gap"), "api") == play.AUTO_BATCH_TRAINING
-    assert play.batch_size(0, targets.build("gcn"), "api") == play.AUTO_BATCH_TRAINING  # stacked since stop 28
-    assert play.batch_size(0, targets.build("gcon")) == 64  # its own auto_batch: per-graph work shared by a batch
-    assert play.batch_size(0, targets.build("dpdgc")) == 48 and play.batch_size(3, targets.build("dpdgc")) == 3
-    assert play.batch_size(0, targets.build("dpdgc"), "api") == play.AUTO_BATCH_TRAINING
-    assert play.batch_size(5, targets.build("gcon")) == 5
+    assert runner.batch_size(0, targets.build("gaussian")) == runner.AUTO_BATCH
+    assert runner.batch_size(0, targets.build("gap"), "api") == runner.AUTO_BATCH_TRAINING
+    assert runner.batch_size(0, targets.build("gcn"), "api") == runner.AUTO_BATCH_TRAINING  # stacked since stop 28
+    assert runner.batch_size(0, targets.build("gcon")) == 64  # its own auto_batch: per-graph work shared by a batch
+    assert runner.batch_size(0, targets.build("dpdgc")) == 48 and runner.batch_size(3, targets.build("dpdgc")) == 3
+    assert runner.batch_size(0, targets.build("dpdgc"), "api") == runner.AUTO_BATCH_TRAINING
+    assert runner.batch_size(5, targets.build("gcon")) == 5
 
 
 def test_a_small_last_sub_batch_joins_the_one_before():
     bits = {i: i % 2 for i in range(24)}  # 12 trials per world
-    sizes = lambda batch: [len(b) for _, b in play._batches(play._Setup("t", None, None, None, "a", 0, batch=batch), bits)]
+    sizes = lambda batch: [len(b) for _, b in runner.world_batches(runner.TrialSetup("t", None, None, None, "a", 0, batch=batch), bits)]
     assert sizes(5) == [5, 7, 5, 7]  # 5, 5, 2: the 2 (< 5 / 2) joins
     assert sizes(4) == [4, 4, 4] * 2 and sizes(16) == [12, 12] and sizes(1) == [1] * 24
     assert sizes(7) == [7, 5] * 2 and sizes(8) == [8, 4] * 2  # 4 >= 8 / 2 stays
-    played = [i for _, b in play._batches(play._Setup("t", None, None, None, "a", 0, batch=5), bits) for i in b]
+    played = [i for _, b in runner.world_batches(runner.TrialSetup("t", None, None, None, "a", 0, batch=5), bits) for i in b]
     assert sorted(played) == list(range(24))
 
 
@@ -179,7 +180,7 @@ def test_target_without_fit_batch_runs_batched(tmp_path):
 
 def test_result_records_batch_and_cached_work(tmp_path):
     r = _run(tmp_path, "r", target="caribou", params=CARIBOU_FAST)
-    assert r["batch"] == play.AUTO_BATCH
+    assert r["batch"] == runner.AUTO_BATCH
     assert "encoder" in r["cached_per_worker"]
     node = targets.build("caribou", unit="node")
     assert node.cached_work() is None and targets.build("gcn").cached_work() is None

@@ -6,7 +6,7 @@ import pytest
 
 from audit import campaign, report
 from audit.cli import main as cli_main
-from audit.store import Store
+from audit.store import Store, run_key
 
 TINY = """
 [campaign]
@@ -212,7 +212,7 @@ def test_code_key_is_the_one_the_game_computes():
     # a row without a code key predates code recording: it is rerun, not trusted on its options
     assert "no code recorded" in campaign._stale_code({**rec, "code": None})
     assert "no code recorded" in campaign._stale_code({k: v for k, v in rec.items() if k != "code"})
-    assert campaign._run_key("a" * 16, "b" * 16) == campaign._run_key("a" * 16, "b" * 16) != "a" * 16
+    assert run_key("a" * 16, "b" * 16) == run_key("a" * 16, "b" * 16) != run_key("a" * 16, "c" * 16)
 
 
 def test_a_cached_utility_is_keyed_by_the_targets_code(monkeypatch):

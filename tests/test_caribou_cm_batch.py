@@ -7,7 +7,7 @@ import torch
 from torch_geometric.data import Data
 
 from attacks.linkteller import query_graph
-from audit import data, play
+from audit import data, trial_runner
 from audit.game import AuditSpec, run_audit
 from audit.store import Store
 
@@ -167,7 +167,7 @@ def test_linkteller_audit_scores_do_not_depend_on_batch(tmp_path, dataset):
         spec = AuditSpec(target="caribou", attack="linkteller", trials=12, seed=5, batch=batch, dataset=dataset,
                          params={k: str(v) for k, v in FAST.items()})
         result = run_audit(spec, out=tmp_path / f"b{batch}", progress=False)
-        assert result["batch"] == (batch or play.AUTO_BATCH_TRAINING)
+        assert result["batch"] == (batch or trial_runner.AUTO_BATCH_TRAINING)
         with Store(result["store"]) as s:
             return s.trials(result["key"])
 

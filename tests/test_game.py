@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from attacks import base as attacks
-from audit import game, play
+from audit import game, trial_runner
 from audit.game import AuditSpec, run_audit
 from audit.result import Result
 from audit.store import Store
@@ -22,11 +22,11 @@ def _scores(result):
 
 
 def test_bits_are_balanced_and_seeded():
-    bits = [play.secret_bit(0, i) for i in range(1000)]
+    bits = [trial_runner.secret_bit(0, i) for i in range(1000)]
     assert sum(bits) == 500
     assert all(bits[2 * j] != bits[2 * j + 1] for j in range(500))
-    assert bits != [play.secret_bit(1, i) for i in range(1000)]
-    assert play.trial_seed(0, 1) != play.trial_seed(0, 2) != play.trial_seed(1, 1)
+    assert bits != [trial_runner.secret_bit(1, i) for i in range(1000)]
+    assert trial_runner.trial_seed(0, 1) != trial_runner.trial_seed(0, 2) != trial_runner.trial_seed(1, 1)
 
 
 def test_the_whole_run_uses_one_thread_and_restores_the_callers(tmp_path, monkeypatch):
@@ -82,7 +82,7 @@ def test_resume_after_a_killed_run_loses_nothing(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         run_audit(_spec(), out=tmp_path / "cut", progress=False, on_chunk=die)
     with Store(tmp_path / "cut" / "audit.sqlite") as s:
-        kept = s.trials(full.key)  # the store keys trials by options and code (game.run_key)
+        kept = s.trials(full.key)  # the store keys trials by options and code (store.run_key)
     assert 0 < len(kept) < 200  # the finished chunks were written
     resumed = run_audit(_spec(), out=tmp_path / "cut", progress=False)
     assert _scores(resumed) == _scores(full)
@@ -199,13 +199,13 @@ def test_a_runs_chunks_share_one_target_and_attack_and_the_trials_do_not_change(
     spec = _spec(trials=400, batch=8)  # several chunks of at most 100 trials
     reused = run_audit(spec, out=tmp_path / "reused", progress=False).to_dict()
     n_reused = len(built)
-    assert not play._WORKER  # released when the run ends
+    assert not trial_runner.held_workers()  # released when the run ends
 
     class Forgetful(dict):
         def __setitem__(self, key, value):
             pass
 
-    monkeypatch.setattr(play, "_WORKER", Forgetful())
+    monkeypatch.setattr(trial_runner, "_WORKER", Forgetful())
     built.clear()
     fresh = run_audit(spec, out=tmp_path / "fresh", progress=False).to_dict()
     assert len(built) >= n_reused + 3  # one more target for each chunk after the first

@@ -1,5 +1,5 @@
 """Playing the probe's witness through the target's own pipeline (Target.witness_plan) and
-``--canary auto`` choosing it on the mechanism level (audit.worstcase)."""
+``--canary auto`` choosing it on the mechanism level (audit.witness_choice)."""
 import json
 
 import numpy as np
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from attacks.mechanism import _means, _step_score
-from audit import worstcase
+from audit import witness_choice
 from audit.game import AuditSpec, run_audit
 from canaries import sensitivity as S
 from canaries import witness as W
@@ -85,19 +85,19 @@ def test_projected_float32_rows_are_rescaled_before_the_llr():
 
 
 def test_choose_plays_caribou_witness_and_keeps_gaussian(small, tmp_path):
-    car = worstcase.choose(build("caribou", **FAST), small, level="mechanism", dataset="t", out=tmp_path,
+    car = witness_choice.choose(build("caribou", **FAST), small, level="mechanism", dataset="t", out=tmp_path,
                            options=PROBE)
     assert car.play and car.canary.startswith("witness:") and car.target_name.endswith("CaribouGivenInput")
     assert car.record["witness_ratio"] > car.record["given_ratio"]
-    again = worstcase.choose(build("caribou", **FAST), small, level="mechanism", dataset="t", out=tmp_path,
+    again = witness_choice.choose(build("caribou", **FAST), small, level="mechanism", dataset="t", out=tmp_path,
                              options=PROBE)
     assert again.record["probe"].endswith("report.json") and again.record["witness"] == car.record["witness"]
-    gap = worstcase.choose(build("gap", hops=1, hidden_dim=8, encoder_epochs=2, epochs=1), small,
+    gap = witness_choice.choose(build("gap", hops=1, hidden_dim=8, encoder_epochs=2, epochs=1), small,
                            level="mechanism", dataset="t", out=tmp_path, options=PROBE)
     assert not gap.play and "does not beat" in gap.record["chosen_by"]  # a directed edge moves a hop by 1
     deep = build("caribou", **{**FAST, "hops": 3})  # hop k > 1 reads the noisy hop k − 1, not the witness's X
     for target, level in ((build("gaussian"), "mechanism"), (build("caribou", **FAST), "trace"), (deep, "mechanism")):
-        skipped = worstcase.choose(target, small, level=level, dataset="t", out=tmp_path, options=PROBE)
+        skipped = witness_choice.choose(target, small, level=level, dataset="t", out=tmp_path, options=PROBE)
         assert not skipped.play and skipped.record["probe"] == "skipped"
 
 
@@ -122,13 +122,13 @@ def test_choose_prefers_a_playable_witness_among_equal_ratios(caribou_witness, s
     atlas.write_text(json.dumps({**doc, "target": "dpdgc"}))
     tight.write_text(json.dumps({**doc, "target": "gcon", "tight": {"ratio": 0.5 - 1e-9}}))
     target = build("gcon")
-    folder = tmp_path / "sensitivity" / worstcase.probe_key(target, small, PROBE)
+    folder = tmp_path / "sensitivity" / witness_choice.probe_key(target, small, PROBE)
     folder.mkdir(parents=True)
     step = {"step": "Z", "witness": str(atlas), "ratio": 0.5, "found_by": "atlas", "violation": False,
             "by_search": {"given graph [realised X]": {"ratio": 0.1}}}
     (folder / "report.json").write_text(json.dumps({"steps": [step], "seconds": 0.0,
                                                     "tight": {"witness": str(tight), "ratio": 0.5 - 1e-9,
                                                               "label": "GCON tight canary (spec §7.1)"}}))
-    choice = worstcase.choose(target, small, level="mechanism", dataset="t", out=tmp_path, options=PROBE)
+    choice = witness_choice.choose(target, small, level="mechanism", dataset="t", out=tmp_path, options=PROBE)
     assert choice.play and choice.record["witness"] == str(tight) and choice.canary == f"witness:{tight}"
     assert choice.record["given_ratio"] == 0.1

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from audit import report
+from audit.power import auc_interval, auc_interval_from, record_power
 from audit.cli import main as cli_main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -93,20 +94,18 @@ def test_rows_from_different_commits_name_their_commit():
 
 
 def test_power_of_campaign_rows():
-    assert report.record_power(_row())["reading"] == "conclusive"
+    assert record_power(_row())["reading"] == "conclusive"
     low = _row(verdict="CONSISTENT", eps_lb=0.0, max_certifiable_eps=0.5, claimed_epsilon=1.0)
-    assert report.record_power(low)["reading"] == "budget-limited"
+    assert record_power(low)["reading"] == "budget-limited"
     flat = _row(verdict="CONSISTENT", eps_lb=0.0, auc=0.501)
-    assert report.record_power(flat)["reading"] == "no signal"
+    assert record_power(flat)["reading"] == "no signal"
     stored = _row(power={"reading": "no signal", "sentence": "s", "auc_interval": [0.4, 0.6]})
-    assert report.record_power(stored)["reading"] == "no signal"
+    assert record_power(stored)["reading"] == "no signal"
     # the interval from the AUC and counts is power.auc_interval's
-    from audit.power import auc_interval
-
     rng = np.random.default_rng(0)
     out, inn = rng.normal(size=500), rng.normal(0.3, size=500)
     a, lo, hi = auc_interval(out, inn)
-    assert report.auc_interval_from(a, 500, 500) == pytest.approx((lo, hi))
+    assert auc_interval_from(a, 500, 500) == pytest.approx((lo, hi))
 
 
 def test_roc_band_surrounds_the_empirical_roc():

@@ -1,4 +1,4 @@
-"""`run --sequential` and `regress`'s sequential default (audit.seq_game on audit.sequential)."""
+"""`run --sequential` and `regress`'s sequential default (audit.sequential_run on audit.group_sequential)."""
 import json
 
 import pytest
@@ -7,7 +7,7 @@ from audit import catalogue, game
 from audit.cli import build_parser, main
 from audit.game import AuditSpec, run_audit
 from audit.result import Result
-from audit.seq_game import first_look
+from audit.sequential_run import first_look
 
 
 def _run(tmp_path, sequential=True, **kw):
@@ -65,8 +65,8 @@ def test_resume_and_reuse_of_fixed_trials(tmp_path):
 def test_same_seed_same_result_for_any_batch_and_play_order(tmp_path, monkeypatch):
     a = _run(tmp_path / "a", bug="half-noise", trials=800)
     # workers (--jobs) finish chunks in any order: play them backwards, in other chunk and batch sizes
-    chunks = game._chunks
-    monkeypatch.setattr(game, "_chunks", lambda idx, jobs, max_chunk=100: chunks(idx, 3, max_chunk=7)[::-1])
+    chunks = game.chunk_indices
+    monkeypatch.setattr(game, "chunk_indices", lambda idx, jobs, max_chunk=100: chunks(idx, 3, max_chunk=7)[::-1])
     b = _run(tmp_path / "b", bug="half-noise", trials=800, batch=3)
     assert (a.eps_lb, a.trials, a.sequential["history"]) == (b.eps_lb, b.trials, b.sequential["history"])
 

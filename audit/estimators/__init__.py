@@ -6,7 +6,7 @@
   one-run bound (``one-run-fdp``), registered into ``core``'s dispatch when imported here.
 
 Everything is read through this package (``estimators.estimate(..., method=...)``); the sequential
-audits (:mod:`audit.sequential`) and the Gaussian shape check (:mod:`audit.shape_check`) are re-exported
+audits (:mod:`audit.group_sequential`) and the Gaussian shape check (:mod:`audit.shape_check`) are re-exported
 lazily, since they are built on it.
 """
 from __future__ import annotations
@@ -23,12 +23,12 @@ from audit.estimators.core import (METHODS, Estimate, auc, cp_lower, cp_upper, e
 from audit.estimators.trade_off import (RocBand, fdp, fdp_band, gaussian_tradeoff, one_run_fdp,  # noqa: F401
                                         one_run_fdp_epsilon, one_run_fdp_mu)
 
-_LAZY = {**{n: "audit.sequential" for n in ("Decision", "SequentialAudit", "look_schedule")},
+_LAZY = {**{n: "audit.group_sequential" for n in ("Decision", "SequentialAudit", "look_schedule")},
          **{n: "audit.shape_check" for n in ("ShapeCheck", "choose_method", "gaussian_shape_check", "auto_estimate")}}
 
 
 def __getattr__(name: str) -> Any:
-    """The modules built on this package, and ``core``'s private helpers (``estimators._cp_bound``)."""
+    """The modules built on this package, and ``core``'s private helpers (``estimators.cp_bound``)."""
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
     for module in (_core, _trade_off):

@@ -13,7 +13,7 @@ One entry point, :func:`estimate`, over two score samples (higher score = "the c
   and μ that every curve inside it contradicts (:mod:`audit.estimators.trade_off`). Assumption-free.
 * ``one-run-fdp`` — one-run audit with the f-DP (Gaussian curve) analysis of Mahloujifar et al.,
   Steinke et al.'s bound on the same guesses beside it (:func:`audit.estimators.trade_off.one_run_fdp`).
-* Sequential audits with early stopping: :class:`audit.sequential.SequentialAudit`. gdp's
+* Sequential audits with early stopping: :class:`audit.group_sequential.SequentialAudit`. gdp's
   assumption checked on held-out trials: :func:`audit.shape_check.gaussian_shape_check`,
   :func:`audit.shape_check.choose_method`, :func:`audit.shape_check.auto_estimate`.
 * ``gdp`` — Gaussian-DP (Nasr et al. 2023): a lower bound on μ from a confidence bound on the
@@ -35,7 +35,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -63,6 +63,9 @@ EXTENSIONS: dict[str, Extension] = {}
 _SELECT_FRACTION = {"cp": 0.5, "gdp": 0.2, "bayes": 0.5}  # cp: only when a split is asked for
 _CP_GRID_RATIO = 2.0    # consecutive false-positive counts of cp's threshold grid differ by this factor
 _CP_TWO_SIDED = False   # cp spends its whole β on the "s ≥ t says IN" direction (see _cp_grid)
+#: the share of β that cp and fdp spend on the reversed order ("lower score means IN"): both tails
+#: are tested and paid for (Bonferroni), so a score whose order a deviation reversed still certifies
+_REVERSED_SHARE = 0.1
 _CP_MID = (0.19, 0.35)  # extra OUT false-positive fractions in cp's grid (low ε: the best FPR is large)
 _ONE_RUN_GRID = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)  # guesses as a fraction of m
 
@@ -87,6 +90,9 @@ class Estimate:
     mu_lb: float | None = None
     counts: dict[str, int] = field(default_factory=dict)
     assumption: str | None = None
+    #: the score order the bound rests on: the attack's ("higher means IN") or, where both tails were
+    #: tested and paid for (cp, fdp), possibly the reversed one
+    direction: str = "higher means IN"
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -105,7 +111,7 @@ def _finite(x: float | None) -> float | str | None:
 # ---------------------------------------------------------------------------------------------
 # input checks
 # ---------------------------------------------------------------------------------------------
-def _check_scores(scores: Sequence[float], name: str) -> np.ndarray:
+def check_scores(scores: Sequence[float], name: str) -> np.ndarray:
     arr = np.asarray(scores, dtype=float).ravel()
     if arr.size == 0:
         raise ValueError(f"{name} is empty")
@@ -115,7 +121,7 @@ def _check_scores(scores: Sequence[float], name: str) -> np.ndarray:
     return arr
 
 
-def _check_confidence(confidence: float) -> float:
+def check_confidence(confidence: float) -> float:
     confidence = float(confidence)
     if not (0.5 <= confidence < 1.0):
         raise ValueError(f"confidence must be in [0.5, 1), got {confidence!r}")
@@ -157,7 +163,7 @@ def eps_from_rates(fpr: np.ndarray | float, fnr: np.ndarray | float, delta: floa
     return out
 
 
-def _cp_upper_vec(k: np.ndarray, n: int, beta: float) -> np.ndarray:
+def cp_upper_vec(k: np.ndarray, n: int, beta: float) -> np.ndarray:
     k = np.asarray(k)
     out = np.ones(k.shape, dtype=float)
     ok = k < n
@@ -187,18 +193,18 @@ def split_indices(n: int, select_fraction: float, seed: int) -> tuple[np.ndarray
 # ---------------------------------------------------------------------------------------------
 # the methods at a fixed threshold (counts in, bound out)
 # ---------------------------------------------------------------------------------------------
-def _cp_bound(fp, fn, n_out, n_in, delta, beta):
-    fpr_ub = _cp_upper_vec(fp, n_out, beta / 2)
-    fnr_ub = _cp_upper_vec(fn, n_in, beta / 2)
+def cp_bound(fp, fn, n_out, n_in, delta, beta):
+    fpr_ub = cp_upper_vec(fp, n_out, beta / 2)
+    fnr_ub = cp_upper_vec(fn, n_in, beta / 2)
     return eps_from_rates(fpr_ub, fnr_ub, delta)
 
 
-def _cp_point_upper(fp, fn, n_out, n_in, delta, beta):
+def cp_point_upper(fp, fn, n_out, n_in, delta, beta):
     """ε at the opposite confidence ends (upper end of the attack's ε interval)."""
     return eps_from_rates(_cp_lower_vec(fp, n_out, beta / 2), _cp_lower_vec(fn, n_in, beta / 2), delta)
 
 
-def _count_grid(n: int, ratio: float = _CP_GRID_RATIO, limit: float = 0.5) -> np.ndarray:
+def count_grid(n: int, ratio: float = _CP_GRID_RATIO, limit: float = 0.5) -> np.ndarray:
     """0, 1, 2, … then counts growing geometrically by `ratio`; all below max(1, limit·n).
 
     The default limit n/2: the "s ≥ t says IN" inequality of §0 is best at FPR below the
@@ -213,8 +219,8 @@ def _count_grid(n: int, ratio: float = _CP_GRID_RATIO, limit: float = 0.5) -> np
 
 
 def _cp_counts(n: int, ratio: float = _CP_GRID_RATIO) -> np.ndarray:
-    """cp's OUT false-positive counts: :func:`_count_grid` and the fractions ``_CP_MID`` of n."""
-    ks = _count_grid(n, ratio)
+    """cp's OUT false-positive counts: :func:`count_grid` and the fractions ``_CP_MID`` of n."""
+    ks = count_grid(n, ratio)
     if n > 0:
         ks = np.unique(np.concatenate([ks, np.floor(np.asarray(_CP_MID) * n).astype(int)]))
     return ks[(ks >= 0) & (ks < max(n, 1))]
@@ -305,6 +311,24 @@ def _cp_grid(out: np.ndarray, inn: np.ndarray, delta: float, beta: float,
     return float(eps[i]), float(thresholds[i]), int(fp[i]), int(fn[i])
 
 
+def cp_both_tails(out: np.ndarray, inn: np.ndarray, delta: float, beta: float, seed: int = 0
+                  ) -> tuple[float, float, int, int, str]:
+    """:func:`_cp_grid` on both orders of the score (ties broken at random, :func:`_tie_broken`),
+    paid for: "higher means IN" at (1 − r)·β and "lower means IN" (the scores negated) at r·β,
+    r = :data:`_REVERSED_SHARE` (Bonferroni over the two). Returns (ε lower bound, threshold, FP,
+    FN, direction); the threshold is a score: IN iff s ≥ t, or s ≤ t where reversed."""
+    found = []
+    for sign, share, direction in ((1.0, 1 - _REVERSED_SHARE, HIGHER), (-1.0, _REVERSED_SHARE, REVERSED)):
+        key_out, key_in, boundary = _tie_broken(sign * out, sign * inn, seed)
+        lb, t, fp, fn = _cp_grid(key_out, key_in, delta, share * beta)
+        found.append((lb, sign * boundary(t), fp, fn, direction))
+    return found[1] if found[1][0] > found[0][0] else found[0]
+
+
+#: the two orders of a score: the attack's own, and the reversed one
+HIGHER, REVERSED = "higher means IN", "lower means IN"
+
+
 def _tie_broken(out: np.ndarray, inn: np.ndarray, seed: int
                 ) -> tuple[np.ndarray, np.ndarray, Callable[[float], float]]:
     """The scores as keys with no ties, and a map from a key threshold back to a score.
@@ -334,13 +358,14 @@ def _tie_broken(out: np.ndarray, inn: np.ndarray, seed: int
     return keys[:out.size], keys[out.size:], boundary
 
 
-def _cp_grid_max(n_out: int, n_in: int, delta: float, beta: float) -> float:
+def cp_grid_max(n_out: int, n_in: int, delta: float, beta: float) -> float:
     """`_cp_grid`'s bound for a perfect attack (no errors) with these trial counts."""
     ks = _cp_counts(n_out)
-    return float(np.max(_mix_eps(np.full(ks.size, n_in), ks, n_out, n_in, delta, beta / ks.size)))
+    level = (1 - _REVERSED_SHARE) * beta / ks.size  # the attack's own order's share (cp_both_tails)
+    return float(np.max(_mix_eps(np.full(ks.size, n_in), ks, n_out, n_in, delta, level)))
 
 
-def _gdp_mu_bound(fp, fn, n_out, n_in, beta):
+def gdp_mu_bound(fp, fn, n_out, n_in, beta):
     """Lower confidence bound on μ under a Gaussian trade-off curve.
 
     With equal world sizes the errors FP + FN are a sum of n_out + n_in independent Bernoullis
@@ -348,21 +373,20 @@ def _gdp_mu_bound(fp, fn, n_out, n_in, beta):
     concentrated than Binomial(N, p̄)). A μ-GDP test has FPR + FNR ≥ 2Φ(−μ/2) at any threshold,
     hence μ ≥ −2Φ⁻¹(p̄_ub). With unequal sizes: each rate at β/2 and μ ≥ Φ⁻¹(1 − FPR_ub) − Φ⁻¹(FNR_ub).
     """
-    if n_out == n_in:
-        p_ub = _cp_upper_vec(np.asarray(fp) + np.asarray(fn), n_out + n_in, beta)
-        return np.fmax(-2.0 * norm.ppf(np.clip(p_ub, 0, 1)), 0.0)
-    fpr_ub = _cp_upper_vec(fp, n_out, beta / 2)
-    fnr_ub = _cp_upper_vec(fn, n_in, beta / 2)
-    return np.fmax(norm.isf(fpr_ub) - norm.ppf(fnr_ub), 0.0)
+    return _gdp_mu_from_rate_bounds(fp, fn, n_out, n_in, beta, cp_upper_vec)
 
 
 def _gdp_mu_upper(fp, fn, n_out, n_in, beta):
+    """Upper confidence bound on μ: :func:`gdp_mu_bound`'s rule on the rates' lower CP bounds."""
+    return _gdp_mu_from_rate_bounds(fp, fn, n_out, n_in, beta, _cp_lower_vec)
+
+
+def _gdp_mu_from_rate_bounds(fp, fn, n_out, n_in, beta, rate_bound):
+    """μ of the Gaussian trade-off curve through the error rates' CP bounds (`rate_bound`)."""
     if n_out == n_in:
-        p_lb = _cp_lower_vec(np.asarray(fp) + np.asarray(fn), n_out + n_in, beta)
-        return np.fmax(-2.0 * norm.ppf(np.clip(p_lb, 0, 1)), 0.0)
-    fpr_lb = _cp_lower_vec(fp, n_out, beta / 2)
-    fnr_lb = _cp_lower_vec(fn, n_in, beta / 2)
-    return np.fmax(norm.isf(fpr_lb) - norm.ppf(fnr_lb), 0.0)
+        p = rate_bound(np.asarray(fp) + np.asarray(fn), n_out + n_in, beta)
+        return np.fmax(-2.0 * norm.ppf(np.clip(p, 0, 1)), 0.0)
+    return np.fmax(norm.isf(rate_bound(fp, n_out, beta / 2)) - norm.ppf(rate_bound(fn, n_in, beta / 2)), 0.0)
 
 
 def _bayes_posterior(fp: int, fn: int, n_out: int, n_in: int, delta: float, samples: int = 1_000_000,
@@ -408,7 +432,7 @@ def _bayes_quantiles(fp: int, fn: int, n_out: int, n_in: int, delta: float,
 
 def _bayes_select_score(fp, fn, n_out, n_in, delta, beta):
     # a cheap proxy for threshold selection: the CP bound (selection data only)
-    return _cp_bound(fp, fn, n_out, n_in, delta, beta)
+    return cp_bound(fp, fn, n_out, n_in, delta, beta)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -433,10 +457,10 @@ def estimate(scores_out: Sequence[float], scores_in: Sequence[float], *, delta: 
         seed: seed of the score-independent split.
         samples: Monte-Carlo draws of the ``bayes`` posterior (fixed seed).
     """
-    out = _check_scores(scores_out, "scores_out")
-    inn = _check_scores(scores_in, "scores_in")
+    out = check_scores(scores_out, "scores_out")
+    inn = check_scores(scores_in, "scores_in")
     check_delta(delta)
-    confidence = _check_confidence(confidence)
+    confidence = check_confidence(confidence)
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
     if method == "one-run":
@@ -447,15 +471,15 @@ def estimate(scores_out: Sequence[float], scores_in: Sequence[float], *, delta: 
     if method == "cp" and threshold is None and select_fraction is None:
         # every trial counts: a fixed grid of OUT-rank thresholds, Bonferroni-corrected (_cp_grid),
         # on the scores with their ties broken at random (_tie_broken)
-        key_out, key_in, boundary = _tie_broken(out, inn, seed)
-        lb, t, fp, fn = _cp_grid(key_out, key_in, delta, beta)
-        lo = _cp_grid(key_out, key_in, delta, beta / 2)[0]
-        t = boundary(t)
+        # on the scores with their ties broken at random (_tie_broken), both orders (cp_both_tails)
+        lb, t, fp, fn, direction = cp_both_tails(out, inn, delta, beta, seed)
+        lo = cp_both_tails(out, inn, delta, beta / 2, seed)[0]
         n_out, n_in = out.size, inn.size
-        hi = float(_cp_point_upper(fp, fn, n_out, n_in, delta, beta / 2))
+        hi = float(cp_point_upper(fp, fn, n_out, n_in, delta, beta / 2))
         counts = {"fp": fp, "tn": n_out - fp, "fn": fn, "tp": n_in - fn, "n_out": n_out, "n_in": n_in}
         maxc = max_certifiable_eps("cp", n_out, n_in, delta=delta, confidence=confidence)
-        return Estimate(lb, (min(lo, lb), max(hi, lb)), "cp", t, maxc, confidence, delta, counts=counts)
+        return Estimate(lb, (min(lo, lb), max(hi, lb)), "cp", t, maxc, confidence, delta, counts=counts,
+                        direction=direction)
     if threshold is None:
         frac = _SELECT_FRACTION[method] if select_fraction is None else float(select_fraction)
         if not (0.0 < frac < 1.0):
@@ -464,20 +488,25 @@ def estimate(scores_out: Sequence[float], scores_in: Sequence[float], *, delta: 
             raise ValueError("need at least 4 trials per world to hold out a threshold-selection set")
         s_out, e_out = split_indices(out.size, frac, seed)
         s_in, e_in = split_indices(inn.size, frac, seed + 1)
-        threshold = _select_threshold(method, out[s_out], inn[s_in], delta, beta)
-        out, inn = out[e_out], inn[e_in]
+        # the score's order is chosen on the held-out trials too
+        sign, threshold = _select_order(method, out[s_out], inn[s_in], delta, beta)
+        out, inn = sign * out[e_out], sign * inn[e_in]
+        if sign < 0:
+            e = estimate(out, inn, delta=delta, method=method, confidence=confidence, threshold=threshold,
+                         samples=samples)
+            return replace(e, threshold=-threshold, direction=REVERSED)
     fp, fn = (int(c[0]) for c in _rates_at(out, inn, np.array([threshold])))
     n_out, n_in = out.size, inn.size
     counts = {"fp": fp, "tn": n_out - fp, "fn": fn, "tp": n_in - fn, "n_out": n_out, "n_in": n_in}
     maxc = max_certifiable_eps(method, n_out, n_in, delta=delta, confidence=confidence)
     if method == "cp":
-        lb = float(_cp_bound(fp, fn, n_out, n_in, delta, beta))
-        lo = float(_cp_bound(fp, fn, n_out, n_in, delta, beta / 2))
-        hi = float(_cp_point_upper(fp, fn, n_out, n_in, delta, beta / 2))
+        lb = float(cp_bound(fp, fn, n_out, n_in, delta, beta))
+        lo = float(cp_bound(fp, fn, n_out, n_in, delta, beta / 2))
+        hi = float(cp_point_upper(fp, fn, n_out, n_in, delta, beta / 2))
         return Estimate(lb, (lo, hi), "cp", float(threshold), maxc, confidence, delta, counts=counts)
     if method == "gdp":
-        mu_lb = float(_gdp_mu_bound(fp, fn, n_out, n_in, beta))
-        mu_lo = float(_gdp_mu_bound(fp, fn, n_out, n_in, beta / 2))
+        mu_lb = float(gdp_mu_bound(fp, fn, n_out, n_in, beta))
+        mu_lo = float(gdp_mu_bound(fp, fn, n_out, n_in, beta / 2))
         mu_hi = float(_gdp_mu_upper(fp, fn, n_out, n_in, beta / 2))
         lb, lo, hi = gdp_epsilon(mu_lb, delta), gdp_epsilon(mu_lo, delta), gdp_epsilon(mu_hi, delta)
         return Estimate(lb, (lo, hi), "gdp", float(threshold), maxc, confidence, delta, mu_lb=mu_lb,
@@ -491,10 +520,22 @@ def select_threshold(method: str, scores_out: Sequence[float], scores_in: Sequen
                      confidence: float = 0.95) -> float:
     """The threshold `method`'s selection rule picks on these scores (for scores drawn apart from
     the trials that will be reported, e.g. from a model of the mechanism)."""
-    out = _check_scores(scores_out, "scores_out")
-    inn = _check_scores(scores_in, "scores_in")
+    out = check_scores(scores_out, "scores_out")
+    inn = check_scores(scores_in, "scores_in")
     check_delta(delta)
-    return _select_threshold(method, out, inn, delta, 1.0 - _check_confidence(confidence))
+    return _select_threshold(method, out, inn, delta, 1.0 - check_confidence(confidence))
+
+
+def _select_order(method: str, out: np.ndarray, inn: np.ndarray, delta: float, beta: float) -> tuple[float, float]:
+    """(sign, threshold) on held-out scores: the attack's order (+1) unless the reversed one (−1,
+    the threshold then on the negated scores) has the smaller balanced error there."""
+    best = []
+    for sign in (1.0, -1.0):
+        t = _select_threshold(method, sign * out, sign * inn, delta, beta)
+        fp, fn = (int(c[0]) for c in _rates_at(sign * out, sign * inn, np.array([t])))
+        best.append((fp / out.size + fn / inn.size, -sign, sign, t))
+    _, _, sign, t = min(best)
+    return sign, t
 
 
 def _select_threshold(method: str, out: np.ndarray, inn: np.ndarray, delta: float, beta: float) -> float:
@@ -505,7 +546,7 @@ def _select_threshold(method: str, out: np.ndarray, inn: np.ndarray, delta: floa
         # the best symmetric-error point: smallest FP/n_out + FN/n_in
         value = -(fp / n_out + fn / n_in)
     else:
-        value = _cp_bound(fp, fn, n_out, n_in, delta, beta)
+        value = cp_bound(fp, fn, n_out, n_in, delta, beta)
         # break ties (e.g. all zero) by balanced error, so the choice is still informative
         value = value - 1e-9 * (fp / n_out + fn / n_in)
     return float(thresholds[int(np.argmax(value))])
@@ -520,13 +561,13 @@ def max_certifiable_eps(method: str, n_out: int, n_in: int, *, delta: float, con
     beta = 1.0 - confidence
     if method in ("cp", "fdp") and select_fraction is None:
         # both spend β on the same kind of grid; fdp's band is the wider of the two
-        return _cp_grid_max(n_out, n_in, delta, beta)
+        return cp_grid_max(n_out, n_in, delta, beta)
     if method == "cp" or method == "bayes":
         if method == "bayes":
             return _bayes_bounds(0, 0, n_out, n_in, delta, beta, samples=200_000)[0]
-        return float(_cp_bound(0, 0, n_out, n_in, delta, beta))
+        return float(cp_bound(0, 0, n_out, n_in, delta, beta))
     if method == "gdp":
-        return gdp_epsilon(float(_gdp_mu_bound(0, 0, n_out, n_in, beta)), delta)
+        return gdp_epsilon(float(gdp_mu_bound(0, 0, n_out, n_in, beta)), delta)
     if method in ("one-run", "one-run-fdp"):
         m = n_out + n_in
         grid = _one_run_grid(m)
@@ -583,7 +624,7 @@ def one_run_epsilon(m: int, r: int, v: int, delta: float, beta: float) -> float:
     return lo
 
 
-def _tie_free_order(scores: np.ndarray, seed: int = 0) -> np.ndarray:
+def tie_free_order(scores: np.ndarray, seed: int = 0) -> np.ndarray:
     """Ascending order of `scores` with ties broken by a fixed random permutation.
 
     The caller concatenates OUT canaries before IN canaries, so a stable sort would break ties by
@@ -613,7 +654,7 @@ def one_run(scores_out: np.ndarray, scores_in: np.ndarray, *, delta: float, conf
     grid = _one_run_grid(m)
     if not grid:
         raise ValueError("one-run needs at least 2 canaries")
-    order = _tie_free_order(scores)
+    order = tie_free_order(scores)
     best = (0.0, grid[0], 0)
     for r in grid:
         k = r // 2

@@ -29,6 +29,7 @@ import numpy as np
 from scipy.special import ndtr, ndtri
 from scipy.stats import norm
 
+from attacks.metrics import rates_at
 import audit.estimators.core as _e
 from targets.common.accounting import check_delta, gdp_epsilon
 
@@ -78,7 +79,7 @@ def _band_grid(n: int, ratio: float = _BAND_RATIO, interior: int = _BAND_INTERIO
     """Counts of the band: geometric from both ends (0, 1, 2, 4, … and n − 1, n − 2, n − 3, n − 5, …)
     and `interior` counts evenly spaced on the variance-stabilising arcsine scale (n·sin²θ), where
     the geometric grid is coarse compared with the binomial's spread."""
-    ks = _e._count_grid(n, ratio, limit=0.5)
+    ks = _e.count_grid(n, ratio, limit=0.5)
     theta = np.linspace(0, np.pi / 2, interior + 2)[1:-1]
     ks = np.concatenate([ks, n - 1 - ks, np.floor(n * np.sin(theta) ** 2).astype(int)])
     return np.unique(ks[(ks >= 0) & (ks < n)])
@@ -87,18 +88,18 @@ def _band_grid(n: int, ratio: float = _BAND_RATIO, interior: int = _BAND_INTERIO
 def _band_upper(counts: np.ndarray, n: int, beta: float, ratio: float = _BAND_RATIO) -> np.ndarray:
     """Simultaneous (over all thresholds) upper bounds on a rate, given its empirical counts."""
     ks = _band_grid(n, ratio)
-    band = np.append(_e._cp_upper_vec(ks, n, beta / ks.size), 1.0)
+    band = np.append(_e.cp_upper_vec(ks, n, beta / ks.size), 1.0)
     return band[np.searchsorted(ks, np.asarray(counts), side="left")]
 
 
 def fdp_band(scores_out: Sequence[float], scores_in: Sequence[float], *, confidence: float = 0.95,
              ratio: float = _BAND_RATIO) -> RocBand:
     """The ROC band of the module docstring at every distinct pooled score (and ±∞)."""
-    out = _e._check_scores(scores_out, "scores_out")
-    inn = _e._check_scores(scores_in, "scores_in")
-    beta = 1.0 - _e._check_confidence(confidence)
+    out = _e.check_scores(scores_out, "scores_out")
+    inn = _e.check_scores(scores_in, "scores_in")
+    beta = 1.0 - _e.check_confidence(confidence)
     t = np.concatenate([[-np.inf], np.unique(np.concatenate([out, inn])), [np.inf]])
-    fp, fn = _e._rates_at(out, inn, t)
+    fp, fn = rates_at(out, inn, t)
     return RocBand(t, _band_upper(fp, out.size, beta / 2, ratio), _band_upper(fn, inn.size, beta / 2, ratio),
                    confidence)
 
@@ -108,19 +109,33 @@ def fdp(scores_out: Sequence[float], scores_in: Sequence[float], *, delta: float
     """ε (and μ) lower bounds from the simultaneous ROC band: assumption-free, all trials count,
     every threshold and both §0 directions searched at no extra cost."""
     check_delta(delta)
-    band = fdp_band(scores_out, scores_in, confidence=confidence)
     out = np.asarray(scores_out, float).ravel()
     inn = np.asarray(scores_in, float).ravel()
     beta = 1.0 - confidence
-    eps, i = band.epsilon(delta)
-    lo = fdp_band(out, inn, confidence=1 - beta / 2).epsilon(delta)[0]
-    t = float(band.thresholds[i])
-    fp, fn = (int(c[0]) for c in _e._rates_at(out, inn, np.array([t])))
-    hi = float(_e._cp_point_upper(fp, fn, out.size, inn.size, delta, beta / 2))
+    eps, t, direction = _both_orders(out, inn, delta, beta)
+    lo = _both_orders(out, inn, delta, beta / 2)[0]
+    if direction == _e.REVERSED:
+        out, inn, t = -out, -inn, -t
+    fp, fn = (int(c[0]) for c in rates_at(out, inn, np.array([t])))
+    hi = float(_e.cp_point_upper(fp, fn, out.size, inn.size, delta, beta / 2))
     counts = {"fp": fp, "tn": out.size - fp, "fn": fn, "tp": inn.size - fn, "n_out": out.size, "n_in": inn.size}
-    maxc = _e._cp_grid_max(out.size, inn.size, delta, beta)
-    return _e.Estimate(eps, (min(lo, eps), max(hi, eps)), "fdp", t, max(maxc, eps), confidence, delta,
-                       mu_lb=band.mu(), counts=counts)
+    maxc = _e.cp_grid_max(out.size, inn.size, delta, beta)
+    share = 1 - _e._REVERSED_SHARE if direction == _e.HIGHER else _e._REVERSED_SHARE
+    band = fdp_band(out, inn, confidence=1 - share * beta)
+    return _e.Estimate(eps, (min(lo, eps), max(hi, eps)), "fdp", t if direction == _e.HIGHER else -t,
+                       max(maxc, eps), confidence, delta, mu_lb=band.mu(), counts=counts, direction=direction)
+
+
+def _both_orders(out: np.ndarray, inn: np.ndarray, delta: float, beta: float) -> tuple[float, float, str]:
+    """The band's ε on both orders of the score, paid for as cp pays (:func:`_e.cp_both_tails`):
+    (ε, threshold in the order's own scale, direction)."""
+    r = _e._REVERSED_SHARE
+    found = []
+    for sign, share, direction in ((1.0, 1 - r, _e.HIGHER), (-1.0, r, _e.REVERSED)):
+        band = fdp_band(sign * out, sign * inn, confidence=1 - share * beta)
+        eps, i = band.epsilon(delta)
+        found.append((eps, float(band.thresholds[i]), direction))
+    return max(found, key=lambda f: f[0])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -179,7 +194,7 @@ def _one_sided_guesses(scores_out: np.ndarray, scores_in: np.ndarray, k: int) ->
     """Correct guesses when the k highest scores are guessed IN (the rest abstain)."""
     scores = np.concatenate([scores_out, scores_in])
     truth = np.concatenate([np.zeros(scores_out.size, bool), np.ones(scores_in.size, bool)])
-    order = _e._tie_free_order(-scores)  # ties broken independently of membership
+    order = _e.tie_free_order(-scores)  # ties broken independently of membership
     return int(truth[order[:k]].sum())
 
 
@@ -195,10 +210,10 @@ def one_run_fdp(scores_out: Sequence[float], scores_in: Sequence[float], *, delt
     same k, the same correct count, the same level) — so both are reported, named. Steinke et al.'s
     own audit with its own choices is ``method="one-run"`` (two-sided guesses, its own grid).
     """
-    out = _e._check_scores(scores_out, "scores_out")
-    inn = _e._check_scores(scores_in, "scores_in")
+    out = _e.check_scores(scores_out, "scores_out")
+    inn = _e.check_scores(scores_in, "scores_in")
     check_delta(delta)
-    beta = 1.0 - _e._check_confidence(confidence)
+    beta = 1.0 - _e.check_confidence(confidence)
     m = out.size + inn.size
     grid = _one_run_fdp_grid(m)
     if not grid:

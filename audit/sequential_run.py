@@ -1,7 +1,7 @@
 """Sequential audits in the game: ``run --sequential`` plays trials in growing blocks and stops as
-soon as the verdict is settled (the test is :class:`audit.sequential.SequentialAudit`).
+soon as the verdict is settled (the test is :class:`audit.group_sequential.SequentialAudit`).
 
-Looks. Trials 2k and 2k+1 take opposite bits (:func:`audit.play.secret_bit`), so the 2n trials from
+Looks. Trials 2k and 2k+1 take opposite bits (:func:`audit.trial_runner.secret_bit`), so the 2n trials from
 an even index on hold exactly n trials of each world. Look j reads trial indices
 [offset, offset + 2·n_j), n_j = first·2^j per world and the last n_j the whole budget's, with
 first = max(FIRST_LOOK_MIN, ⌈budget / 16⌉), so at most five looks; each world's trials in index
@@ -14,7 +14,7 @@ bound at its own level, and P(it exceeds the true ε) ≤ P(some look's does) �
 recomputed on the stopped data at level β (that would be optional stopping). Stopping early as
 CONSISTENT (futility, or a budget too small to certify the claim at all) cannot add a false VIOLATION.
 
-The estimator is fixed before the first look (:func:`audit.game._plan`). Where ``auto`` leaves gdp
+The estimator is fixed before the first look (:func:`audit.game.plan_estimator`). Where ``auto`` leaves gdp
 or cp to the Gaussian-shape test, a pilot of ⌈0.3 · budget⌉ trials per world (the share the
 fixed-budget run holds out for the same test) is played first: it runs the test and, when gdp is
 chosen, picks gdp's threshold. No look reads the pilot, so each look's bound is independent of the
@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 
 from audit import estimators
-from audit.sequential import _SEQ_METHODS, SequentialAudit
-from audit.shape_check import _CHECK_FRACTION, choose_method
+from audit.group_sequential import SEQUENTIAL_METHODS, SequentialAudit
+from audit.shape_check import CHECK_FRACTION, choose_method
 
 #: trials per world at the first look, at least
 FIRST_LOOK_MIN = 25
@@ -44,7 +44,7 @@ MAX_LOOKS = 5
 MIN_BUDGET = 8
 
 Rows = list[tuple[int, int, float]]
-#: :func:`audit.game._plan`'s method when ``auto`` leaves gdp or cp to a held-out Gaussian-shape test
+#: :func:`audit.game.plan_estimator`'s method when ``auto`` leaves gdp or cp to a held-out Gaussian-shape test
 AUTO_SHAPE = "auto-shape"
 
 
@@ -73,15 +73,15 @@ def worlds(rows: Rows) -> tuple[np.ndarray, np.ndarray]:
 
 def run(spec: Any, claim: Any, plan: tuple[str, float | None, str, str], play: Callable[[list[int]], None],
         stored: Callable[[int], Rows]) -> tuple[Outcome | None, str]:
-    """Play `spec`'s looks until one settles the verdict. `plan`: :func:`audit.game._plan`'s
+    """Play `spec`'s looks until one settles the verdict. `plan`: :func:`audit.game.plan_estimator`'s
     (method, a-priori threshold, why, policy); `play(indices)` plays those not stored yet;
     `stored(hi)` gives the stored rows with index < hi. Returns (outcome, "") or, where the
     estimator has no sequential form or the budget is too small, (None, why not)."""
     method, prior, why, policy = plan
     per_world = spec.trials // 2
-    if method not in _SEQ_METHODS and method != AUTO_SHAPE:
+    if method not in SEQUENTIAL_METHODS and method != AUTO_SHAPE:
         return None, f"the {method} estimator has no sequential form: the fixed budget was played"
-    pilot = math.ceil(_CHECK_FRACTION * per_world) if method == AUTO_SHAPE else 0
+    pilot = math.ceil(CHECK_FRACTION * per_world) if method == AUTO_SHAPE else 0
     if per_world - pilot < MIN_BUDGET:
         return None, f"{per_world - pilot} trials per world for the looks (< {MIN_BUDGET}): the fixed budget was played"
     kw = dict(delta=claim.delta, confidence=spec.confidence)

@@ -22,7 +22,7 @@ import numpy as np
 
 from audit import estimators as _e
 
-_SEQ_METHODS = ("cp", "fdp", "gdp", "bayes")
+SEQUENTIAL_METHODS = ("cp", "fdp", "gdp", "bayes")
 _FUTILITY_BETA = 0.5
 
 
@@ -65,13 +65,13 @@ class SequentialAudit:
 
     def __init__(self, delta: float, claimed_eps: float, confidence: float = 0.95, method: str = "cp",
                  max_trials: int = 8000, first_look: int = 250, threshold: float | None = None):
-        if method not in _SEQ_METHODS:
-            raise ValueError(f"sequential method must be one of {_SEQ_METHODS}, got {method!r}")
+        if method not in SEQUENTIAL_METHODS:
+            raise ValueError(f"sequential method must be one of {SEQUENTIAL_METHODS}, got {method!r}")
         if not claimed_eps > 0:
             raise ValueError(f"claimed_eps must be > 0, got {claimed_eps!r}")
         self.delta = _e.check_delta(delta)
         self.claimed_eps = float(claimed_eps)
-        self.confidence = _e._check_confidence(confidence)
+        self.confidence = _e.check_confidence(confidence)
         self.method = method
         self.threshold = threshold
         self.max_trials = int(max_trials)
@@ -135,8 +135,8 @@ class SequentialAudit:
         fp = int(round(c["fp"] / c["n_out"] * n))
         fn = int(round(c["fn"] / c["n_in"] * n))
         if self.method == "gdp":
-            return float(_e.gdp_epsilon(float(_e._gdp_mu_bound(fp, fn, n, n, _FUTILITY_BETA)), self.delta))
-        return float(_e._cp_bound(fp, fn, n, n, self.delta, _FUTILITY_BETA))
+            return float(_e.gdp_epsilon(float(_e.gdp_mu_bound(fp, fn, n, n, _FUTILITY_BETA)), self.delta))
+        return float(_e.cp_bound(fp, fn, n, n, self.delta, _FUTILITY_BETA))
 
     def _record(self, d: Decision) -> Decision:
         self.history.append(d)

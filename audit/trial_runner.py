@@ -4,7 +4,7 @@ Trial i draws its secret bit and its training randomness from (run seed, i) alon
 (:func:`secret_bit`, :func:`trial_seed`). A chunk of trials is one worker task (in this process,
 loky processes, or a Dask cluster through joblib's dask backend); within a chunk the trials are
 grouped by world and fitted ``batch`` at a time. A process builds and prepares the run's target and
-attack once and reuses them for the run's later chunks (:func:`_worker_objects`).
+attack once and reuses them for the run's later chunks (:func:`worker_objects`).
 """
 from __future__ import annotations
 
@@ -50,23 +50,22 @@ def batch_size(spec_batch: int, target: targets.Target, level: str = "mechanism"
     trained model, AUTO_BATCH_CUDA on CUDA; 1 for a target without ``fit_batch``."""
     if spec_batch:
         return spec_batch
-    if not getattr(target, "batched", False):
+    if not target.batched:
         return 1
-    if getattr(target, "device", torch.device("cpu")).type == "cuda":
+    if target.device.type == "cuda":
         return AUTO_BATCH_CUDA
     if level != "mechanism":
         return AUTO_BATCH_TRAINING
-    return getattr(target, "auto_batch", None) or AUTO_BATCH
+    return target.auto_batch or AUTO_BATCH
 
 
 def cached_work(target: targets.Target) -> str | None:
-    """The target's one-line description of its per-worker cached work (a method or an attribute)."""
-    value = getattr(target, "cached_work", None)
-    return value() if callable(value) else value
+    """The target's one-line description of its per-worker cached work."""
+    return target.cached_work()
 
 
 @dataclass
-class _Setup:
+class TrialSetup:
     """What a worker needs to play trials (picklable).
 
     ``batch``: trials per :meth:`Target.fit_batch` call (1: one :meth:`Target.fit` per trial).
@@ -86,12 +85,22 @@ class _Setup:
     token: str = ""  # names the run: a process's later chunks of it reuse its target and attack
 
 
-#: this process's target and attack of the run it plays, by ``_Setup.token`` (one run at a time):
+#: this process's target and attack of the run it plays, by ``TrialSetup.token`` (one run at a time):
 #: a run's later chunks reuse them, and the per-world work they cache, instead of rebuilding them
 _WORKER: dict[str, tuple[Any, Any]] = {}
 
 
-def _worker_objects(setup: _Setup) -> tuple[targets.Target, Any]:
+def release_worker(token: str) -> None:
+    """Drop this process's target and attack of the run named `token` (the run has ended)."""
+    _WORKER.pop(token, None)
+
+
+def held_workers() -> list[str]:
+    """The runs whose target and attack this process still holds."""
+    return list(_WORKER)
+
+
+def worker_objects(setup: TrialSetup) -> tuple[targets.Target, Any]:
     """(target, attack) for `setup`, built and prepared once per run and process. Reuse cannot
     change a trial's floats: every cache a target or attack keeps is keyed by (and checks the
     identity of) the graphs it was computed from, and a trial draws only from its own generator."""
@@ -108,7 +117,7 @@ def _worker_objects(setup: _Setup) -> tuple[targets.Target, Any]:
     return hit
 
 
-def _batches(setup: _Setup, bits: dict[int, int]) -> list[tuple[int, list[int]]]:
+def world_batches(setup: TrialSetup, bits: dict[int, int]) -> list[tuple[int, list[int]]]:
     """The chunk's trials (index → secret bit) by world, in sub-batches of ``setup.batch``; a last
     sub-batch of fewer than half of that joins the one before it (a small stack costs more per
     trial, and its thread groups leave cores idle)."""
@@ -123,7 +132,7 @@ def _batches(setup: _Setup, bits: dict[int, int]) -> list[tuple[int, list[int]]]
     return out
 
 
-def _score(setup: _Setup, attack: Any, releases: list[Any]) -> list[float]:
+def _score(setup: TrialSetup, attack: Any, releases: list[Any]) -> list[float]:
     if len(releases) > 1:
         scores = attack.score_batch(releases, setup.pair, setup.graph)
     else:
@@ -131,7 +140,7 @@ def _score(setup: _Setup, attack: Any, releases: list[Any]) -> list[float]:
     return [float(x) for x in scores]
 
 
-def play_chunk(setup: _Setup, indices: list[int]) -> list[tuple[int, int, float]]:
+def play_chunk(setup: TrialSetup, indices: list[int]) -> list[tuple[int, int, float]]:
     """Play the given trials; returns (index, bit, score) for each, in the order of `indices`.
 
     Trials are grouped by world and trained ``setup.batch`` at a time (``fit`` when 1, else
@@ -142,7 +151,7 @@ def play_chunk(setup: _Setup, indices: list[int]) -> list[tuple[int, int, float]
     """
     if setup.threads:
         torch.set_num_threads(setup.threads)
-    target, attack = _worker_objects(setup)
+    target, attack = worker_objects(setup)
 
     def fit(bit: int, batch: list[int]) -> list[Any]:
         world = setup.pair.world(bit)
@@ -157,11 +166,10 @@ def play_chunk(setup: _Setup, indices: list[int]) -> list[tuple[int, int, float]
 
     pipeline = setup.pipeline
     if pipeline is None:
-        pipeline = getattr(target, "device", torch.device("cpu")).type == "cuda" or \
-            bool(getattr(target, "score_alongside", False))
+        pipeline = target.device.type == "cuda" or target.score_alongside
     scores: dict[int, float] = {}
     bits = {i: secret_bit(setup.seed, i) for i in indices}
-    work = _batches(setup, bits)
+    work = world_batches(setup, bits)
     if not pipeline:
         for bit, batch in work:
             scores.update(zip(batch, _score(setup, attack, fit(bit, batch))))
@@ -187,7 +195,7 @@ def play_chunk(setup: _Setup, indices: list[int]) -> list[tuple[int, int, float]
     return rows
 
 
-def _chunks(indices: list[int], jobs: int, max_chunk: int = 100) -> list[list[int]]:
+def chunk_indices(indices: list[int], jobs: int, max_chunk: int = 100) -> list[list[int]]:
     """Chunks of trials (one worker task each), about 4 per job, at most `max_chunk` trials."""
     if not indices:
         return []
@@ -195,7 +203,7 @@ def _chunks(indices: list[int], jobs: int, max_chunk: int = 100) -> list[list[in
     return [indices[k:k + size] for k in range(0, len(indices), size)]
 
 
-def _execute(setup: _Setup, chunks: list[list[int]], jobs: int, backend: str, scheduler: str | None
+def play_chunks(setup: TrialSetup, chunks: list[list[int]], jobs: int, backend: str, scheduler: str | None
              ) -> Iterator[list[tuple[int, int, float]]]:
     if jobs == 1 and backend == "loky":
         for c in chunks:
