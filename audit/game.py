@@ -8,13 +8,12 @@ trials can run in any order, on any worker, and a rerun of the same spec resumes
 Bits are balanced in pairs: trials 2j and 2j+1 take opposite bits, in an order set by a coin for
 pair j. Trials run in chunks (:mod:`audit.trial_runner`: in this process, loky processes, or a Dask cluster
 through joblib's dask backend); a process prepares the run's target once and reuses it for the
-run's later chunks.
+run's later chunks. ``--mode one-run`` is played by :mod:`audit.one_run_audit`.
 """
 from __future__ import annotations
 
 import functools
 import hashlib
-import inspect
 import json
 import math
 import os
@@ -24,7 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -40,8 +39,6 @@ from audit.result import Result, verdict  # noqa: F401 (verdict: re-exported)
 from audit.sequential_run import AUTO_SHAPE, worlds
 from audit.store import Store, run_key
 from canaries import base as canaries
-from canaries.spread import interacting
-from graphs.ops import add_edge
 from targets import base as targets
 
 # ---------------------------------------------------------------------------------------------
@@ -114,14 +111,25 @@ def build_target(spec: AuditSpec) -> targets.Target:
 # ---------------------------------------------------------------------------------------------
 # running an audit
 # ---------------------------------------------------------------------------------------------
-def setup_run(spec: AuditSpec) -> tuple[Any, targets.Target, targets.Claim]:
-    """The run's graph, its target with the graph's public parameters pinned, and the claim."""
+class RunSetup(NamedTuple):
+    """What a run plays on: the preprocessed graph, the target with the graph's public parameters
+    pinned, and the target's claim."""
+
+    graph: Any
+    target: targets.Target
+    claim: targets.Claim
+
+
+def setup_run(spec: AuditSpec) -> RunSetup:
+    """The run's graph, target and claim (:class:`RunSetup`). It reads only the spec's target,
+    ε, δ, bug, parameters, device, dataset and seed: runs that differ in attack, canary, level,
+    trials or estimator share it."""
     target = build_target(spec)
     graph = preprocessed(target, datasets.load(spec.dataset, root=spec.data_root, seed=spec.seed))
     pinned = target.public_params(graph)
     if pinned:
         target = type(target)(targets.replace_config(target.config, **pinned))
-    return graph, target, target.claim(graph)
+    return RunSetup(graph, target, target.claim(graph))
 
 
 #: the most trials ``run`` spends on its own (``--trials auto``), by whether a trial trains a model
@@ -168,13 +176,14 @@ def preprocessed(target: targets.Target, graph: Any) -> Any:
 def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, backend: str = "loky",
               scheduler: str | None = None, progress: bool = True,
               on_chunk: Callable[[int], None] | None = None, pipeline: bool | None = None,
-              fresh: bool = False, sequential: bool = False) -> Result:
+              fresh: bool = False, sequential: bool = False, setup: RunSetup | None = None) -> Result:
     """Play (or resume) the games of `spec`, estimate, and write the result. Returns the result.
 
     Stored trials are reused only for the same options and the same code (:func:`audit.store.run_key`);
     `fresh` forgets them first. `pipeline`: overlap training and scoring (see :func:`play_chunk`);
     None = on iff CUDA. `sequential`: stop as soon as the verdict is settled (:mod:`audit.sequential_run`);
-    ``spec.trials`` is then the most it plays.
+    ``spec.trials`` is then the most it plays. `setup`: :func:`setup_run` of `spec` where the caller
+    built it already (under :func:`targets.one_torch_thread`, as the run would), so it is built once.
 
     The whole run uses one torch thread, as its trials always did (``TrialSetup.threads``); the
     caller's setting is restored after. The canary probe, the declared-model check and the setup
@@ -183,16 +192,18 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
     """
     with targets.one_torch_thread():
         return _run_audit(spec, out=out, jobs=jobs, backend=backend, scheduler=scheduler, progress=progress,
-                          on_chunk=on_chunk, pipeline=pipeline, fresh=fresh, sequential=sequential)
+                          on_chunk=on_chunk, pipeline=pipeline, fresh=fresh, sequential=sequential, setup=setup)
 
 
 def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, scheduler: str | None,
                progress: bool, on_chunk: Callable[[int], None] | None, pipeline: bool | None, fresh: bool,
-               sequential: bool) -> Result:
+               sequential: bool, setup: RunSetup | None) -> Result:
     if spec.mode == "one-run":
-        return run_one_run(spec, out=out, progress=progress)
+        from audit.one_run_audit import run_one_run  # it builds on this module's setup and result
+
+        return run_one_run(spec, out=out, progress=progress, setup=setup)
     t0 = time.time()
-    graph, target, claim = setup_run(spec)
+    graph, target, claim = setup or setup_run(spec)
     attack_name = attacks.auto_attack(target, graph) if spec.attack == "auto" else spec.attack
     canary_name = canaries.auto_canary(target, graph, attack_name) if spec.canary == "auto" else spec.canary
     attack = attacks.make(attack_name)
@@ -416,86 +427,6 @@ def _probe(spec: AuditSpec, target: targets.Target, pair: Any) -> targets.Releas
     """One release of world 0 drawn apart from every trial's randomness (for a-priori choices)."""
     return targets.check_release(target.fit(pair.g0, torch.Generator().manual_seed(trial_seed(spec.seed, 2**40))),
                                  target)
-
-
-def run_one_run(spec: AuditSpec, *, out: str | Path = "results", progress: bool = True) -> Result:
-    """One-run audit (Steinke, Nasr & Jagielski 2023): ``spec.trials`` canary edges, each inserted
-    with probability ½ (bits from the run seed), ONE training run, a score per canary.
-
-    Canary i is scored against the base graph (without / with its own edge), never using the
-    other canaries' bits: the guesses must depend on the release alone. Canary edges share no
-    endpoint, so one canary barely moves another's rows.
-    """
-    t0 = time.time()
-    graph, target, claim = setup_run(spec)
-    if target.unit is not targets.Unit.EDGE:
-        raise ValueError("--mode one-run supports edge-level targets in this version")
-    attack_name = attacks.auto_attack(target, graph) if spec.attack == "auto" else spec.attack
-    attack = attacks.make(attack_name)
-    canary = canaries.make("random-edge" if spec.canary in ("auto", "worst-edge") else spec.canary)
-    rng = np.random.default_rng([spec.seed, 0x0123])
-    hops = target.receptive_hops
-    spreads = hops is not None and "hops" in inspect.signature(canary.many).parameters
-    pairs = canary.many(graph, spec.trials, rng, hops=hops) if spreads else canary.many(graph, spec.trials, rng)
-    bits = rng.integers(0, 2, size=len(pairs))
-    world = graph
-    for pair, b in zip(pairs, bits):
-        if b:
-            u, v = pair.info["edge"]
-            world = add_edge(world, u, v)
-    target.prepare(graph)
-    release = target.fit(world, torch.Generator().manual_seed(trial_seed(spec.seed, 0)))
-    iterator = pairs
-    if progress:
-        from tqdm.auto import tqdm
-
-        iterator = tqdm(pairs, desc=f"one-run {spec.target}", unit="canary", file=sys.stderr)
-    scores = np.array([float(attack.score(release, pair, graph)) for pair in iterator])
-    est = estimators.estimate(scores[bits == 0], scores[bits == 1], delta=claim.delta, method="one-run",
-                              confidence=spec.confidence)
-    one_run = _one_run_bounds(scores, bits, claim, spec.confidence, est)
-    out = Path(out)
-    store = Store(out / "audit.sqlite")
-    code = provenance.code_identity(type(target), type(attack), type(canary))
-    key = run_key(spec.key(), code["key"])
-    store.forget(key)  # one training run: nothing to resume, the guesses are recomputed
-    store.begin(key, {**asdict(spec), "code": code})
-    store.add_trials(key, [(i, int(b), float(sc)) for i, (b, sc) in enumerate(zip(bits, scores))])
-    info = {"canary": canary.name, "count": len(pairs), "chosen_by": pairs[0].info["chosen_by"],
-            "inserted": int(bits.sum()), **_neighbourhoods(graph, pairs, hops)}
-    run_id = f"{spec.target.replace(':', '.').replace('/', '.')}-{key}-{spec.trials}-one-run"
-    result = make_result(spec, key, target, claim, info, attack_name, attack.levels[0], est, scores, bits,
-                         wall=time.time() - t0, store_path=store.path, run_id=run_id, mode="one-run", code=code, one_run=one_run)
-    save_result(store, out, result)
-    return result
-
-
-def _neighbourhoods(graph: Any, pairs: list[Any], hops: int | None) -> dict[str, Any]:
-    """How far apart the one-run canaries are, for the result (:mod:`canaries.spread`)."""
-    edges = [tuple(p.info["edge"]) for p in pairs if "edge" in p.info]
-    if hops is None or len(edges) != len(pairs):
-        return {"neighbourhoods": "not checked (the target declares no receptive field in hops)"}
-    near = interacting(graph, edges, hops)
-    return {"receptive_hops": hops, "interacting": near,
-            "neighbourhoods": (f"{len(edges) - near} of {len(edges)} canaries have no other canary within "
-                               f"{hops} hops (the target's receptive field)")}
-
-
-def _one_run_bounds(scores: np.ndarray, bits: np.ndarray, claim: targets.Claim, confidence: float,
-                    steinke: estimators.Estimate) -> dict[str, Any]:
-    """Both one-run analyses of the same scores, named. The verdict stands on Steinke et al.'s
-    (assumption-free); the f-DP analysis (Mahloujifar et al. 2024, Gaussian curve) rejects μ-GDP,
-    so it refutes the claim only where the claim is μ-GDP and its μ_lb exceeds the claim's μ."""
-    fdp = estimators.estimate(scores[bits == 0], scores[bits == 1], delta=claim.delta, method="one-run-fdp",
-                              confidence=confidence)
-    refutes = claim.gdp_mu is not None and fdp.mu_lb is not None and fdp.mu_lb > claim.gdp_mu
-    return {"steinke": {"eps_lb": steinke.eps_lb, "analysis": "Steinke, Nasr & Jagielski 2023 (two-sided guesses; "
-                                                              "assumption-free; the verdict's bound)"},
-            "fdp_gaussian": {"eps_lb": fdp.eps_lb, "mu_lb": fdp.mu_lb, "claimed_mu": claim.gdp_mu,
-                             "refutes_mu_gdp_claim": bool(refutes),
-                             "steinke_same_guesses": fdp.counts.get("steinke_eps"),
-                             "analysis": "f-DP, Mahloujifar et al. 2024: rejects μ-GDP for μ < mu_lb; eps_lb is "
-                                         "that Gaussian curve's ε at δ (valid only for a Gaussian trade-off)"}}
 
 
 def make_result(spec: AuditSpec, key: str, target: targets.Target, claim: targets.Claim, canary: dict[str, Any],
