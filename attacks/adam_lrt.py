@@ -191,17 +191,16 @@ class AdamLRT(Attack):
         return (release.info.get("solver") or {}).get("name") == "adam"
 
     def _world_laws(self, release: Release, pair: Any) -> list[list[ColumnLaw]]:
-        info = release.info
-        solver = info.get("solver") or {}
+        solver = release.solver or {}
         if solver.get("name") != "adam":
             raise ValueError("the adam-lrt attack needs a release computed by Adam "
                              f"(release.info['solver'] = {solver!r}); use mechanism-lrt for an exact minimiser")
-        problems = [info["noise_free_problem"](g) for g in (pair.g0, pair.g1)]
+        problems = [release.noise_free_problem(g) for g in (pair.g0, pair.g1)]
         d = problems[0].z.size(1)
         if d != 1:
             raise ValueError(f"the adam-lrt attack needs one feature per column (d = 1), got d = {d}: "
                              "set encoder_hidden=1 and a single propagation step")
-        setting = (int(solver["steps"]), float(solver["lr"]), float(info["beta"]), self.grid)
+        setting = (int(solver["steps"]), float(solver["lr"]), float(release.beta), self.grid)
         key = _fingerprint(problems, setting)
         if key not in _LAWS:  # built once per process and run: the game makes a new attack per chunk
             steps, lr, beta, grid = setting

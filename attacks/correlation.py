@@ -12,7 +12,7 @@ score catches a missing projection that the mean-based likelihood ratio of
 :mod:`attacks.mechanism` cannot see (the means barely move; the covariance does).
 
 The score is a valid statistic for any release (its threshold is chosen on held-out trials); it
-needs an edge canary (``pair.info["edge"]``) and a ``mechanism`` view whose last step is n × h.
+needs an edge canary (``pair.edge``) and a ``mechanism`` view whose last step is n × h.
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ class EdgeCorrelation(Attack):
     def score(self, release: Release, pair: Any, graph: Any = None) -> float:
         if "edge" not in pair.info:
             raise ValueError("edge-correlation needs an edge canary (e.g. --canary low-degree-edge)")
-        u, v = (int(a) for a in pair.info["edge"])
+        u, v = pair.edge
         out = release.view("mechanism")[-1].output
         if out.dim() != 2:
             raise ValueError(f"edge-correlation needs an n × h release, got shape {tuple(out.shape)}")

@@ -110,7 +110,7 @@ class FreshQuery(Attack):
     def score(self, release: Release, pair: Any, graph: Any = None) -> float:
         api = release.view("api")
         g0 = pair.g0
-        u, v = (int(t) for t in pair.info["edge"])
+        u, v = pair.edge
         directions = [(u, v)] if pair.info.get("directed") else [(u, v), (v, u)]
         a, b, xa, xb = contrast_rows(g0)
         background = xa.expand(int(g0.num_nodes), -1).clone()
@@ -130,6 +130,6 @@ class FreshQuery(Attack):
 
     def _count(self, release: Release, k: int) -> None:
         self.queries += k
-        if release.info.get("fresh_noise_per_query"):
+        if release.fresh_noise_per_query:
             self.fresh_queries += k
         count_query(release, k)

@@ -53,6 +53,7 @@ import torch
 
 from attacks.base import Attack
 from targets.base import Release
+from targets.common.noise import NoiseLaw
 
 _GRID = 1201
 _HALF_WIDTH = 40.0  # grid half-width in units of the mode's curvature scale
@@ -86,8 +87,8 @@ def _canary_and_law(release: Release, pair) -> tuple[torch.Tensor, str, float, f
     gc = getattr(pair.g1, "canary_gradient", None)
     if gc is None:
         raise ValueError("the gradient attacks need a gradient canary (pair.g1.canary_gradient; use --canary dirac-gradient)")
-    info = getattr(pair, "info", {}) or {}
-    noise = info.get("noise", getattr(trace, "noise", "gaussian"))
+    info = pair.info
+    noise = info.get("noise", getattr(trace, "noise", NoiseLaw.GAUSSIAN.value))
     std = float(info.get("noise_std", getattr(trace, "noise_std", 0.0)))
     q = float(info.get("sampling_rate", getattr(trace, "sampling_rate", 1.0)))
     return torch.as_tensor(gc, dtype=torch.float64), noise, std, q, trace
@@ -142,9 +143,9 @@ class FullVectorGradientCanary(Attack):
         x, c = torch.stack(xs), torch.stack(cs)
         dot = (x * c).sum(1).numpy()
         cc = (c * c).sum(1).numpy()
-        if noise == "gaussian":
+        if noise == NoiseLaw.GAUSSIAN:
             return (dot - 0.5 * cc) / std**2
-        if noise == "sml":
+        if noise == NoiseLaw.SML:
             r0 = (x * x).sum(1).numpy()
             r1 = np.maximum(r0 - 2.0 * dot + cc, 0.0)
             d = x.shape[1]

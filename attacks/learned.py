@@ -85,7 +85,7 @@ class LearnedDistinguisher(Attack):
             rngs = [torch.Generator().manual_seed(int(np.random.SeedSequence([_TRAIN_NAMESPACE, bit, j])
                                                       .generate_state(1)[0])) for j in range(n)]
             world = pair.world(bit)
-            releases = self.target.fit_batch(world, rngs) if getattr(self.target, "batched", False) else \
+            releases = self.target.fit_batch(world, rngs) if self.target.batched else \
                 [self.target.fit(world, r) for r in rngs]
             samples.append(np.stack([features(r, self.view, pair) for r in releases]))
         model = Discriminant(*samples)

@@ -50,7 +50,7 @@ from attacks.base import Attack
 from attacks.metrics import auc as _auc
 from attacks.metrics import tpr_at_fpr as _tpr_at_fpr
 from attacks.shadow import count_query
-from targets.base import Release
+from targets.base import Release, resolve
 
 SYMMETRISATIONS = ("mean", "max", "as_code")
 
@@ -173,7 +173,7 @@ class LinkTeller(Attack):
         self.last: dict[str, Any] = {}
 
     def score(self, release: Release, pair: Any, graph: Any = None) -> float:
-        u, v = (int(a) for a in pair.info["edge"])
+        u, v = pair.edge
         api = release.view("api")
         inf, stats = influence_matrix(api, pair.g0, [u, v], step=self.step, query_edges=self.query_edges)
         self._count(release, stats["queries"])
@@ -191,7 +191,7 @@ class LinkTeller(Attack):
 
     def _count(self, release: Release, k: int) -> None:
         self.queries += k
-        if release.info.get("fresh_noise_per_query"):
+        if release.fresh_noise_per_query:
             self.fresh_queries += k
         count_query(release, k)
 
@@ -305,14 +305,13 @@ def run_linkteller(target: Any, graph: Data, *, n_pairs: int = 500, rng: np.rand
     out.update(_binary_metrics("feature_", feature_similarity_baseline(graph, pairs), labels))
     out.update(_binary_metrics("posterior_", posterior_similarity_baseline(api(None, None), pairs), labels))
 
-    acc = release.info.get("accuracy")
-    acc = acc.get() if hasattr(acc, "get") and not isinstance(acc, dict) else acc
+    acc = resolve(release.accuracy)
     out.update({
         "n_edges": int(len(pos)), "n_non_edges": int(len(neg)), "n_target_nodes": int(len(nodes)),
         "n_pairs_in_targets": int(len(iu)), "edges_in_targets": m_true,
         "queries": int(stats["queries"]), "zero_feature_nodes": int(stats["zero_feature_nodes"]),
         "unchanged_queries": int(stats["unchanged"]),
-        "fresh_noise_per_query": int(bool(release.info.get("fresh_noise_per_query", False))),
+        "fresh_noise_per_query": int(bool(release.fresh_noise_per_query)),
         "step": float(step),
     })
     if isinstance(acc, dict) and "test" in acc:

@@ -28,7 +28,7 @@ scale, fixed before any trial is seen: :meth:`natural_threshold_for` says so, an
 may then use it and keep every trial for evaluation. The other scores are only approximately
 centred, so their threshold is chosen on held-out trials.
 
-Node canaries (``pair.info["node"]``): the canary node's own output row is left out of the score.
+Node canaries (``pair.node``): the canary node's own output row is left out of the score.
 Node-level DP protects a node's effect on *other* nodes' rows; its own row is its own data,
 absent from the neighbouring dataset, and reaches the model only through its own (clipped,
 DP-SGD-protected) example (GAP: "a node's removal changes ≤ D rows"; DPDGC bounds the embedding
@@ -82,7 +82,7 @@ def _batch_means(steps: list[MechanismStep], pair: Any, support: torch.Tensor | 
     else:
         m0, m1 = _cpu64(steps[0].mean(pair.g0)).unsqueeze(0), _cpu64(steps[0].mean(pair.g1)).unsqueeze(0)
         index = torch.arange(m0.shape[1]) if m0.dim() >= 3 else None
-    node = (getattr(pair, "info", None) or {}).get("node")
+    node = pair.node
     if node is not None and index is not None:
         own = (index == int(node)).nonzero().view(-1)
         if own.numel():

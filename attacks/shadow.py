@@ -26,10 +26,9 @@ LOG_CLIP = 1e-45
 
 def canary_node(pair: Any) -> int:
     """The canary node's index (the same in both worlds)."""
-    info = getattr(pair, "info", None) or {}
-    if "node" not in info:
-        raise ValueError("this attack needs a node canary (pair.info['node']); use remove-node or insert-node")
-    return int(info["node"])
+    if pair.node is None:
+        raise ValueError("this attack needs a node canary (pair.node); use remove-node or insert-node")
+    return pair.node
 
 
 def logit_confidence(probs: torch.Tensor | np.ndarray, labels: Any) -> np.ndarray:
@@ -82,10 +81,9 @@ def find_shadow_target(explicit: Target | None, bound: Target | None, release: R
         return explicit
     if bound is not None:
         return bound
-    info = getattr(release, "info", None) or {}
-    t = info.get("target")
-    if isinstance(t, Target):
-        return t
+    if release is not None and isinstance(release.target, Target):
+        return release.target
+    info = release.info if release is not None else {}
     cls, cfg = info.get("target_class"), info.get("target_config")
     if cls is not None and cfg is not None:
         if isinstance(cls, str):
@@ -125,7 +123,7 @@ def count_query(release: Release, k: int = 1) -> None:
     """Add `k` api calls to the release's record (``attack_queries``; ``fresh_releases_queried``
     where each call is a fresh noisy release)."""
     release.info["attack_queries"] = release.info.get("attack_queries", 0) + k
-    if release.info.get("fresh_noise_per_query"):
+    if release.fresh_noise_per_query:
         release.info["fresh_releases_queried"] = release.info.get("fresh_releases_queried", 0) + k
 
 

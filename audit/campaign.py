@@ -279,7 +279,7 @@ def load(config: str | Path, *, quick: bool = False, only: str | None = None) ->
 def _existing(out: Path, key: str, trials: int, estimator: str) -> Result | None:
     """A finished result in `out` with this spec key and trial count (and estimator, unless auto)."""
     for p in sorted(out.glob("*.json")):
-        if p.name in ("campaign.json", "utility.json"):
+        if p.name == "campaign.json" or p.name == "utility.json":
             continue
         try:
             r = json.loads(p.read_text())
@@ -344,7 +344,7 @@ def utility(spec: Any, out: Path) -> float | None:
                    **spec.params)
     graph = datasets.load(spec.dataset, root=spec.data_root, seed=spec.seed)
     release = target.fit(graph, torch.Generator().manual_seed(spec.seed))
-    acc = resolve(release.info.get("accuracy"))
+    acc = resolve(release.accuracy)
     value = None
     if isinstance(acc, dict):
         test = acc.get("test", acc.get("test_acc"))

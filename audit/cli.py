@@ -295,7 +295,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     release = target.fit(graph, torch.Generator().manual_seed(args.seed))
     from targets.base import resolve
 
-    acc = resolve(release.info.get("accuracy"))
+    acc = resolve(release.accuracy)
     if acc is None:
         raise UserError(f"target {args.target!r} reports no accuracy (it is not a classifier)")
     out = {"target": args.target, "dataset": args.dataset, "epsilon": claim.epsilon, "delta": claim.delta,

@@ -87,7 +87,9 @@ import numpy as np
 import torch
 from scipy import stats
 
+from audit import declared_joint
 from targets.base import LEVELS, Lazy, LazyDict, MechanismStep, Release, Target, resolve
+from targets.common.noise import NoiseLaw
 
 #: the SeedSequence tag of the check's generators (never used by a trial)
 SEED_TAG = 0xDEC1A4ED
@@ -99,6 +101,8 @@ _KS_SUBSAMPLE = 20_000
 _REASONS: list[tuple[str, str]] = [
     ("structure", "releases disagree in structure"),
     ("identical", "noise reused: releases from different generators carry the same noise"),
+    ("noise-free", "entries released without noise though the step declares a std"),
+    ("shared-steps", "noise shared or correlated across steps (a sum of the steps' ratios assumes independence)"),
     ("declared-world", "declared noise_std depends on the world (the exact LLR assumes one std)"),
     ("norm", "row-projected output has rows of norm > 1"),
     ("rows-shared", "noise shared across rows (one draw broadcast over rows)"),
@@ -118,7 +122,8 @@ _REASONS: list[tuple[str, str]] = [
 # dependence, then the law's shape (the scale tests' χ²/F nulls assume it), scale, and the mean
 # (entry-mean, free of any scale error, comes before the scale tests: noise partly shared across
 # generators leaves a smaller within-entry variance AND a per-entry mean; the mean names the cause)
-_TIERS = {"structure": 0, "identical": 0, "norm": 0, "declared-world": 0, "rows-shared": 1, "cols-shared": 1,
+_TIERS = {"structure": 0, "identical": 0, "norm": 0, "declared-world": 0, "noise-free": 0, "shared-steps": 1,
+          "rows-shared": 1, "cols-shared": 1,
           "shape-ks": 2, "kurtosis": 2, "sml-scale": 3, "sml-direction": 3, "entry-mean": 4, "world-scale": 5,
           "scale": 6, "global-mean": 7, "mean-direction": 7}
 _PRIORITY = {name: _TIERS[name] for name, _ in _REASONS}
@@ -177,6 +182,9 @@ class DeclaredCheck:
     leaks: list[str] = field(default_factory=list)
     attack_levels: tuple[str, ...] | None = None
     wall_s: float = 0.0
+    #: what the joint tests found (shared noise across steps, noise-free entries, reused noise): no
+    #: score may rest on the declared model; a portfolio picks one exploiting these, or a learned one
+    deviations: list[str] = field(default_factory=list)
 
     @property
     def verified(self) -> bool:
@@ -201,7 +209,7 @@ class DeclaredCheck:
                 "reason": self.reason, "alpha": self.alpha, "n_per_world": self.n, "tests": self.tests,
                 "seed_tag": SEED_TAG, "unread_views": self.unread_views, "leaks": self.leaks,
                 "attack_levels": list(self.attack_levels) if self.attack_levels is not None else None,
-                "wall_s": self.wall_s, "steps": [s.to_dict() for s in self.steps]}
+                "wall_s": self.wall_s, "deviations": self.deviations, "steps": [s.to_dict() for s in self.steps]}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -242,7 +250,7 @@ def attack_levels(attack: Any) -> tuple[str, ...] | None:
         attack = make(attack)
     if isinstance(attack, (tuple, list)):
         return tuple(attack)
-    return tuple(getattr(attack, "levels", ()))
+    return tuple(attack.levels)
 
 
 def unread_views(release: Release, attack: Any) -> list[str]:
@@ -388,9 +396,10 @@ def _sml_tests(R: np.ndarray, std: float, world: int, rng: np.random.Generator) 
     norms = np.sqrt((R * R).sum(2, keepdims=True)).clip(1e-300)
     U = R / norms * math.sqrt(d)
     battery, _ = _gaussian_battery(U, None, world, rng)
+    shape, means = ("shape-ks", "kurtosis"), ("entry-mean", "global-mean")
     for t in battery:
-        if t.name in ("shape-ks", "kurtosis", "entry-mean", "global-mean"):
-            t.name = "sml-direction" if t.name in ("shape-ks", "kurtosis") else t.name
+        if t.name in shape or t.name in means:
+            t.name = "sml-direction" if t.name in shape else t.name
             out.append(t)
     return out
 
@@ -433,7 +442,7 @@ def check_declared(target: Target, pair: Any, *, seed: int, n: int = DEFAULT_N, 
         raise ValueError(f"check_declared needs n >= 4 releases per world, got {n}")
     t0 = time.time()
     levels = attack_levels(attack)
-    if not {"mechanism", "trace"} & set(getattr(target, "levels", LEVELS)):
+    if not {"mechanism", "trace"} & set(target.levels):
         # nothing declared to test: no fit is spent (the unread views come from the target's levels)
         unread = [lvl for lvl in target.levels if levels is not None and lvl not in levels]
         reason = "no mechanism or trace view: no declared noise model to test"
@@ -454,18 +463,21 @@ def check_declared(target: Target, pair: Any, *, seed: int, n: int = DEFAULT_N, 
     mech = {b: [r.view("mechanism") if r.mechanism is not None else None for r in releases[b]] for b in (0, 1)}
     counts = {len(m) if m is not None else -1 for b in (0, 1) for m in mech[b]}
     noiseless_means: dict[int, dict[int, torch.Tensor]] = {0: {}, 1: {}}
+    step_residuals: dict[int, dict[int, np.ndarray]] = {}
     if counts != {-1}:
         if len(counts) != 1:
             structure.append(f"mechanism views with different step counts {sorted(counts)}")
         else:
             for k in range(counts.pop()):
                 steps.append(_check_step(k, {b: [m[k] for m in mech[b]] for b in (0, 1)}, worlds, rng,
-                                         noiseless_means))
+                                         noiseless_means, step_residuals))
+            for k, tests in declared_joint.shared_step_tests(step_residuals, Test).items():
+                steps[k].tests += tests
 
     # trace steps
     traces = {b: [resolve(r.trace) for r in releases[b]] for b in (0, 1)}
     if any(t is not None for b in (0, 1) for t in traces[b]):
-        steps += _check_trace(traces, getattr(pair, "info", None) or {}, rng)
+        steps += _check_trace(traces, pair.info, rng)
 
     # views
     unread = unread_views(releases[0][0], levels) if levels is not None else []
@@ -509,11 +521,14 @@ def check_declared(target: Target, pair: Any, *, seed: int, n: int = DEFAULT_N, 
     if extra:
         reason += " | " + "; ".join(extra)
     return DeclaredCheck(ok=ok, reason=reason, steps=steps, alpha=alpha, n=n, tests=total, unread_views=unread,
-                         leaks=leaks, attack_levels=levels, wall_s=time.time() - t0)
+                         leaks=leaks, attack_levels=levels, wall_s=time.time() - t0,
+                         deviations=declared_joint.deviations(steps))
 
 
 def _check_step(k: int, by_world: dict[int, list[MechanismStep]], worlds: tuple[Any, Any],
-                rng: np.random.Generator, noiseless_means: dict[int, dict[int, torch.Tensor]]) -> StepCheck:
+                rng: np.random.Generator, noiseless_means: dict[int, dict[int, torch.Tensor]],
+                step_residuals: dict[int, dict[int, np.ndarray]] | None = None) -> StepCheck:
+    """The battery on step k; its residuals per world go to `step_residuals[k]` (the joint tests)."""
     first = by_world[0][0]
     check = StepCheck("mechanism", k, first.name or f"step {k}")
     world_stds = {b: {s.noise_std for s in by_world[b]} for b in (0, 1)}
@@ -576,6 +591,7 @@ def _check_step(k: int, by_world: dict[int, list[MechanismStep]], worlds: tuple[
         check.measured_std = [0.0, 0.0]
         return check
     check.tests += _identity_tests(outputs, residuals)
+    check.tests += [t for b in (0, 1) if (t := declared_joint.noise_free_test(outputs[b], std_w[b], b, Test))]
     if projected.pop():
         norms = max(float(np.sqrt((o * o).sum(1)).max()) for b in (0, 1) for o in outputs[b])
         check.tests.append(Test("norm", None, None, norms <= 1 + 1e-5, f"largest row norm {norms:.6g}"))
@@ -583,6 +599,8 @@ def _check_step(k: int, by_world: dict[int, list[MechanismStep]], worlds: tuple[
         check.notes.append("row-projected: output rows have norm <= 1 checked; the noise law before the "
                            "projection is not recoverable from the output")
         return check
+    if step_residuals is not None:  # a plain Gaussian law: its residuals are the noise (joint tests)
+        step_residuals[k] = {b: np.stack(residuals[b]) for b in (0, 1)}
     vh = {}
     for b in (0, 1):
         dirs = _directions(worlds[b], noiseless_means[b].get(k), residuals[b][0].shape)
@@ -673,12 +691,12 @@ def _check_trace(traces: dict[int, list[Any]], info: dict[str, Any], rng: np.ran
             continue
         residuals = {b: [np.stack(g[d][1][:T]) for g in groups[b]] for b in (0, 1)}
         check.tests += _identity_tests(outputs, residuals)
-        if std is None or noise not in ("gaussian", "sml"):
+        if std is None or noise not in (NoiseLaw.GAUSSIAN, NoiseLaw.SML):
             check.status = "unverified"
             check.notes.append(f"trace noise law {noise!r} is not one this check knows: freshness only")
             continue
         s = float(std)
-        if noise == "gaussian":
+        if noise == NoiseLaw.GAUSSIAN:
             vh = {}
             for b in (0, 1):
                 tests, vh[b] = _gaussian_battery(np.stack(residuals[b]), s, b, rng)

@@ -30,7 +30,7 @@ import torch
 
 from attacks import base as attacks
 from audit import data as datasets
-from audit import declared, estimators, memory_plan, provenance, relation, sequential_run
+from audit import declared, declared_joint, estimators, memory_plan, provenance, relation, sequential_run
 from audit.trial_runner import (TrialSetup, batch_size, cached_work, chunk_indices, play_chunks, release_worker,
                                 worker_objects)
 from audit.trial_runner import trial_seed
@@ -48,7 +48,7 @@ from targets import base as targets
 class AuditSpec:
     """Everything that determines an audit's trials (and, with trials/estimator, its result)."""
 
-    target: str = "caribou"
+    target: str = targets.DEFAULT_TARGET
     epsilon: float = 1.0
     delta: float | None = None
     bug: str | None = None
@@ -308,7 +308,8 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
                          attack_queries=attack.queries_for(pair), run_id=run_id, batch=batch,
                          cached_per_worker=cached_work(target), trials_played=played,
                          trials_wall_s=trials_wall, code=code, reused_trials=used - played,
-                         declared=_declared_record(check, policy), estimator_choice=why, sequential=record)
+                         declared=_declared_record(check, policy, est, scores, bits), estimator_choice=why,
+                         sequential=record)
     if seq is not None:
         result = result.replace(confidence=spec.confidence)  # the looks' levels add up to it (record)
         if result.verdict != seq.verdict:
@@ -409,10 +410,14 @@ def _progress_label(spec: AuditSpec, canary: str, attack: str) -> str:
     return f"audit {spec.target} ε={spec.epsilon:g} [{', '.join([canary, attack, *extra])}]"
 
 
-def _declared_record(check: declared.DeclaredCheck | None, policy: str) -> dict[str, Any]:
+def _declared_record(check: declared.DeclaredCheck | None, policy: str, est: estimators.Estimate,
+                     scores: np.ndarray, bits: np.ndarray) -> dict[str, Any]:
+    """The declared-model check's record, and the deterministic distinguisher where the trials show one."""
+    det = declared_joint.deterministic_distinguisher(scores[bits == 0], scores[bits == 1], est)
+    extra = {"deterministic": det} if det else {}
     if check is None:
-        return {"checked": False, "policy": "the score uses no declared noise model (api/weights view)"}
-    return {"checked": True, "policy": policy, **check.to_dict()}
+        return {"checked": False, "policy": "the score uses no declared noise model (api/weights view)", **extra}
+    return {"checked": True, "policy": policy, **check.to_dict(), **extra}
 
 
 def save_result(store: Store, out: Path, result: Result) -> None:

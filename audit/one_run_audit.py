@@ -2,7 +2,6 @@
 (Steinke, Nasr & Jagielski 2023), with the f-DP reading of the same guesses beside it."""
 from __future__ import annotations
 
-import inspect
 import sys
 import time
 from dataclasses import asdict
@@ -42,14 +41,12 @@ def run_one_run(spec: AuditSpec, *, out: str | Path = "results", progress: bool 
     canary = canaries.make("random-edge" if spec.canary in ("auto", "worst-edge") else spec.canary)
     rng = np.random.default_rng([spec.seed, 0x0123])
     hops = target.receptive_hops
-    spreads = hops is not None and "hops" in inspect.signature(canary.many).parameters
-    pairs = canary.many(graph, spec.trials, rng, hops=hops) if spreads else canary.many(graph, spec.trials, rng)
+    pairs = canary.many(graph, spec.trials, rng, hops=hops)
     bits = rng.integers(0, 2, size=len(pairs))
     world = graph
     for pair, b in zip(pairs, bits):
         if b:
-            u, v = pair.info["edge"]
-            world = add_edge(world, u, v)
+            world = add_edge(world, *pair.edge)
     target.prepare(graph)
     release = target.fit(world, torch.Generator().manual_seed(trial_seed(spec.seed, 0)))
     iterator = pairs
@@ -68,18 +65,19 @@ def run_one_run(spec: AuditSpec, *, out: str | Path = "results", progress: bool 
     store.forget(key)  # one training run: nothing to resume, the guesses are recomputed
     store.begin(key, {**asdict(spec), "code": code})
     store.add_trials(key, [(i, int(b), float(sc)) for i, (b, sc) in enumerate(zip(bits, scores))])
-    info = {"canary": canary.name, "count": len(pairs), "chosen_by": pairs[0].info["chosen_by"],
+    info = {"canary": canary.name, "count": len(pairs), "chosen_by": pairs[0].chosen_by,
             "inserted": int(bits.sum()), **_neighbourhoods(graph, pairs, hops)}
     run_id = f"{spec.target.replace(':', '.').replace('/', '.')}-{key}-{spec.trials}-one-run"
     result = make_result(spec, key, target, claim, info, attack_name, attack.levels[0], est, scores, bits,
-                         wall=time.time() - t0, store_path=store.path, run_id=run_id, mode="one-run", code=code, one_run=one_run)
+                         wall=time.time() - t0, store_path=store.path, run_id=run_id, mode="one-run", code=code,
+                         one_run=one_run)
     save_result(store, out, result)
     return result
 
 
 def _neighbourhoods(graph: Any, pairs: list[Any], hops: int | None) -> dict[str, Any]:
     """How far apart the one-run canaries are, for the result (:mod:`canaries.spread`)."""
-    edges = [tuple(p.info["edge"]) for p in pairs if "edge" in p.info]
+    edges = [p.edge for p in pairs if p.edge is not None]
     if hops is None or len(edges) != len(pairs):
         return {"neighbourhoods": "not checked (the target declares no receptive field in hops)"}
     near = interacting(graph, edges, hops)

@@ -4,7 +4,10 @@
   (max certifiable ε < claimed ε): a CONSISTENT verdict says nothing about the target.
 * ``no signal``: the attack's AUC interval contains 0.5: it found nothing to tell the worlds apart.
 * ``conclusive``: the budget could certify the claim and the attack separates the worlds (a
-  CONSISTENT verdict then says: this attack, at this budget, found no violation).
+  CONSISTENT verdict then says: this attack, at this budget, found no violation). An AUC interval
+  wholly below 0.5 separates them too, with the score's order reversed (lower means IN): the
+  sentence says so, since only an estimator that tests that order (``cp``, ``fdp``: both tails,
+  paid for) or chooses it on held-out trials (``gdp``, ``bayes``) turns it into a bound.
 """
 from __future__ import annotations
 
@@ -62,8 +65,11 @@ class Power:
 def reading(verdict: str, claimed_epsilon: float, max_certifiable_eps: float,
             interval: tuple[float, float] | None) -> Power:
     """The power reading (see the module docstring) from the AUC interval (None: unknown)."""
+    reversed_order = interval is not None and interval[1] < 0.5
     if verdict == "VIOLATION":
-        return Power("conclusive", "the bound exceeds the claim", interval)
+        return Power("conclusive", "the bound exceeds the claim" + (
+            f" (the attack's order reversed: AUC interval [{interval[0]:.3f}, {interval[1]:.3f}] below 0.5)"
+            if reversed_order else ""), interval)
     if math.isfinite(claimed_epsilon) and math.isfinite(max_certifiable_eps) and max_certifiable_eps < claimed_epsilon:
         return Power("budget-limited",
                      f"this run could not have found a violation: max certifiable ε {max_certifiable_eps:.3g} "
@@ -73,6 +79,11 @@ def reading(verdict: str, claimed_epsilon: float, max_certifiable_eps: float,
     lo, hi = interval
     if lo <= 0.5 <= hi:
         return Power("no signal", f"the attack found nothing: its AUC interval [{lo:.3f}, {hi:.3f}] contains 0.5",
+                     interval)
+    if reversed_order:
+        return Power("conclusive", f"the attack separates the worlds with its order reversed (lower scores mean IN: "
+                                   f"AUC interval [{lo:.3f}, {hi:.3f}] below 0.5); the bound reads that order only "
+                                   "where the estimator tests both tails or chose the order on held-out trials",
                      interval)
     return Power("conclusive", "the budget can certify the claim and the attack separates the worlds", interval)
 

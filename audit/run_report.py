@@ -103,6 +103,7 @@ def table(result: Result, scores: tuple[np.ndarray, np.ndarray] | None = None) -
         ("AUC", _fmt(result.auc)),
         ("TPR @ FPR 1%", _fmt(result.tpr_at_fpr.get("0.01"))),
         ("verdict", result.verdict),
+        *([("why", result.declared["deterministic"])] if (result.declared or {}).get("deterministic") else []),
         *([("sequential", _sequential_line(result.sequential))] if result.sequential else []),
         *([("one-run bounds", _one_run_line(result.one_run))] if result.one_run else []),
         *([("canaries", result.canary["neighbourhoods"])] if result.canary.get("neighbourhoods") else []),

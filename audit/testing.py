@@ -210,27 +210,21 @@ def check_target(target: Any, **kwargs: Any) -> list[str]:
     return done
 
 
-#: for each registered attack, a small audit where it applies: (target, params, canary, dataset)
-ATTACK_FIXTURES: dict[str, tuple[str, dict[str, str], str, str]] = {
-    "mechanism-lrt": ("gaussian", {}, "auto", CHECK_DATASET),
-    "linkteller": ("gaussian", {}, "random-edge", CHECK_DATASET),
-    "gmia": ("dpsgd-gcn", {}, "remove-node", CHECK_DATASET),
-    "lira": ("dpsgd-gcn", {}, "remove-node", CHECK_DATASET),
-    "lira-online": ("dpsgd-gcn", {}, "remove-node", CHECK_DATASET),
-    "rmia": ("dpsgd-gcn", {}, "remove-node", CHECK_DATASET),
-    "gradient-projection": ("dpsgd-gcn", {}, "dirac-gradient", CHECK_DATASET),
-    "gradient-lrt": ("dpsgd-gcn", {}, "dirac-gradient", CHECK_DATASET),
-    "gradient-l1": ("heterpoisson", {"hidden": "32", "steps": "1", "sampling_rate": "1"}, "split-gradient",
-                    CHECK_DATASET),
-    "edge-correlation": ("caribou", {"encoder_epochs": "10"}, "low-degree-edge", CHECK_DATASET),
-    "fresh-query": ("gaussian", {}, "random-edge", CHECK_DATASET),
-    "learned-mechanism": ("gaussian", {}, "auto", CHECK_DATASET),
-    "learned-api": ("gaussian", {}, "random-edge", CHECK_DATASET),
-    "learned-weights": ("dpsgd-gcn", {}, "remove-node", CHECK_DATASET),
-    "learned-trace": ("dpsgd-gcn", {}, "dirac-gradient", CHECK_DATASET),
-    "adam-lrt": ("gcon", {"encoder_hidden": "1", "adam_lr": "0.5", "bug": "approximate-minimizer"}, "edge:0-5",
-                 CHECK_DATASET),
-}
+def _attack_fixtures() -> dict[str, tuple[str, dict[str, str], str, str]]:
+    """For each attack a registered target fixtures, the first such target in registration order:
+    (target, params, canary, dataset)."""
+    from targets.base import REGISTRY, get
+
+    out: dict[str, tuple[str, dict[str, str], str, str]] = {}
+    for name in REGISTRY.names():
+        for attack, (params, canary) in get(name).attack_fixtures.items():
+            out.setdefault(attack, (name, dict(params), canary, CHECK_DATASET))
+    return out
+
+
+#: for each registered attack, a small audit where it applies: (target, params, canary, dataset),
+#: declared by the targets (``Target.attack_fixtures``)
+ATTACK_FIXTURES: dict[str, tuple[str, dict[str, str], str, str]] = _attack_fixtures()
 
 
 def check_attack(name: str, *, target: str | None = None, params: dict[str, Any] | None = None,

@@ -50,19 +50,18 @@ def batch_size(spec_batch: int, target: targets.Target, level: str = "mechanism"
     trained model, AUTO_BATCH_CUDA on CUDA; 1 for a target without ``fit_batch``."""
     if spec_batch:
         return spec_batch
-    if not getattr(target, "batched", False):
+    if not target.batched:
         return 1
-    if getattr(target, "device", torch.device("cpu")).type == "cuda":
+    if target.device.type == "cuda":
         return AUTO_BATCH_CUDA
     if level != "mechanism":
         return AUTO_BATCH_TRAINING
-    return getattr(target, "auto_batch", None) or AUTO_BATCH
+    return target.auto_batch or AUTO_BATCH
 
 
 def cached_work(target: targets.Target) -> str | None:
-    """The target's one-line description of its per-worker cached work (a method or an attribute)."""
-    value = getattr(target, "cached_work", None)
-    return value() if callable(value) else value
+    """The target's one-line description of its per-worker cached work."""
+    return target.cached_work()
 
 
 @dataclass
@@ -167,8 +166,7 @@ def play_chunk(setup: TrialSetup, indices: list[int]) -> list[tuple[int, int, fl
 
     pipeline = setup.pipeline
     if pipeline is None:
-        pipeline = getattr(target, "device", torch.device("cpu")).type == "cuda" or \
-            bool(getattr(target, "score_alongside", False))
+        pipeline = target.device.type == "cuda" or target.score_alongside
     scores: dict[int, float] = {}
     bits = {i: secret_bit(setup.seed, i) for i in indices}
     work = world_batches(setup, bits)

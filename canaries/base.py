@@ -21,11 +21,26 @@ from targets.common.registry import Registry
 
 @dataclass
 class CanaryPair:
-    """Two neighbouring worlds and what tells them apart."""
+    """Two neighbouring worlds and what tells them apart.
+
+    ``edge`` (u, v) or ``node`` z is the canary where it is one, ``chosen_by`` how it was chosen;
+    ``info`` is the pair's record for the result, holding the same (``edge`` as [u, v]). A field
+    left unset is read from the record, and a field set is written to it, so the two agree.
+    """
 
     g0: Any
     g1: Any
     info: dict[str, Any] = field(default_factory=dict)
+    edge: tuple[int, int] | None = None
+    node: int | None = None
+    chosen_by: str | None = None
+
+    def __post_init__(self) -> None:
+        targets.sync_fields(self, self.info, ("edge", "node", "chosen_by"))
+        if self.edge is not None:
+            self.edge = (int(self.edge[0]), int(self.edge[1]))
+        if self.node is not None:
+            self.node = int(self.node)
 
     def __iter__(self):
         yield self.g0
@@ -54,9 +69,10 @@ class Canary:
         """The two worlds; ``target`` (optional) lets worst-case canaries read its noiseless map."""
         raise NotImplementedError
 
-    def many(self, graph: Any, m: int, rng: np.random.Generator) -> list[CanaryPair]:
-        """m canaries for a one-run audit, each a pair (base graph, base graph with it). Default:
-        this canary cannot make them."""
+    def many(self, graph: Any, m: int, rng: np.random.Generator, hops: int | None = None) -> list[CanaryPair]:
+        """m canaries for a one-run audit, each a pair (base graph, base graph with it). ``hops``:
+        the target's receptive field, which a canary may use to keep its canaries apart (None:
+        unknown). Default: this canary cannot make them."""
         raise ValueError(f"canary {self.name!r} cannot make many canaries for a one-run audit")
 
 

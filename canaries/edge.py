@@ -27,6 +27,7 @@ from torch_geometric.data import Data
 from canaries.base import Canary, CanaryPair  # noqa: F401  (CanaryPair: re-exported)
 from canaries.spread import spread_non_edges
 from graphs.ops import EdgeSet, add_directed_edge, add_edge, degrees, has_edge, remove_edge
+from targets.base import Unit
 
 
 def _random_non_edges(graph: Data, count: int, rng: np.random.Generator) -> list[tuple[int, int]]:
@@ -166,14 +167,14 @@ class WorstDirectedEdge(WorstCaseEdge):
 
     def worlds(self, graph: Data, rng: np.random.Generator, target: Any = None) -> CanaryPair:
         pair = super().worlds(graph, rng, target)
-        u, v = pair.info["edge"]
+        u, v = pair.edge
         base = target.noiseless(graph)
         options = [(float((target.noiseless(add_directed_edge(graph, a, b)) - base).norm()), a, b)
                    for a, b in ((u, v), (v, u))]
         change, a, b = max(options)
         return CanaryPair(graph, add_directed_edge(graph, a, b), {
             "canary": self.name, "edge": [a, b], "directed": True, "noiseless_change": change,
-            "chosen_by": pair.info["chosen_by"] + "; the direction with the larger change"})
+            "chosen_by": pair.chosen_by + "; the direction with the larger change"})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -244,7 +245,7 @@ class LowDegreeEdge(Canary):
             "canary": self.name, "edge": [u, v], "degrees": [int(deg[u]), int(deg[v])],
             "chosen_by": f"non-edge with the smallest degree sum among the {self.pool} lowest-degree nodes"})
 
-    def many(self, graph: Data, m: int, rng: np.random.Generator) -> list[CanaryPair]:
+    def many(self, graph: Data, m: int, rng: np.random.Generator, hops: int | None = None) -> list[CanaryPair]:
         """m node-disjoint non-edges, pairing nodes in ascending-degree order (for one-run audits)."""
         if 2 * m > graph.num_nodes:
             raise ValueError(f"one-run edge audits need disjoint canary edges: at most {graph.num_nodes // 2}, got {m}")
@@ -310,7 +311,7 @@ class FeatureExtremeEdge(Canary):
             "canary": self.name, "edge": [u, v], "feature_distance": dist,
             "chosen_by": f"largest feature distance ‖x_u − x_v‖ among the {self.pool} largest-norm rows"})
 
-    def many(self, graph: Data, m: int, rng: np.random.Generator) -> list[CanaryPair]:
+    def many(self, graph: Data, m: int, rng: np.random.Generator, hops: int | None = None) -> list[CanaryPair]:
         """m node-disjoint non-edges, greedily by feature distance among the 4m largest-norm rows."""
         if 2 * m > graph.num_nodes:
             raise ValueError(f"one-run edge audits need disjoint canary edges: at most {graph.num_nodes // 2}, got {m}")
@@ -407,7 +408,7 @@ class SensitivitySearchEdge(Canary):
         scored.sort(key=lambda t: -t[0])
         best_change, (u, v), src = scored[0]
         best_g0, how, rows_used = graph, "original features", None
-        unit = getattr(getattr(target, "unit", None), "value", getattr(target, "unit", "edge"))
+        unit = Unit(target.unit).value
         tried = 0
         if self.features and unit == "edge":
             rows = opposite_rows(graph, rng)
@@ -428,17 +429,18 @@ class SensitivitySearchEdge(Canary):
                               f"feature-extreme, random) and {tried} public-feature variants; features: {how}")}
         return CanaryPair(best_g0, add_edge(best_g0, u, v), info)
 
-    def many(self, graph: Data, m: int, rng: np.random.Generator, target: Any = None) -> list[CanaryPair]:
+    def many(self, graph: Data, m: int, rng: np.random.Generator, hops: int | None = None,
+             target: Any = None) -> list[CanaryPair]:
         """m node-disjoint non-edges: the ones with the largest noiseless change among about 3m
         candidates (low-degree, feature-extreme and random disjoint sets); original features
         (per-canary feature changes would interact in one run). Without a target's noiseless map,
         falls back to the low-degree disjoint set."""
-        low = [tuple(p.info["edge"]) for p in LowDegreeEdge().many(graph, m, rng)]
+        low = [p.edge for p in LowDegreeEdge().many(graph, m, rng)]
         if target is None or target.noiseless(graph) is None:
             chosen, how = low, "disjoint low-degree non-edges (no noiseless map to search)"
         else:
             pool = list(dict.fromkeys(
-                low + [tuple(p.info["edge"]) for p in FeatureExtremeEdge().many(graph, m, rng)]
+                low + [p.edge for p in FeatureExtremeEdge().many(graph, m, rng)]
                 + disjoint_non_edges(graph, m, rng)))
             base = target.noiseless(graph)
             ranked = sorted(pool, key=lambda e: -noiseless_change(target, graph, add_edge(graph, *e), base))

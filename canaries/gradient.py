@@ -61,25 +61,20 @@ class DiracGradient(Canary):
         self.magnitude = magnitude
 
     def worlds(self, graph: Data, rng: np.random.Generator, target: Any = None) -> CanaryPair:
-        if target is None or not hasattr(target, "dimension"):
-            raise ValueError("the dirac-gradient canary needs a DP-SGD target with dimension(graph) "
-                             "(e.g. heterpoisson, dpsgd-gcn)")
-        claim = target.claim(graph)
-        det = claim.details
-        clip = float(det.get("clip_norm", 1.0))
+        if target is None or not target.overrides("dimension"):
+            raise ValueError("the dirac-gradient canary needs a DP-SGD target that declares dimension(graph)")
         # a target whose trace is not its headline mechanism names the trace's claimed law itself
         # (e.g. DPDGC: DP-Emb's std 2σ·g·C, and a canary of g·C for one group of g examples)
-        noise_std = float(det.get("trace_noise_std", det["noise_std"]))
-        default_magnitude = float(det.get("canary_norm", clip))
-        magnitude = float(self.magnitude) if self.magnitude is not None else default_magnitude
+        law = target.claim(graph).trace_law()
+        magnitude = float(self.magnitude) if self.magnitude is not None else law.canary_norm
         d = int(target.dimension(graph))
         j, chosen_by = d - 1, "last coordinate (no probe run)"
-        if self.probe and "trace" in getattr(target, "levels", ()):
+        if self.probe and "trace" in target.levels:
             probe_target = target
-            has_bug = "no-noise" in getattr(target, "bugs", {})
+            has_bug = "no-noise" in target.bugs
             if has_bug:
                 probe_target = _replace_bug(target, "no-noise")
-            elif getattr(target.config, "bug", None) is not None:
+            elif target.config.bug is not None:
                 probe_target = _replace_bug(target, None)
             seed = int(rng.integers(0, 2**62))
             trace = probe_target.fit(graph, torch.Generator().manual_seed(seed)).view("trace")
@@ -92,13 +87,12 @@ class DiracGradient(Canary):
         gc = self.vector(d, j, magnitude)
         g1 = copy.copy(graph)
         g1.canary_gradient = gc
-        q = det.get("sampling_rate", 1.0)
         info = {
             "canary": self.name, "coordinate": j, "magnitude": magnitude, "dimension": d,
             "chosen_by": chosen_by,
             "inclusion": "virtual extra example with its own Poisson(q) coin per step (q = 1: every step)",
-            "noise": det.get("noise", "gaussian"), "noise_std": noise_std,
-            "sampling_rate": float(q if q is not None else 1.0), "clip_norm": clip,
+            "noise": law.noise, "noise_std": law.noise_std,
+            "sampling_rate": law.sampling_rate, "clip_norm": law.clip_norm,
         }
         info.update(self.describe(d))
         return CanaryPair(graph, g1, info)
@@ -185,8 +179,8 @@ class DiracNode(DiracGradient):
 
     def worlds(self, graph: Data, rng: np.random.Generator, target: Any = None) -> CanaryPair:
         pair = super().worlds(graph, rng, target)
-        neighbors = float(getattr(getattr(target, "config", None), "neighbors", 1))
-        z, exposure, t_z, p_z = exposed_training_node(graph, neighbors, _outdegrees(target, graph))
+        neighbors = float(target.neighbour_sample_size())
+        z, exposure, t_z, p_z = exposed_training_node(graph, neighbors, target.outdegrees(graph))
         g0, g1 = copy.copy(graph), pair.g1
         for g in (g0, g1):
             g.canary_node = z
@@ -201,12 +195,6 @@ class DiracNode(DiracGradient):
                          "in the trace (canary_scale) in both worlds",
         })
         return CanaryPair(g0, g1, info)
-
-
-def _outdegrees(target: Any, graph: Data) -> torch.Tensor:
-    if target is not None and hasattr(target, "outdegrees"):
-        return target.outdegrees(graph)
-    return torch.bincount(graph.edge_index[0].cpu(), minlength=graph.num_nodes)
 
 
 def exposed_training_node(graph: Data, neighbors: float, outdeg: torch.Tensor) -> tuple[int, float, int, float]:

@@ -9,12 +9,8 @@ audit must find.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import inspect
 import math
-import threading
-import types
 import typing
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
@@ -25,11 +21,26 @@ from typing import Any, ClassVar, Generic, TypeVar, cast
 import torch
 
 from targets.common.accounting import check_delta, check_epsilon
+from targets.common.catalogue import Entry
+from targets.common.noise import NoiseLaw
 from targets.common.probe import (SampledStep, StepDeclaration, StepMap, TightPair, WitnessPlan,
                                   derived_step_maps)
+from targets.common.config_keys import config_fields, config_help, parse_assignments, replace_config  # noqa: F401
 from targets.common.registry import Registry
+from targets.common.runtime import (GLOBAL_RNG_LOCK, child_generator, noise_generator, one_torch_thread,  # noqa: F401
+                                    resolve_device, seeded, split_accuracies)
 
-LEVELS = ("api", "weights", "mechanism", "trace")
+class Level(str, Enum):
+    """A release view an adversary may observe (its threat level), by the name results and flags use."""
+
+    API = "api"
+    WEIGHTS = "weights"
+    MECHANISM = "mechanism"
+    TRACE = "trace"
+
+
+#: the views' names, weakest first
+LEVELS: tuple[str, ...] = tuple(level.value for level in Level)
 
 
 class Unit(str, Enum):
@@ -60,6 +71,35 @@ class TargetConfig:
         if self.delta is not None:
             check_delta(self.delta)
 
+    # ------------------------------------------------------------------ constraints (every config's checks)
+    def require(self, key: str, ok: bool, what: str) -> None:
+        """Raise ``The 'key' parameter must be WHAT, got VALUE`` unless `ok`."""
+        if not ok:
+            raise ValueError(f"The {key!r} parameter must be {what}, got {getattr(self, key)!r}")
+
+    def require_all(self, checks: list[tuple[str, bool, str]]) -> None:
+        """:meth:`require` on every (key, ok, what), in order."""
+        for key, ok, what in checks:
+            self.require(key, ok, what)
+
+    def require_int(self, key: str, low: int, *, optional: bool = False) -> None:
+        """An int ≥ `low` (None allowed where `optional`)."""
+        value = getattr(self, key)
+        if value is None and optional:
+            return
+        self.require(key, isinstance(value, int) and not isinstance(value, bool) and value >= low, f"an int >= {low}")
+
+    def require_choice(self, key: str, options: tuple[str, ...]) -> None:
+        self.require(key, getattr(self, key) in options, f"one of {', '.join(options)}")
+
+    def require_number(self, key: str, *, above: float | None = None, at_least: float | None = None,
+                       below: float | None = None, what: str = "a finite number") -> None:
+        """A finite number (not a bool) with the given bounds, described as `what`."""
+        v = getattr(self, key)
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) \
+            and (above is None or v > above) and (at_least is None or v >= at_least) and (below is None or v < below)
+        self.require(key, ok, what)
+
 
 @dataclass(frozen=True)
 class Claim:
@@ -83,6 +123,30 @@ class Claim:
         d["details"] = {k: _jsonable(v) for k, v in self.details.items()}
         d["epsilon"] = _jsonable(self.epsilon)
         return d
+
+    def trace_law(self) -> TraceLaw:
+        """The law the claim charges one step of its DP-SGD trace with (what a gradient canary and
+        the trace attacks read), from the accountant's internals: ``noise`` (default gaussian),
+        ``trace_noise_std`` where the trace is not the headline mechanism (else ``noise_std``),
+        ``clip_norm`` (default 1), ``canary_norm`` (default the clip norm), ``sampling_rate``
+        (default 1)."""
+        det = self.details
+        clip = float(det.get("clip_norm", 1.0))
+        q = det.get("sampling_rate", 1.0)
+        return TraceLaw(noise=det.get("noise", NoiseLaw.GAUSSIAN.value),
+                        noise_std=float(det.get("trace_noise_std", det["noise_std"])), clip_norm=clip,
+                        canary_norm=float(det.get("canary_norm", clip)), sampling_rate=float(q if q is not None else 1.0))
+
+
+@dataclass(frozen=True)
+class TraceLaw:
+    """One DP-SGD step's claimed law (:meth:`Claim.trace_law`)."""
+
+    noise: str
+    noise_std: float
+    clip_norm: float
+    canary_norm: float
+    sampling_rate: float
 
 
 @dataclass
@@ -209,6 +273,9 @@ class Release:
     * ``weights``: final parameters (name → tensor).
     * ``mechanism``: the noisy intermediates the DP proof is about (:class:`MechanismStep`).
     * ``trace``: every noisy update of a DP-SGD run.
+
+    ``info`` is the release's record (a target writes it, attacks add their query counts); what the
+    harness reads of it, it reads through the typed properties below.
     """
 
     api: Callable[..., torch.Tensor] | None = None
@@ -216,6 +283,36 @@ class Release:
     mechanism: list[MechanismStep] | None = None
     trace: Any = None
     info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def accuracy(self) -> Any:
+        """Split → accuracy of the trained classifier (or a :class:`Lazy` of it); None if none."""
+        return self.info.get("accuracy")
+
+    @property
+    def fresh_noise_per_query(self) -> bool:
+        """Whether each api call is a fresh noisy release."""
+        return bool(self.info.get("fresh_noise_per_query", False))
+
+    @property
+    def solver(self) -> dict[str, Any] | None:
+        """How an optimisation-based release was computed (``{"name", "steps", "lr"}``)."""
+        return self.info.get("solver")
+
+    @property
+    def noise_free_problem(self) -> Callable[[Any], Any] | None:
+        """graph → the release's objective without its noise (objective perturbation)."""
+        return self.info.get("noise_free_problem")
+
+    @property
+    def beta(self) -> float | None:
+        """The scale β of an objective-perturbation release's noise density."""
+        return self.info.get("beta")
+
+    @property
+    def target(self) -> Any:
+        """The target that released it, where the release carries it (for shadow models)."""
+        return self.info.get("target")
 
     @property
     def levels(self) -> tuple[str, ...]:
@@ -230,6 +327,17 @@ class Release:
         return resolve(value)
 
 
+def sync_fields(obj: Any, record: dict[str, Any], names: tuple[str, ...]) -> None:
+    """Make `obj`'s typed fields and its `record` agree: a field left None is read from the record
+    under its name, and a field set is written to the record where the record lacks it."""
+    for name in names:
+        value = getattr(obj, name)
+        if value is None and record.get(name) is not None:
+            setattr(obj, name, record[name])
+        elif value is not None:
+            record.setdefault(name, value)
+
+
 #: a target's config type (``class GAP(Target[GAPConfig])``: ``self.config`` is a GAPConfig)
 C = TypeVar("C", bound=TargetConfig)
 
@@ -241,6 +349,16 @@ class Target(ABC, Generic[C]):
     :class:`TargetConfig` subclass ``C``), ``unit``, ``levels`` and ``bugs`` (name → one-line
     description), and implement :meth:`claim` and :meth:`fit`. A target is rebuilt from its config
     in every worker, so workers share no state.
+
+    Every other thing the harness reads of a target is a hook declared here with a default, which
+    a target overrides where it has something to say (README, "Adding a target"): the game's
+    (``batched``/:meth:`fit_batch`, ``auto_batch``, ``score_alongside``, :meth:`prepare`,
+    :meth:`cached_work`, :meth:`public_params`, :meth:`preprocess`, :meth:`noiseless`,
+    ``receptive_hops``), the sensitivity probe's (:meth:`declared_steps`, :meth:`step_maps`,
+    :meth:`tight_pair`, :meth:`takes_witness`, :meth:`witness_plan`), the gradient canaries'
+    (:meth:`dimension`, :meth:`takes_gradient_canary`, :meth:`outdegrees`,
+    :meth:`neighbour_sample_size`), and the catalogue's (``catalogue``, ``not_yet_caught``,
+    ``attack_fixtures``). No module outside ``targets/`` names a target or reads anything else.
     """
 
     name: ClassVar[str] = ""
@@ -248,10 +366,22 @@ class Target(ABC, Generic[C]):
     #: the views the target offers (a class attribute; an instance may narrow it to its config's)
     levels: tuple[str, ...] = ("api",)
     bugs: ClassVar[dict[str, str]] = {}
+    #: this target's entries in the bug catalogue (``python -m audit regress``), and its planted bugs
+    #: that no attack of this version catches yet, with the reason (bug → why)
+    catalogue: ClassVar[tuple[Entry, ...]] = ()
+    not_yet_caught: ClassVar[dict[str, str]] = {}
+    #: small audits where this target fixtures an attack's contract check (``audit.testing.check_attack``):
+    #: attack name → (``--set`` params, canary)
+    attack_fixtures: ClassVar[dict[str, tuple[dict[str, str], str]]] = {}
     #: True where :meth:`fit_batch` does genuinely vectorised work (the game then batches by default)
     batched: ClassVar[bool] = False
     #: a batched target's own auto batch for the mechanism view on CPU (None: the game's default)
     auto_batch: ClassVar[int | None] = None
+    #: True where :meth:`fit_batch` trains on one thread per core while the game's thread waits, so
+    #: the game scores the previous batch meanwhile (its pipeline; on CUDA it always does)
+    score_alongside: ClassVar[bool] = False
+    #: the device the target trains on (from ``config.device``)
+    device: torch.device
 
     config: C
 
@@ -306,9 +436,28 @@ class Target(ABC, Generic[C]):
 
     def takes_gradient_canary(self, graph: Any = None) -> bool:
         """Whether a gradient canary can join this configuration's ``trace`` (what ``--attack auto``
-        asks before choosing a trace attack). Default: the target offers a trace and a
-        ``dimension(graph)``; targets whose trace takes a canary only in some configurations say so."""
-        return "trace" in self.levels and hasattr(self, "dimension")
+        asks before choosing a trace attack). Default: the target offers a trace and declares its
+        :meth:`dimension`; targets whose trace takes a canary only in some configurations say so."""
+        return "trace" in self.levels and self.overrides("dimension")
+
+    def dimension(self, graph: Any) -> int:
+        """The length of one clipped gradient in the ``trace`` (what a gradient canary adds to). A
+        target whose trace takes gradient canaries declares it; the default has none."""
+        raise NotImplementedError(f"{type(self).__name__} declares no gradient dimension (no gradient canary)")
+
+    def outdegrees(self, graph: Any) -> torch.Tensor:
+        """The out-degrees the target's neighbour sampler treats as public, one per node (what a
+        node canary's exposure is computed from). Default: the graph's own out-degrees."""
+        return torch.bincount(graph.edge_index[0].cpu(), minlength=graph.num_nodes)
+
+    def neighbour_sample_size(self) -> int:
+        """How many out-neighbours the target's sampler keeps per node (M), where it samples; 1 for a
+        target that does not sample neighbours (the default)."""
+        return 1
+
+    def overrides(self, hook: str) -> bool:
+        """Whether this target's class declares its own `hook` (a method of :class:`Target`)."""
+        return getattr(type(self), hook) is not getattr(Target, hook)
 
     def public_params(self, graph: Any) -> dict[str, Any]:
         """Graph-derived quantities the paper treats as public, pinned from the base graph.
@@ -399,40 +548,6 @@ class Target(ABC, Generic[C]):
 # ---------------------------------------------------------------------------------------------
 # config helpers
 # ---------------------------------------------------------------------------------------------
-def config_fields(config_cls: type) -> dict[str, Any]:
-    hints = typing.get_type_hints(config_cls)
-    return {f.name: hints.get(f.name, Any) for f in dataclasses.fields(config_cls)}
-
-
-def _coerce(value: Any, hint: Any, key: str) -> Any:
-    if not isinstance(value, str):
-        return value
-    text = value.strip()
-    if text.lower() in ("none", "null"):
-        return None
-    args = typing.get_args(hint)
-    candidates = [a for a in args if a is not type(None)] if args else [hint]
-    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
-        pass
-    for kind in candidates:
-        try:
-            if kind is bool:
-                if text.lower() in ("1", "true", "yes", "on"):
-                    return True
-                if text.lower() in ("0", "false", "no", "off"):
-                    return False
-                raise ValueError
-            if kind is int:
-                return int(float(text)) if float(text).is_integer() else int(text)
-            if kind is float:
-                return float(text)
-            if kind is str:
-                return text
-        except ValueError:
-            continue
-    raise ValueError(f"the {key!r} parameter must be {hint}; got {value!r}")
-
-
 def charge_of(target: Target, g0: Any, g1: Any) -> tuple[float, ...]:
     """How much `target`'s claim charges a pair, for comparing pins: the largest (ε, δ, noise std,
     sensitivity) of its claim on the two worlds."""
@@ -440,100 +555,6 @@ def charge_of(target: Target, g0: Any, g1: Any) -> tuple[float, ...]:
         return (c.epsilon, c.delta, float(c.details.get("noise_std") or 0.0), float(c.details.get("sensitivity") or 0.0))
 
     return max(key(target.claim(g)) for g in (g0, g1))
-
-
-def replace_config(config: TargetConfig, **changes: Any) -> TargetConfig:
-    """`dataclasses.replace` with string values coerced to the field types and unknown keys named."""
-    fields = config_fields(type(config))
-    unknown = [k for k in changes if k not in fields]
-    if unknown:
-        raise ValueError(
-            f"unknown parameter(s) {', '.join(map(repr, unknown))} for {type(config).__name__}; "
-            f"valid: {', '.join(fields)}"
-        )
-    coerced = {k: _coerce(v, fields[k], k) for k, v in changes.items()}
-    return dataclasses.replace(config, **coerced)
-
-
-def parse_assignments(items: list[str] | None) -> dict[str, str]:
-    """``["hops=10", "beta=1"]`` → ``{"hops": "10", "beta": "1"}``."""
-    out: dict[str, str] = {}
-    for item in items or []:
-        for part in item.split():
-            if "=" not in part:
-                raise ValueError(f"--set takes key=value pairs, got {part!r}")
-            key, value = part.split("=", 1)
-            out[key.strip()] = value.strip()
-    return out
-
-
-def resolve_device(device: str) -> torch.device:
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError("device 'cuda' was asked for but no CUDA device is available")
-    return torch.device(device)
-
-
-#: torch's global RNG is process-wide: a block that seeds it must not interleave with another
-#: thread's (the game scores batch k in a worker thread while batch k+1 trains).
-GLOBAL_RNG_LOCK = threading.RLock()
-
-
-@contextlib.contextmanager
-def seeded(rng: torch.Generator) -> Iterator[None]:
-    """Run a block with torch's global RNG seeded from `rng` (for nn.Module initialisation).
-
-    Holds :data:`GLOBAL_RNG_LOCK` for the block, so threads never share the seeded stream.
-    """
-    seed = int(torch.randint(0, 2**62, (1,), generator=rng).item())
-    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
-    with GLOBAL_RNG_LOCK, torch.random.fork_rng(devices=devices):
-        torch.manual_seed(seed)
-        yield
-
-
-@contextlib.contextmanager
-def one_torch_thread() -> Iterator[None]:
-    """Run a block on one intra-op torch thread (a parallel kernel splits its range by the size of
-    its input, so one thread keeps a run's floats independent of what it is stacked with); the
-    caller's thread count is restored after."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-def split_accuracies(pred: torch.Tensor, graph: Any) -> dict[str, float]:
-    """Accuracy of the predicted classes `pred` (one per node, CPU) on the graph's train, val and
-    test masks (NaN for an empty mask)."""
-    y = graph.y.cpu()
-    masks = {split: getattr(graph, f"{split}_mask").cpu() for split in ("train", "val", "test")}
-    return {split: float((pred[mk] == y[mk]).float().mean()) if mk.any() else float("nan")
-            for split, mk in masks.items()}
-
-
-def child_generator(rng: torch.Generator, device: torch.device | str = "cpu") -> torch.Generator:
-    """A new generator on `device`, seeded from `rng`."""
-    seed = int(torch.randint(0, 2**62, (1,), generator=rng).item())
-    g = torch.Generator(device=device)
-    g.manual_seed(seed)
-    return g
-
-
-def noise_generator(rng: torch.Generator, device: torch.device | str) -> torch.Generator:
-    """The generator a trial draws its mechanism noise from on `device`.
-
-    On the CPU, `rng` itself (the floats of a CPU run never change). On an accelerator, a Philox
-    generator on that device seeded from one draw of `rng` (:func:`child_generator`), so the noise
-    is drawn where it is used, never copied from the host, and is still a function of (run seed,
-    trial index) alone: a trial's draws do not depend on ``--batch``, ``--jobs`` or the backend.
-    A CUDA run's noise is therefore another (equally distributed) stream than a CPU run's."""
-    if torch.device(device).type == "cpu":
-        return rng
-    return child_generator(rng, device)
 
 
 def _jsonable(value: Any) -> Any:
@@ -566,6 +587,10 @@ REGISTRY.register("edgerand", "targets.edgerand:EdgeRand")
 REGISTRY.register("lapgraph", "targets.lapgraph:LapGraph")
 
 
+#: the target the main job audits (``AuditSpec``'s default)
+DEFAULT_TARGET = "caribou"
+
+
 def register(name: str, cls: type[Target] | str, *, force: bool = False) -> None:
     """Register a target class (or a ``package.module:Class`` imported on first use)."""
     REGISTRY.register(name, cls, force=force)
@@ -581,28 +606,6 @@ def available() -> list[str]:
     return REGISTRY.available()
 
 
-def config_help(config_cls: type) -> list[dict[str, str]]:
-    """Every config key of a target with its default, type and one-line meaning (from the
-    ``Args:`` sections of the config class's docstrings, base classes included)."""
-    import re
-
-    meaning: dict[str, tuple[str, str]] = {}
-    for klass in reversed(config_cls.__mro__):
-        doc = inspect.getdoc(klass) or ""
-        for m in re.finditer(r"^\s*(\w+)\s*\(([^)]*)\):\s*(.+?)(?=^\s*\w+\s*\([^)]*\):|\Z)", doc,
-                             re.MULTILINE | re.DOTALL):
-            text = re.sub(r"\s*\(default:[^)]*\)\.?\s*$", "", " ".join(m.group(3).split()))
-            meaning[m.group(1)] = (m.group(2).strip(), text)
-    rows = []
-    for f in dataclasses.fields(config_cls):
-        default = f.default if f.default is not dataclasses.MISSING else (
-            f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
-        kind, text = meaning.get(f.name, ("", ""))
-        hint = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
-        rows.append({"key": f.name, "default": repr(default), "type": kind or hint, "meaning": text})
-    return rows
-
-
 def check_release(release: Any, target: Target) -> Release:
     """`release` if it is a :class:`Release`, else a clear error naming the target."""
     if not isinstance(release, Release):
@@ -614,7 +617,7 @@ def check_release(release: Any, target: Target) -> Release:
 def on_cpu(target: Target) -> Target:
     """`target` if it runs on the CPU, else the same configuration on the CPU (for work whose result
     must not depend on the run's device, such as choosing the canary)."""
-    if getattr(target, "device", torch.device("cpu")).type == "cpu":
+    if target.device.type == "cpu":
         return target
     return type(target)(replace_config(target.config, device="cpu"))
 

@@ -35,7 +35,7 @@ canary is sampled: with ``canary_node`` when z is in the batch, otherwise by its
 from a generator split off ``rng`` at the start of fit (always split, so two worlds that differ
 only by the canary see identical batches and identical noise). ``dimension(graph)`` gives d.
 
-Views: ``trace`` (a :class:`targets.common.trace.HeterPoissonTrace` with ``noise="gaussian"``, one
+Views: ``trace`` (a :class:`targets.common.trace.DPSGDTrace` with ``noise="gaussian"``, one
 ``TraceStep`` per step: ``noisy`` released sum, ``central`` batch node ids, ``canary_in``,
 ``clean`` = noiseless clipped sum including the canary — auditor instrumentation), ``weights``
 (final parameters), ``api`` (``predict(graph, nodes=None)`` → softmax over the precomputed inputs
@@ -64,7 +64,8 @@ from targets.common.accounting import calibrate_decreasing, rdp_to_dp, subsample
 from targets.common import stacked_mlp
 from targets.base import Claim, Lazy, Release, Target, TargetConfig, child_generator, split_accuracies
 from targets.common.dpsgd import canary_from
-from targets.common.trace import HeterPoissonTrace, TraceStep
+from targets.common.trace import DPSGDTrace, TraceStep
+from targets.common.catalogue import Entry
 
 #: RDP orders: a fine grid below 10 and the integers up to 256.
 ORDERS: tuple[float, ...] = tuple(float(a) for a in np.linspace(1.05, 10.0, 180)) + tuple(
@@ -99,20 +100,12 @@ class DPSGDGCNConfig(TargetConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.sampling_rate is not None and not (0.0 < float(self.sampling_rate) <= 1.0):
-            raise ValueError(f"The 'sampling_rate' parameter must be in (0, 1], got {self.sampling_rate!r}")
+        self.require("sampling_rate", self.sampling_rate is None or 0.0 < float(self.sampling_rate) <= 1.0, "in (0, 1]")
         for name, low in (("batch_size", 1), ("steps", 1), ("hops", 0), ("hidden", 0)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ValueError(f"The {name!r} parameter must be an int >= {low}, got {value!r}")
-        if not (self.clip_norm > 0):
-            raise ValueError(f"The 'clip_norm' parameter must be > 0, got {self.clip_norm!r}")
-        if not (self.lr > 0):
-            raise ValueError(f"The 'lr' parameter must be > 0, got {self.lr!r}")
-        if self.noise_multiplier is not None and not (self.noise_multiplier > 0):
-            raise ValueError(f"The 'noise_multiplier' parameter must be > 0, got {self.noise_multiplier!r}")
-        if self.unit != "node":
-            raise ValueError(f"The 'unit' parameter must be 'node', got {self.unit!r}")
+            self.require_int(name, low)
+        self.require_all([("clip_norm", self.clip_norm > 0, "> 0"), ("lr", self.lr > 0, "> 0"),
+                          ("noise_multiplier", self.noise_multiplier is None or self.noise_multiplier > 0, "> 0"),
+                          ("unit", self.unit == "node", "'node'")])
 
 
 def dpsgd_epsilon(noise_multiplier: float, *, sampling_rate: float, steps: int, delta: float,
@@ -164,12 +157,28 @@ def _layer_views(flat: torch.Tensor, layers: list[tuple[int, int]]) -> list[tupl
     return out
 
 
+#: this target's entries in the bug catalogue (``python -m audit regress``)
+CATALOGUE = (
+    # DP-SGD: the known-correct reference and HeterPoisson (white-box gradient canaries on the trace)
+    Entry("dpsgd-gcn", "CONSISTENT", epsilon=4, trials=400),
+    # gdp as asked: without noise the declared model fails its check and the scores are two point
+    # masses, so auto would take cp, which cannot certify 4 at 200 trials; gdp at one held-out
+    # threshold tests the μ-GDP claim whatever the scores' law
+    Entry("dpsgd-gcn", "VIOLATION", bug="no-noise", epsilon=4, estimator="gdp", trials=200),
+)
+
+
 class DPSGDGCN(Target[DPSGDGCNConfig]):
     name = "dpsgd-gcn"
     Config = DPSGDGCNConfig
     levels = ("api", "weights", "trace")
     batched: ClassVar[bool] = True
     bugs: ClassVar[dict[str, str]] = {"no-noise": "adds no noise to the clipped sum while claiming the calibrated ε"}
+    catalogue: ClassVar[tuple[Entry, ...]] = CATALOGUE
+    #: small audits where this target fixtures an attack's contract check: attack → (params, canary)
+    attack_fixtures: ClassVar[dict[str, tuple[dict[str, str], str]]] = {
+        **{name: ({}, "remove-node") for name in ("gmia", "lira", "lira-online", "rmia", "learned-weights")},
+        **{name: ({}, "dirac-gradient") for name in ("gradient-projection", "gradient-lrt", "learned-trace")}}
 
     def __init__(self, config: DPSGDGCNConfig | None = None, **overrides: Any) -> None:
         super().__init__(config, **overrides)
@@ -282,7 +291,7 @@ class DPSGDGCN(Target[DPSGDGCNConfig]):
         expected_batch = max(p["expected_batch"], 1e-12)
         shapes = {f"{name}.{kind}": shape for name, (i, o) in zip(self._names(), layers)
                   for kind, shape in (("weight", (o, i)), ("bias", (o,)))}
-        traces = [HeterPoissonTrace(noise="gaussian", noise_std=std, clip_norm=cfg.clip_norm, sampling_rate=q,
+        traces = [DPSGDTrace(noise="gaussian", noise_std=std, clip_norm=cfg.clip_norm, sampling_rate=q,
                                     expected_batch=expected_batch, accounted_steps=T, shapes=shapes) for _ in rngs]
         mask = torch.zeros(k_runs, rows)
         for t in range(T):
@@ -330,7 +339,7 @@ class DPSGDGCN(Target[DPSGDGCNConfig]):
         return out
 
     def _release(self, graph: Any, inputs: torch.Tensor, flat: torch.Tensor, layers: list[tuple[int, int]],
-                 shapes: dict, trace: HeterPoissonTrace, p: dict, std: float) -> Release:
+                 shapes: dict, trace: DPSGDTrace, p: dict, std: float) -> Release:
         """One run's release from its final flat parameters: weights, api, trace; the accuracy on
         first read."""
         weights = stacked_mlp.unflatten(flat, shapes)

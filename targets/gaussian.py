@@ -27,6 +27,7 @@ from torch_geometric.data import Data
 from targets.common.accounting import gdp_epsilon, gdp_mu
 from targets.base import Claim, MechanismStep, Release, Target, TargetConfig, noise_generator
 from targets.common.probe import StepMap
+from targets.common.catalogue import Entry
 
 SENSITIVITY = math.sqrt(2.0)
 
@@ -46,8 +47,7 @@ class GaussianConfig(TargetConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.unit != "edge":
-            raise ValueError(f"The 'unit' parameter of GaussianMechanism must be 'edge', got {self.unit!r}")
+        self.require("unit", self.unit == "edge", "'edge'")
 
 
 def _unit_rows(x: torch.Tensor) -> torch.Tensor:
@@ -62,6 +62,17 @@ def aggregate(graph: Data, features: torch.Tensor) -> torch.Tensor:
     return out
 
 
+#: this target's entries in the bug catalogue (``python -m audit regress``)
+CATALOGUE = (
+    # exact reference: the estimators' calibration
+    Entry("gaussian", "CONSISTENT", epsilon=2, trials=2000, why="exact μ-GDP claim"),
+    Entry("gaussian", "VIOLATION", bug="no-noise", trials=200),
+    Entry("gaussian", "VIOLATION", bug="half-noise", epsilon=2, trials=2000, why="true ε 4.39 vs claimed 2"),
+    Entry("gaussian", "CONSISTENT", epsilon=2, trials=300, mode="one-run"),
+    Entry("gaussian", "VIOLATION", bug="no-noise", epsilon=2, trials=300, mode="one-run"),
+)
+
+
 class GaussianMechanism(Target[GaussianConfig]):
     name = "gaussian"
     Config = GaussianConfig
@@ -71,6 +82,11 @@ class GaussianMechanism(Target[GaussianConfig]):
         "no-noise": "adds no noise while claiming the calibrated ε",
         "half-noise": "adds noise of std σΔ/2 while claiming σΔ",
     }
+    catalogue: ClassVar[tuple[Entry, ...]] = CATALOGUE
+    #: small audits where this target fixtures an attack's contract check: attack → (params, canary)
+    attack_fixtures: ClassVar[dict[str, tuple[dict[str, str], str]]] = {
+        "mechanism-lrt": ({}, "auto"), "linkteller": ({}, "random-edge"), "fresh-query": ({}, "random-edge"),
+        "learned-mechanism": ({}, "auto"), "learned-api": ({}, "random-edge")}
 
     #: one aggregation A·X
     receptive_hops = 1

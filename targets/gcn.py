@@ -81,9 +81,7 @@ class GCNConfig(TargetConfig):
             ("weight_decay", self.weight_decay >= 0, "a float >= 0"),
             ("normalization", self.normalization in ("aug", "first-order"), "'aug' or 'first-order'"),
         ]
-        for name, ok, what in checks:
-            if not ok:
-                raise ValueError(f"The {name!r} parameter of NonPrivateGCN must be {what}, got {getattr(self, name)!r}")
+        self.require_all(checks)
 
 
 def csr(adj: torch.Tensor) -> torch.Tensor:

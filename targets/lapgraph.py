@@ -33,6 +33,7 @@ import torch
 from torch_geometric.data import Data
 
 from targets.base import Lazy, MechanismStep, TargetConfig
+from targets.common.catalogue import Entry
 from targets.edgerand import (PerturbedGCNConfig, PerturbedGraphGCN, Perturbation, laplace, upper_adjacency,
                               upper_index)
 
@@ -56,8 +57,17 @@ class LapGraphConfig(PerturbedGCNConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not 0 < self.count_share < 1:
-            raise ValueError(f"The 'count_share' parameter must be in (0, 1), got {self.count_share!r}")
+        self.require("count_share", 0 < self.count_share < 1, "in (0, 1)")
+
+
+#: this target's entries in the bug catalogue (``python -m audit regress``)
+CATALOGUE = (
+    # LinkTeller's DP defences (pure ε-DP adjacency perturbation), audited with LinkTeller
+    Entry("lapgraph", "VIOLATION", bug="no-noise", attack="linkteller", trials=100),
+    Entry("lapgraph", "CONSISTENT", epsilon=4, attack="linkteller", trials=200, quick=False),
+    Entry("lapgraph", "CONSISTENT", trials=1000, quick=False,
+          why="exact Laplace likelihood ratio on the noisy entry and count (ε_lb 0.76 of 1 at 1,000 trials)"),
+)
 
 
 class LapGraph(PerturbedGraphGCN):
@@ -65,6 +75,7 @@ class LapGraph(PerturbedGraphGCN):
 
     name: ClassVar[str] = "lapgraph"
     Config: ClassVar[type[TargetConfig]] = LapGraphConfig
+    catalogue: ClassVar[tuple[Entry, ...]] = CATALOGUE
     accountant: ClassVar[str] = "Laplace + noisy top-T, sequential composition (pure ε-DP; δ formal)"
 
     def split(self) -> tuple[float, float]:

@@ -6,7 +6,7 @@ MechanismStep), with ONE way a real implementation departs from what its step de
 (``mean``, ``noise_std``, a Gaussian law, fresh noise from the given generator). Load one as
 ``tests.deviants:ClassName``. :class:`Honest` declares what it does.
 
-The trace deviants release a small DP-SGD-like trace (``targets.heterpoisson.HeterPoissonTrace``):
+The trace deviants release a small DP-SGD-like trace (``targets.heterpoisson.DPSGDTrace``):
 per step a "clean" sum (a deterministic function of the graph and the step) plus noise.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ import torch
 from graphs.ops import degrees
 from targets.common.accounting import gdp_epsilon, gdp_mu
 from targets.base import Claim, MechanismStep, Release, Target, TargetConfig
-from targets.heterpoisson import HeterPoissonTrace, TraceStep
+from targets.heterpoisson import DPSGDTrace, TraceStep
 
 
 @dataclass
@@ -215,7 +215,7 @@ class TraceTarget(Target):
         c = self.config
         std = self.claim(graph).details["noise_std"]
         gen = torch.Generator().manual_seed(int(graph.num_edges))
-        trace = HeterPoissonTrace(noise=c.law, noise_std=std, clip_norm=1.0, sampling_rate=1.0)
+        trace = DPSGDTrace(noise=c.law, noise_std=std, clip_norm=1.0, sampling_rate=1.0)
         law = c.applied_law or c.law
         for _ in range(c.steps):
             clean = torch.randn(c.dim, generator=gen, dtype=torch.float64).float()

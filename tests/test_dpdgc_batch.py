@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from targets.base import build, resolve
 from targets.dpdgc import dpemb
-from targets.common.trace import HeterPoissonTrace
+from targets.common.trace import DPSGDTrace
 
 FAST = dict(epochs_encoder=3, epochs_classifier=2, hidden=16)
 
@@ -65,7 +65,7 @@ def test_dpemb_is_dp_adam_on_clipped_per_example_gradients(csbm):
     train_idx = torch.nonzero(t._masks(csbm)[0]).view(-1)
     gen = torch.Generator().manual_seed(5)
     w0, b0, r = dpemb._init(n, h, classes, torch.Generator().set_state(gen.get_state()))
-    trace = HeterPoissonTrace(noise="gaussian")
+    trace = DPSGDTrace(noise="gaussian")
     w, b, head = t._train_encoder(t._edges(csbm, 0), n, y, train_idx, classes,
                                   t.claim(csbm).details["noise_multiplier"], gen, None, trace)
     assert torch.equal(head, r) and len(trace) == 180 // 32

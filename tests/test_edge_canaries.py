@@ -74,7 +74,7 @@ def test_feature_extreme_edge(csbm):
 def test_many_are_disjoint_non_edges(cls, csbm):
     target = MeanAggregation() if cls is SensitivitySearchEdge else None
     rng = np.random.default_rng(1)
-    pairs = cls().many(csbm, 40, rng, target) if target else cls().many(csbm, 40, rng)
+    pairs = cls().many(csbm, 40, rng, target=target) if target else cls().many(csbm, 40, rng)
     ends = [x for p in pairs for x in p.info["edge"]]
     assert len(pairs) == 40 and len(set(ends)) == 80
     for p in pairs[:5]:

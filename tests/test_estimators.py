@@ -95,8 +95,10 @@ def test_cp_without_ties_is_the_grid_on_the_scores_themselves():
     rng = np.random.default_rng(5)
     out, inn = rng.standard_normal(400), rng.standard_normal(400) + 1.0
     e = est.estimate(out, inn, delta=DELTA, method="cp", seed=3)
-    lb, t, fp, fn = est.core._cp_grid(out, inn, DELTA, 0.05)
+    # the attack's order at its share of β (the reversed order is paid the rest: cp_both_tails)
+    lb, t, fp, fn = est.core._cp_grid(out, inn, DELTA, 0.05 * (1 - est.core._REVERSED_SHARE))
     assert (e.eps_lb, e.threshold, e.counts["fp"], e.counts["fn"]) == (lb, t, fp, fn)
+    assert e.direction == "higher means IN"
 
 
 @pytest.mark.parametrize("eps", [1.0, 4.0])
@@ -144,7 +146,9 @@ def test_max_certifiable_grows_with_trials_and_bounds_every_estimate():
     assert est.max_certifiable_eps("cp", 500, 500, delta=DELTA, select_fraction=0.5) == pytest.approx(4.906, abs=1e-3)
     small = est.max_certifiable_eps("cp", 500, 500, delta=DELTA)
     big = est.max_certifiable_eps("cp", 5000, 5000, delta=DELTA)
-    assert small == pytest.approx(4.510, abs=1e-3) and big > small
+    # a perfect attack in the attack's own order, at that order's share of β (cp_both_tails)
+    perfect = est.core._cp_grid(np.zeros(500), np.ones(500), DELTA, 0.05 * (1 - est.core._REVERSED_SHARE))[0]
+    assert small == pytest.approx(perfect, abs=1e-9) and 4.4 < small < 4.510 and big > small
     # 1,000 trials per world, all counted, beat 500 evaluated after a 50% hold-out
     assert est.max_certifiable_eps("cp", 1000, 1000, delta=DELTA) > 4.906
     out, inn = _quantile_scores(10.0, 2000)

@@ -1,35 +1,49 @@
 """The package layering of DESIGN.md, read off the source with ``ast`` (nothing is imported).
 
-graphs → targets → canaries → attacks → audit: arrows are imports and only point left. Every
-import counts, module-level or inside a function (a deferred import is still a dependency).
+graphs → targets → canaries | attacks → audit: arrows are imports and only point left, and the
+two middle layers never import each other. Every import counts, module-level or inside a function
+(a deferred import is still a dependency). No module outside ``targets/`` names a target: it
+neither imports a target's module nor spells a registered target's name in its code (docstrings
+aside); targets declare what the other layers need through hooks on ``targets.base.Target``.
 """
 from __future__ import annotations
 
 import ast
+import shutil
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("graphs", "targets", "canaries", "attacks", "audit")
+#: the packages each package may import (DESIGN.md's arrows)
+ALLOWED = {
+    "graphs": {"graphs"},
+    "targets": {"graphs", "targets"},
+    "canaries": {"graphs", "targets", "canaries"},
+    "attacks": {"graphs", "targets", "attacks"},
+    "audit": set(PACKAGES),
+}
+#: modules of targets/ that are not targets: the contract and the shared helpers
+SHARED_TARGET_MODULES = ("targets.base", "targets.common")
 MAX_LINES = 700
 
 
-def _modules() -> dict[str, Path]:
+def modules(root: Path) -> dict[str, Path]:
     out = {}
     for pkg in PACKAGES:
-        for path in sorted((REPO / pkg).rglob("*.py")):
-            parts = list(path.relative_to(REPO).with_suffix("").parts)
+        for path in sorted((root / pkg).rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
             if parts[-1] == "__init__":
                 parts = parts[:-1]
             out[".".join(parts)] = path
     return out
 
 
-MODULES = _modules()
+MODULES = modules(REPO)
 
 
-def _imports(name: str, path: Path) -> set[str]:
+def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     """The project modules `name` imports (``from pkg import mod`` resolves to ``pkg.mod``)."""
     tree = ast.parse(path.read_text(), filename=str(path))
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
@@ -43,24 +57,90 @@ def _imports(name: str, path: Path) -> set[str]:
                 anchor = package.split(".")
                 anchor = anchor[: len(anchor) - (node.level - 1)]
                 base = ".".join([*anchor, base] if base else anchor)
-            names = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
+            names = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
         else:
             continue
         for n in names:
             if n.split(".")[0] not in PACKAGES:
                 continue
-            while n and n not in MODULES:  # a name inside a module: the module
+            while n and n not in known:  # a name inside a module: the module
                 n = n.rpartition(".")[0]
             if n and n != name:
                 found.add(n)
     return found
 
 
-GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
+def import_graph(root: Path) -> dict[str, set[str]]:
+    known = modules(root)
+    return {name: imports(name, path, known) for name, path in known.items()}
+
+
+GRAPH = import_graph(REPO)
 
 
 def _package(module: str) -> str:
     return module.split(".")[0]
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Every import that points up or sideways in the layer order."""
+    return sorted(f"{m} imports {d}" for m, deps in graph.items() for d in deps
+                  if _package(d) not in ALLOWED[_package(m)])
+
+
+def _is_target_module(module: str) -> bool:
+    return _package(module) == "targets" and module != "targets" and not any(
+        module == shared or module.startswith(shared + ".") for shared in SHARED_TARGET_MODULES)
+
+
+def _target_names() -> set[str]:
+    from targets.base import REGISTRY
+
+    return set(REGISTRY.names())
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                out.add(id(first.value))
+    return out
+
+
+def names_of_targets(root: Path, graph: dict[str, set[str]], names: set[str]) -> list[str]:
+    """Every place outside targets/ that names a target: an import of a target's module, or a string
+    in the code (not a docstring) that is a registered target's name or a target module's path."""
+    found = sorted(f"{m} imports {d}" for m, deps in graph.items() if _package(m) != "targets"
+                   for d in deps if _is_target_module(d))
+    target_modules = {m for m in graph if _is_target_module(m)}
+    for module, path in modules(root).items():
+        if _package(module) == "targets":
+            continue
+        tree = ast.parse(path.read_text(), filename=str(path))
+        docs = _docstrings(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+                text = node.value
+                if text in names or any(t in text for t in target_modules):
+                    found.append(f"{module}:{node.lineno} names a target: {text!r}")
+    return found
+
+
+def private_reads_of_targets(root: Path) -> list[str]:
+    """Every place outside targets/ that reads a private member of a target (``target._x``,
+    ``self.target._x``): the other layers use the hooks ``Target`` declares."""
+    found = []
+    for module, path in modules(root).items():
+        if _package(module) == "targets":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+                owner = node.value.attr if isinstance(node.value, ast.Attribute) else getattr(node.value, "id", "")
+                if owner.endswith("target"):
+                    found.append(f"{module}:{node.lineno} reads {owner}.{node.attr}")
+    return found
 
 
 @pytest.mark.parametrize("pkg", ["graphs", "targets", "canaries", "attacks"])
@@ -74,6 +154,76 @@ def test_graphs_is_the_bottom_layer():
     bad = sorted(f"{m} imports {d}" for m, deps in GRAPH.items() if _package(m) == "graphs"
                  for d in deps if _package(d) != "graphs")
     assert not bad, "\n".join(bad)
+
+
+def test_every_import_follows_the_layer_order():
+    bad = layer_violations(GRAPH)
+    assert not bad, "imports against graphs → targets → canaries | attacks → audit:\n" + "\n".join(bad)
+
+
+def test_no_module_outside_targets_names_a_target():
+    bad = names_of_targets(REPO, GRAPH, _target_names())
+    assert not bad, "\n".join(bad)
+
+
+def test_no_module_outside_targets_reads_a_targets_private_member():
+    bad = private_reads_of_targets(REPO)
+    assert not bad, "\n".join(bad)
+
+
+@pytest.fixture(scope="module")
+def copy_of_the_packages(tmp_path_factory):
+    root = tmp_path_factory.mktemp("repo")
+    for pkg in PACKAGES:
+        shutil.copytree(REPO / pkg, root / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    return root
+
+
+def _fresh_copy(packages: Path, tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    shutil.copytree(packages, root)
+    return root
+
+
+def _plant(root: Path, module: str, line: str) -> None:
+    path = root / (module.replace(".", "/") + ".py")
+    if not path.exists():
+        path = root / module.replace(".", "/") / "__init__.py"
+    path.write_text(path.read_text() + "\n" + line + "\n")
+
+
+def _findings(checker: str, root: Path) -> list[str]:
+    if checker == "private":
+        return private_reads_of_targets(root)
+    graph = import_graph(root)
+    return layer_violations(graph) if checker == "layers" else names_of_targets(root, graph, _target_names())
+
+
+@pytest.mark.parametrize("checker, module, line, expected", [
+    ("layers", "targets.base", "from attacks import base as _planted", "targets.base imports attacks.base"),
+    ("layers", "canaries.edge", "import attacks.linkteller", "canaries.edge imports attacks.linkteller"),
+    ("layers", "attacks.mechanism", "from canaries import node as _planted", "attacks.mechanism imports canaries.node"),
+    ("layers", "graphs.ops", "from targets import base as _planted", "graphs.ops imports targets.base"),
+    ("names", "canaries.edge", "_PLANTED = 'heterpoisson'", "canaries.edge:"),
+    ("names", "audit.game", "def _planted(target):\n    return target.name == 'gcon'", "audit.game:"),
+    ("names", "attacks.mechanism", "from targets.gap import GAP as _planted", "attacks.mechanism imports targets.gap"),
+    ("names", "audit.cli", "_PLANTED = 'targets.caribou.given_input:CaribouGivenInput'", "audit.cli:"),
+    ("private", "canaries.sensitivity", "def _planted(target, g):\n    return target._private_edges(g, 0)",
+     "canaries.sensitivity:"),
+])
+def test_the_checkers_flag_a_planted_violation(copy_of_the_packages, tmp_path, checker, module, line, expected):
+    """Each checker passes the untouched copy and flags the one line planted in it."""
+    root = _fresh_copy(copy_of_the_packages, tmp_path)
+    assert not _findings(checker, root)
+    _plant(root, module, line)
+    found = _findings(checker, root)
+    assert any(f.startswith(expected) for f in found), found
+
+
+def test_a_docstring_may_name_a_target(copy_of_the_packages, tmp_path):
+    root = _fresh_copy(copy_of_the_packages, tmp_path)
+    _plant(root, "audit.game", 'def _documented():\n    """As GCON\'s paper (gcon) says."""')
+    assert not names_of_targets(root, import_graph(root), _target_names())
 
 
 def test_no_module_is_too_long():

@@ -35,7 +35,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -63,6 +63,9 @@ EXTENSIONS: dict[str, Extension] = {}
 _SELECT_FRACTION = {"cp": 0.5, "gdp": 0.2, "bayes": 0.5}  # cp: only when a split is asked for
 _CP_GRID_RATIO = 2.0    # consecutive false-positive counts of cp's threshold grid differ by this factor
 _CP_TWO_SIDED = False   # cp spends its whole β on the "s ≥ t says IN" direction (see _cp_grid)
+#: the share of β that cp and fdp spend on the reversed order ("lower score means IN"): both tails
+#: are tested and paid for (Bonferroni), so a score whose order a deviation reversed still certifies
+_REVERSED_SHARE = 0.1
 _CP_MID = (0.19, 0.35)  # extra OUT false-positive fractions in cp's grid (low ε: the best FPR is large)
 _ONE_RUN_GRID = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)  # guesses as a fraction of m
 
@@ -87,6 +90,9 @@ class Estimate:
     mu_lb: float | None = None
     counts: dict[str, int] = field(default_factory=dict)
     assumption: str | None = None
+    #: the score order the bound rests on: the attack's ("higher means IN") or, where both tails were
+    #: tested and paid for (cp, fdp), possibly the reversed one
+    direction: str = "higher means IN"
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -305,6 +311,24 @@ def _cp_grid(out: np.ndarray, inn: np.ndarray, delta: float, beta: float,
     return float(eps[i]), float(thresholds[i]), int(fp[i]), int(fn[i])
 
 
+def cp_both_tails(out: np.ndarray, inn: np.ndarray, delta: float, beta: float, seed: int = 0
+                  ) -> tuple[float, float, int, int, str]:
+    """:func:`_cp_grid` on both orders of the score (ties broken at random, :func:`_tie_broken`),
+    paid for: "higher means IN" at (1 − r)·β and "lower means IN" (the scores negated) at r·β,
+    r = :data:`_REVERSED_SHARE` (Bonferroni over the two). Returns (ε lower bound, threshold, FP,
+    FN, direction); the threshold is a score: IN iff s ≥ t, or s ≤ t where reversed."""
+    found = []
+    for sign, share, direction in ((1.0, 1 - _REVERSED_SHARE, HIGHER), (-1.0, _REVERSED_SHARE, REVERSED)):
+        key_out, key_in, boundary = _tie_broken(sign * out, sign * inn, seed)
+        lb, t, fp, fn = _cp_grid(key_out, key_in, delta, share * beta)
+        found.append((lb, sign * boundary(t), fp, fn, direction))
+    return found[1] if found[1][0] > found[0][0] else found[0]
+
+
+#: the two orders of a score: the attack's own, and the reversed one
+HIGHER, REVERSED = "higher means IN", "lower means IN"
+
+
 def _tie_broken(out: np.ndarray, inn: np.ndarray, seed: int
                 ) -> tuple[np.ndarray, np.ndarray, Callable[[float], float]]:
     """The scores as keys with no ties, and a map from a key threshold back to a score.
@@ -337,7 +361,8 @@ def _tie_broken(out: np.ndarray, inn: np.ndarray, seed: int
 def cp_grid_max(n_out: int, n_in: int, delta: float, beta: float) -> float:
     """`_cp_grid`'s bound for a perfect attack (no errors) with these trial counts."""
     ks = _cp_counts(n_out)
-    return float(np.max(_mix_eps(np.full(ks.size, n_in), ks, n_out, n_in, delta, beta / ks.size)))
+    level = (1 - _REVERSED_SHARE) * beta / ks.size  # the attack's own order's share (cp_both_tails)
+    return float(np.max(_mix_eps(np.full(ks.size, n_in), ks, n_out, n_in, delta, level)))
 
 
 def gdp_mu_bound(fp, fn, n_out, n_in, beta):
@@ -446,15 +471,15 @@ def estimate(scores_out: Sequence[float], scores_in: Sequence[float], *, delta: 
     if method == "cp" and threshold is None and select_fraction is None:
         # every trial counts: a fixed grid of OUT-rank thresholds, Bonferroni-corrected (_cp_grid),
         # on the scores with their ties broken at random (_tie_broken)
-        key_out, key_in, boundary = _tie_broken(out, inn, seed)
-        lb, t, fp, fn = _cp_grid(key_out, key_in, delta, beta)
-        lo = _cp_grid(key_out, key_in, delta, beta / 2)[0]
-        t = boundary(t)
+        # on the scores with their ties broken at random (_tie_broken), both orders (cp_both_tails)
+        lb, t, fp, fn, direction = cp_both_tails(out, inn, delta, beta, seed)
+        lo = cp_both_tails(out, inn, delta, beta / 2, seed)[0]
         n_out, n_in = out.size, inn.size
         hi = float(cp_point_upper(fp, fn, n_out, n_in, delta, beta / 2))
         counts = {"fp": fp, "tn": n_out - fp, "fn": fn, "tp": n_in - fn, "n_out": n_out, "n_in": n_in}
         maxc = max_certifiable_eps("cp", n_out, n_in, delta=delta, confidence=confidence)
-        return Estimate(lb, (min(lo, lb), max(hi, lb)), "cp", t, maxc, confidence, delta, counts=counts)
+        return Estimate(lb, (min(lo, lb), max(hi, lb)), "cp", t, maxc, confidence, delta, counts=counts,
+                        direction=direction)
     if threshold is None:
         frac = _SELECT_FRACTION[method] if select_fraction is None else float(select_fraction)
         if not (0.0 < frac < 1.0):
@@ -463,8 +488,13 @@ def estimate(scores_out: Sequence[float], scores_in: Sequence[float], *, delta: 
             raise ValueError("need at least 4 trials per world to hold out a threshold-selection set")
         s_out, e_out = split_indices(out.size, frac, seed)
         s_in, e_in = split_indices(inn.size, frac, seed + 1)
-        threshold = _select_threshold(method, out[s_out], inn[s_in], delta, beta)
-        out, inn = out[e_out], inn[e_in]
+        # the score's order is chosen on the held-out trials too
+        sign, threshold = _select_order(method, out[s_out], inn[s_in], delta, beta)
+        out, inn = sign * out[e_out], sign * inn[e_in]
+        if sign < 0:
+            e = estimate(out, inn, delta=delta, method=method, confidence=confidence, threshold=threshold,
+                         samples=samples)
+            return replace(e, threshold=-threshold, direction=REVERSED)
     fp, fn = (int(c[0]) for c in _rates_at(out, inn, np.array([threshold])))
     n_out, n_in = out.size, inn.size
     counts = {"fp": fp, "tn": n_out - fp, "fn": fn, "tp": n_in - fn, "n_out": n_out, "n_in": n_in}
@@ -494,6 +524,18 @@ def select_threshold(method: str, scores_out: Sequence[float], scores_in: Sequen
     inn = check_scores(scores_in, "scores_in")
     check_delta(delta)
     return _select_threshold(method, out, inn, delta, 1.0 - check_confidence(confidence))
+
+
+def _select_order(method: str, out: np.ndarray, inn: np.ndarray, delta: float, beta: float) -> tuple[float, float]:
+    """(sign, threshold) on held-out scores: the attack's order (+1) unless the reversed one (−1,
+    the threshold then on the negated scores) has the smaller balanced error there."""
+    best = []
+    for sign in (1.0, -1.0):
+        t = _select_threshold(method, sign * out, sign * inn, delta, beta)
+        fp, fn = (int(c[0]) for c in _rates_at(sign * out, sign * inn, np.array([t])))
+        best.append((fp / out.size + fn / inn.size, -sign, sign, t))
+    _, _, sign, t = min(best)
+    return sign, t
 
 
 def _select_threshold(method: str, out: np.ndarray, inn: np.ndarray, delta: float, beta: float) -> float:

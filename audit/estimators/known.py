@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from targets.common.accounting import gdp_mu
+from targets.common.noise import NoiseLaw
 
 DELTA = 1e-5
 
@@ -33,4 +34,4 @@ def randomized_response(rng: np.random.Generator, n: int, eps: float, delta: flo
     return (rng.random(n) > p).astype(float), (rng.random(n) < p).astype(float), math.log((p - delta) / (1 - p))
 
 
-MECHANISMS = {"gaussian": gaussian, "laplace": laplace, "rr": randomized_response}
+MECHANISMS = {NoiseLaw.GAUSSIAN.value: gaussian, NoiseLaw.LAPLACE.value: laplace, "rr": randomized_response}

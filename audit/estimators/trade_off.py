@@ -109,19 +109,33 @@ def fdp(scores_out: Sequence[float], scores_in: Sequence[float], *, delta: float
     """ε (and μ) lower bounds from the simultaneous ROC band: assumption-free, all trials count,
     every threshold and both §0 directions searched at no extra cost."""
     check_delta(delta)
-    band = fdp_band(scores_out, scores_in, confidence=confidence)
     out = np.asarray(scores_out, float).ravel()
     inn = np.asarray(scores_in, float).ravel()
     beta = 1.0 - confidence
-    eps, i = band.epsilon(delta)
-    lo = fdp_band(out, inn, confidence=1 - beta / 2).epsilon(delta)[0]
-    t = float(band.thresholds[i])
+    eps, t, direction = _both_orders(out, inn, delta, beta)
+    lo = _both_orders(out, inn, delta, beta / 2)[0]
+    if direction == _e.REVERSED:
+        out, inn, t = -out, -inn, -t
     fp, fn = (int(c[0]) for c in rates_at(out, inn, np.array([t])))
     hi = float(_e.cp_point_upper(fp, fn, out.size, inn.size, delta, beta / 2))
     counts = {"fp": fp, "tn": out.size - fp, "fn": fn, "tp": inn.size - fn, "n_out": out.size, "n_in": inn.size}
     maxc = _e.cp_grid_max(out.size, inn.size, delta, beta)
-    return _e.Estimate(eps, (min(lo, eps), max(hi, eps)), "fdp", t, max(maxc, eps), confidence, delta,
-                       mu_lb=band.mu(), counts=counts)
+    share = 1 - _e._REVERSED_SHARE if direction == _e.HIGHER else _e._REVERSED_SHARE
+    band = fdp_band(out, inn, confidence=1 - share * beta)
+    return _e.Estimate(eps, (min(lo, eps), max(hi, eps)), "fdp", t if direction == _e.HIGHER else -t,
+                       max(maxc, eps), confidence, delta, mu_lb=band.mu(), counts=counts, direction=direction)
+
+
+def _both_orders(out: np.ndarray, inn: np.ndarray, delta: float, beta: float) -> tuple[float, float, str]:
+    """The band's ε on both orders of the score, paid for as cp pays (:func:`_e.cp_both_tails`):
+    (ε, threshold in the order's own scale, direction)."""
+    r = _e._REVERSED_SHARE
+    found = []
+    for sign, share, direction in ((1.0, 1 - r, _e.HIGHER), (-1.0, r, _e.REVERSED)):
+        band = fdp_band(sign * out, sign * inn, confidence=1 - share * beta)
+        eps, i = band.epsilon(delta)
+        found.append((eps, float(band.thresholds[i]), direction))
+    return max(found, key=lambda f: f[0])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -91,6 +91,4 @@ class CaribouConfig(TargetConfig):
             ("d_min", self.d_min is None or self.d_min >= 1, "None or an int >= 1"),
             ("d_max", self.d_max is None or self.d_max >= 1, "None or an int >= 1"),
         ]
-        for name, ok, what in checks:
-            if not ok:
-                raise ValueError(f"The {name!r} parameter of Caribou must be {what}, got {getattr(self, name)!r}")
+        self.require_all(checks)

@@ -14,13 +14,16 @@ from targets.common import dpsgd
 from targets.common.accounting import (
     DEFAULT_ORDERS, calibrate_decreasing, gap_delta, gaussian_rdp, gdp_epsilon, gdp_mu, rdp_to_dp,
     subsampled_gaussian_rdp)
-from targets.base import Claim, Lazy, MechanismStep, Release, Target, TargetConfig, child_generator, noise_generator, seeded
+from targets.base import (Claim, Lazy, MechanismStep, Release, Target, TargetConfig, child_generator, noise_generator,
+                          seeded, split_accuracies)
 from targets.caribou.accountant import compositions, edge_sensitivity, node_sensitivity
 from targets.caribou.config import CaribouConfig
 from targets.caribou.model import (
     ClassificationModule, Encoder, _fit_best_val, bound_degree, cgl, feature_fingerprint, project)
 from targets.caribou.stacked import CMBatch
 from targets.caribou import probe
+from targets.caribou.catalogue import CATALOGUE
+from targets.common.catalogue import Entry
 
 
 class Caribou(Target[CaribouConfig]):
@@ -38,6 +41,11 @@ class Caribou(Target[CaribouConfig]):
                             "released hops stay within the claim)",
         "no-projection": "skips the row projection to the unit ball that the sensitivity relies on",
     }
+    #: this target's entries in the bug catalogue (``python -m audit regress``)
+    catalogue: ClassVar[tuple[Entry, ...]] = CATALOGUE
+    #: small audits where this target fixtures an attack's contract check: attack → (params, canary)
+    attack_fixtures: ClassVar[dict[str, tuple[dict[str, str], str]]] = {
+        "edge-correlation": ({"encoder_epochs": "10"}, "low-degree-edge")}
     published_accuracy: ClassVar[dict[tuple[str, str, float], float]] = {
         # Table 3 (EDP, top accuracy over 3 runs × grid) and Table 10 (NDP)
         **{("cora", "edge", e): a for e, a in [(1, 85.1), (2, 86.9), (4, 87.3), (8, 88.4), (16, 88.6), (32, 88.6)]},
@@ -422,10 +430,7 @@ class Caribou(Target[CaribouConfig]):
             return {k: v.detach().cpu() for k, v in cm().state_dict().items()}
 
         def accuracy() -> dict[str, float]:
-            probs = predict()
-            pred = probs.argmax(1)
-            return {s: float((pred[m] == graph.y[m]).float().mean())
-                    for s, m in (("train", graph.train_mask), ("val", graph.val_mask), ("test", graph.test_mask))}
+            return split_accuracies(predict().argmax(1), graph)
 
         released = hops if self.bug("release-all-hops") else [xk]
         steps: list[MechanismStep] = []

@@ -81,10 +81,14 @@ class Registry(Generic[T]):
             raise ValueError(f"{spec!r} is not a {self.base.__name__} subclass")
         return cls
 
+    def names(self) -> list[str]:
+        """Every registered name, in registration order (nothing is imported)."""
+        return list(dict.fromkeys([*self._lazy, *self._classes]))
+
     def available(self) -> list[str]:
         """Registered names whose classes import."""
         names = []
-        for name in dict.fromkeys([*self._lazy, *self._classes]):
+        for name in self.names():
             try:
                 self.get(name)
             except (ImportError, ValueError):

@@ -1,6 +1,6 @@
 """DP-SGD trace types: what the ``trace`` view of a DP-SGD target releases.
 
-A :class:`HeterPoissonTrace` is every noisy summed gradient of one run, one :class:`TraceStep`
+A :class:`DPSGDTrace` is every noisy summed gradient of one run, one :class:`TraceStep`
 per step, with the noise law the run claims (``noise``, ``noise_std``), the clip norm, the
 sampling rate and the accounted number of steps. Used by ``heterpoisson``, ``dpsgd_gcn``,
 ``dpdgc`` and ``gap`` (node level); read by the gradient canaries and attacks.
@@ -25,8 +25,8 @@ class TraceStep:
 
 
 @dataclass
-class HeterPoissonTrace:
-    """Every noisy summed gradient of one run (the ``trace`` view; see :mod:`targets.heterpoisson`)."""
+class DPSGDTrace:
+    """Every noisy summed gradient of one DP-SGD run (the ``trace`` view), with the noise law it claims."""
 
     steps: list[TraceStep] = field(default_factory=list)
     noise: str = "sml"

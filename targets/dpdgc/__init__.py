@@ -46,7 +46,7 @@ Releases (shapes: n nodes, F features, C classes, h = ``hidden``):
   held fixed, ``noise_std = s``. Under node GDP the degree bound's hash seed is not released: the
   mean uses a fixed public seed and ``noise_std`` is None (a projection statistic, not an exact LLR).
 * ``trace`` (k-neighbour and node GDP only, where DP-Emb's DP-SGD carries the node-level claim): a
-  :class:`targets.common.trace.HeterPoissonTrace`, one ``TraceStep`` per DP-Adam step of DP-Emb:
+  :class:`targets.common.trace.DPSGDTrace`, one ``TraceStep`` per DP-Adam step of DP-Emb:
   ``noisy`` = the released noisy *sum* [grad_W (n×h, row-major) | grad_b (h)] before the division
   by B, ``central`` = the batch, ``clean`` = the noiseless clipped sum including any canary and
   ``canary_in`` (auditor instrumentation). Built on first use by replaying DP-Emb from the

@@ -87,16 +87,16 @@ class DPDGCConfig(TargetConfig):
             value = getattr(self, name)
             if value not in options:
                 raise ValueError(f"The {name!r} parameter must be one of {', '.join(options)}, got {value!r}")
-        _int_at_least(self, "k", 0, optional=True)
+        self.require_int("k", 0, optional=True)
         if self.k is not None and self.unit != "node":
             raise ValueError(f"The 'k' parameter needs unit='node' (k-neighbour GDP), got unit={self.unit!r}")
-        _int_at_least(self, "max_degree", 1)
-        _int_at_least(self, "hidden", 1)
-        _int_at_least(self, "epochs_encoder", 0)
-        _int_at_least(self, "epochs_classifier", 1)
-        _int_at_least(self, "batch_size", 1)
-        _int_at_least(self, "num_train", 1, optional=True)
-        _int_at_least(self, "num_edges", 1, optional=True)
+        self.require_int("max_degree", 1)
+        self.require_int("hidden", 1)
+        self.require_int("epochs_encoder", 0)
+        self.require_int("epochs_classifier", 1)
+        self.require_int("batch_size", 1)
+        self.require_int("num_train", 1, optional=True)
+        self.require_int("num_edges", 1, optional=True)
         for name in ("norm_scale", "lr", "clip"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or math.isinf(value):
@@ -113,12 +113,3 @@ class DPDGCConfig(TargetConfig):
         if self.unit == "edge":
             return "edge"
         return "node" if self.k is None else "kneighbour"
-
-
-def _int_at_least(cfg: Any, name: str, low: int, optional: bool = False) -> None:
-    value = getattr(cfg, name)
-    if value is None and optional:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"The {name!r} parameter must be an int >= {low}, got {value!r}")
-

@@ -24,7 +24,7 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
-from targets.common.trace import HeterPoissonTrace, TraceStep
+from targets.common.trace import DPSGDTrace, TraceStep
 
 #: SELU's constants
 _SCALE, _ALPHA = 1.0507009873554805, 1.6732632423543772
@@ -79,7 +79,7 @@ def threads_for(runs: int, min_group: int = MIN_GROUP) -> int:
 
 def train(adj: Adjacency, sched: Schedule, y: torch.Tensor, train_idx: torch.Tensor, classes: int,
           rngs: list[torch.Generator], canary: torch.Tensor | None = None,
-          trace: HeterPoissonTrace | None = None, threads: int = 1,
+          trace: DPSGDTrace | None = None, threads: int = 1,
           then: Callable[[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor]], Any] | None = None) -> list:
     """(W, b, R) of each run, run k from ``rngs[k]``; the runs split into `threads` groups trained
     at once (the same floats: see the module docstring). `then(k, (W, b, R))`, where given, is
@@ -120,7 +120,7 @@ def _init(n: int, h: int, classes: int, rng: torch.Generator) -> tuple[torch.Ten
 
 def _train_stack(adj: Adjacency, sched: Schedule, y: torch.Tensor, train_idx: torch.Tensor, classes: int,
                  rngs: list[torch.Generator], canary: torch.Tensor | None = None,
-                 trace: HeterPoissonTrace | None = None) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+                 trace: DPSGDTrace | None = None) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
     """Per step and run: a fixed-size batch of B training nodes (``randperm``), per-example
     gradients of ``logits_i = SELU(A_i W + b) R`` (closed form: ∂loss_i/∂W = a_iᵀ g_i,
     ∂loss_i/∂b = g_i), each clipped to C, their sum plus N(0, std²), Adam on the sum / B, and W's

@@ -19,8 +19,10 @@ from targets.dpdgc import dpemb
 from targets.dpdgc.config import DPDGCConfig
 from targets.dpdgc.model import _ce, _LinkX, bound_column_degree
 from targets.common.dpsgd import assign_flat_grad, canary_from, clip_rows, flatten, noisy_sum, per_example_gradients
-from targets.common.trace import HeterPoissonTrace
+from targets.common.trace import DPSGDTrace
 from targets.dpdgc import probe
+from targets.dpdgc.catalogue import CATALOGUE
+from targets.common.catalogue import Entry
 
 #: The paper's 75/10/15 random split (spec §4.1), drawn once from this seed.
 PAPER_SPLIT_SEED = 12345
@@ -49,6 +51,8 @@ class DPDGC(Target[DPDGCConfig]):
                      "below the trained row norms (the paper's c = 1e-8)",
         "sqrt-group-noise": "DP-Emb noise scales with √g instead of the claimed g (reference code)",
     }
+    #: this target's entries in the bug catalogue (``python -m audit regress``)
+    catalogue: ClassVar[tuple[Entry, ...]] = CATALOGUE
     published_accuracy: ClassVar[dict] = {
         # paper Table 2 (spec §6.3): (dataset, setting, ε) → test accuracy %
         **{(d, "edge", 1.0): a for d, a in [("squirrel", 38.18), ("chameleon", 53.83), ("facebook", 62.04),
@@ -279,14 +283,14 @@ class DPDGC(Target[DPDGCConfig]):
 
     def _train_encoder(self, edge_index: torch.Tensor, n: int, y: torch.Tensor, train_idx: torch.Tensor,
                        classes: int, sigma: float, rng: torch.Generator, canary: torch.Tensor | None = None,
-                       trace: HeterPoissonTrace | None = None
+                       trace: DPSGDTrace | None = None
                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """DP-Emb for one run (:meth:`_train_encoders` with one generator)."""
         return self._train_encoders(edge_index, n, y, train_idx, classes, sigma, [rng], canary, trace)[0]
 
     def _train_encoders(self, edge_index: torch.Tensor, n: int, y: torch.Tensor, train_idx: torch.Tensor,
                         classes: int, sigma: float, rngs: list[torch.Generator],
-                        canary: torch.Tensor | None = None, trace: HeterPoissonTrace | None = None,
+                        canary: torch.Tensor | None = None, trace: DPSGDTrace | None = None,
                         then: Callable[[int, tuple], Any] | None = None) -> list:
         """DP-Emb's projected DP-Adam for K = ``len(rngs)`` independent runs on one adjacency, run k
         drawing only from ``rngs[k]`` (in the order one run draws) and giving back the (W, b, R) a
@@ -528,7 +532,7 @@ class DPDGC(Target[DPDGCConfig]):
         return gc.to(self.device)
 
     def _replay_trace(self, state: torch.Tensor, encoder_args: tuple, canary: torch.Tensor | None,
-                      w: torch.Tensor) -> HeterPoissonTrace:
+                      w: torch.Tensor) -> DPSGDTrace:
         """DP-Emb's trace: the encoder re-run from the generator state it started from, recording.
 
         Recording during fit would hold T×d×2 floats per release whether or not an attack reads
@@ -538,7 +542,7 @@ class DPDGC(Target[DPDGCConfig]):
         m = train_idx.numel()
         batch, t_enc, _ = self._schedule(m)
         h = self.config.hidden
-        trace = HeterPoissonTrace(noise="gaussian", noise_std=self._encoder_noise_std(sigma),
+        trace = DPSGDTrace(noise="gaussian", noise_std=self._encoder_noise_std(sigma),
                                   clip_norm=self.config.clip, sampling_rate=batch / m, expected_batch=batch,
                                   accounted_steps=t_enc, shapes={"emb.W": (n, h), "emb.b": (h,)})
         gen = torch.Generator()

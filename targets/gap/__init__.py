@@ -51,7 +51,7 @@ Releases (:class:`~targets.base.Release`):
   (``H_0`` from the released encoder on ``graph.x``; rows a graph has beyond the release are filled
   with that graph's noiseless embeddings). At node level ``A_graph`` is degree-bounded with the
   run's own sampling seed (exact for the trained graph; the identity when no out-degree exceeds D).
-* ``trace`` (node level only): a :class:`~targets.common.trace.HeterPoissonTrace` (Gaussian noise,
+* ``trace`` (node level only): a :class:`~targets.common.trace.DPSGDTrace` (Gaussian noise,
   std σC, clip norm C, Poisson rate q) of :class:`GAPTraceStep` s, one per DP-SGD step run: the
   released noisy sum of clipped per-example gradients (flattened in ``parameters()`` order), the
   sampled batch, ``clean`` (the noiseless clipped sum, canary included: auditor instrumentation),

@@ -71,28 +71,28 @@ class GAPConfig(TargetConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _choice("unit", self.unit, ("edge", "node"))
-        _choice("combine", self.combine, _COMBINES)
-        _choice("activation", self.activation, tuple(_ACTIVATIONS))
-        _choice("optimizer", self.optimizer, _OPTIMIZERS)
-        _choice("edge_unit", self.edge_unit, ("directed", "undirected"))
-        _choice("trace_module", self.trace_module, _TRACE_MODULES)
+        self.require_choice("unit", ("edge", "node"))
+        self.require_choice("combine", _COMBINES)
+        self.require_choice("activation", tuple(_ACTIVATIONS))
+        self.require_choice("optimizer", _OPTIMIZERS)
+        self.require_choice("edge_unit", ("directed", "undirected"))
+        self.require_choice("trace_module", _TRACE_MODULES)
         if self.trace_module != "all" and not self.node_level:
             raise ValueError("The 'trace_module' parameter applies at node level only: edge-level GAP "
                              "trains its encoder and classifier without DP-SGD, so it has no trace")
         if self.trace_module == "encoder" and self.encoder_layers == 0:
             raise ValueError("trace_module='encoder' needs an encoder (encoder_layers >= 1)")
-        _int_at_least("hops", self.hops, 1)
-        _int_at_least("hidden_dim", self.hidden_dim, 1)
-        _int_at_least("encoder_layers", self.encoder_layers, 0)
-        _int_at_least("base_layers", self.base_layers, 1)
-        _int_at_least("head_layers", self.head_layers, 1)
-        _int_at_least("max_degree", self.max_degree, 1)
+        self.require_int("hops", 1)
+        self.require_int("hidden_dim", 1)
+        self.require_int("encoder_layers", 0)
+        self.require_int("base_layers", 1)
+        self.require_int("head_layers", 1)
+        self.require_int("max_degree", 1)
         for key in ("epochs", "encoder_epochs"):
             if getattr(self, key) is not None:
-                _int_at_least(key, getattr(self, key), 0)
+                self.require_int(key, 0)
         if self.batch_size is not None:
-            _int_at_least("batch_size", self.batch_size, 1)
+            self.require_int("batch_size", 1)
         if not isinstance(self.batch_norm, bool):
             raise ValueError(f"The 'batch_norm' parameter must be a bool, got {self.batch_norm!r}")
         if not (isinstance(self.dropout, (int, float)) and 0.0 <= self.dropout < 1.0):
@@ -133,14 +133,3 @@ class GAPConfig(TargetConfig):
         if self.node_level:
             return math.sqrt(self.max_degree)
         return math.sqrt(2.0) if self.edge_unit == "undirected" else 1.0
-
-
-def _choice(key: str, value: Any, options: tuple[str, ...]) -> None:
-    if value not in options:
-        raise ValueError(f"The {key!r} parameter must be one of {', '.join(options)}, got {value!r}")
-
-
-def _int_at_least(key: str, value: Any, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"The {key!r} parameter must be an int >= {low}, got {value!r}")
-

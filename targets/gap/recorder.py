@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from targets.gap.model import _flat_params
-from targets.common.trace import HeterPoissonTrace, TraceStep
+from targets.common.trace import DPSGDTrace, TraceStep
 
 
 # ---------------------------------------------------------------------------------------------
@@ -51,7 +51,7 @@ class _Recorder:
     or not a canary is present (so both worlds draw the same coins).
     """
 
-    def __init__(self, trace: HeterPoissonTrace, module: str, canary: torch.Tensor | None,
+    def __init__(self, trace: DPSGDTrace, module: str, canary: torch.Tensor | None,
                  coins: torch.Generator | None) -> None:
         self.trace, self.module, self.canary, self.coins = trace, module, canary, coins
 

@@ -32,8 +32,10 @@ from targets.gap.model import (
 )
 from targets.gap.recorder import _Recorder, side_generator
 from targets.gap.stacked import ClassifierBatch
-from targets.common.trace import HeterPoissonTrace
+from targets.common.trace import DPSGDTrace
 from targets.gap import probe
+from targets.gap.catalogue import CATALOGUE
+from targets.common.catalogue import Entry
 
 #: what the edge-free encoder reads of a graph: :meth:`GAP.prepare`'s cache key (by content)
 _ENCODER_INPUTS = ("x", "y", "train_mask", "val_mask")
@@ -63,6 +65,8 @@ class GAP(Target[GAPConfig]):
                                 "loader's loop) while the accountant charges ⌊epochs·N/B⌋",
         "no-degree-bound": "node level: the out-degree is not bounded to D although PMA charges √D",
     }
+    #: this target's entries in the bug catalogue (``python -m audit regress``)
+    catalogue: ClassVar[tuple[Entry, ...]] = CATALOGUE
     #: (dataset, setting, ε) → test accuracy %. "edge"/"node": GAP paper (README table, spec §6) for
     #: facebook/reddit/amazon, CARIBOU Table 3 (first table, edge level) for the others; "node" on
     #: PyG datasets and "edge (DPDGC)" from DPDGC Table 2; "none" = non-private GAP (ε = ∞).
@@ -471,7 +475,7 @@ class GAP(Target[GAPConfig]):
         n_train = int(det["num_train"])
         rate = min(1.0, cfg.node_batch_size / n_train) if n_train else 0.0
         accounted = det["steps_encoder"] + det["steps_classifier"] if module == "all" else det[f"steps_{module}"]
-        trace = HeterPoissonTrace(noise="gaussian", noise_std=std, clip_norm=cfg.max_grad_norm, sampling_rate=rate,
+        trace = DPSGDTrace(noise="gaussian", noise_std=std, clip_norm=cfg.max_grad_norm, sampling_rate=rate,
                                   expected_batch=rate * n_train, accounted_steps=int(accounted))
         return _Recorder(trace, module, canary, None if module == "all" else side_generator(rng))
 

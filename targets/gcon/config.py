@@ -99,71 +99,41 @@ class GCONConfig(TargetConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _int_at_least(self, "encoder_hidden", 1)
-        _int_at_least(self, "encoder_epochs", 1)
-        _int_at_least(self, "encoder_patience", 1)
-        _positive(self, "encoder_lr")
-        _non_negative(self, "encoder_weight_decay")
+        self.require_int("encoder_hidden", 1)
+        self.require_int("encoder_epochs", 1)
+        self.require_int("encoder_patience", 1)
+        self.require_number("encoder_lr", above=0, what="a finite number > 0")
+        self.require_number("encoder_weight_decay", at_least=0, what="a finite number >= 0")
         if not (0.0 <= float(self.encoder_dropout) < 1.0):
             raise ValueError(f"The 'encoder_dropout' parameter must be in [0, 1), got {self.encoder_dropout!r}")
-        _choice(self, "encoder_activation", ACTIVATIONS)
+        self.require_choice("encoder_activation", ACTIVATIONS)
         if self.encoder_seed is not None and (not isinstance(self.encoder_seed, int) or self.encoder_seed < 0):
             raise ValueError(f"The 'encoder_seed' parameter must be an int >= 0 or None, got {self.encoder_seed!r}")
         if not isinstance(self.pseudo_labels, bool):
             raise ValueError(f"The 'pseudo_labels' parameter must be a bool, got {self.pseudo_labels!r}")
-        _open_unit(self, "alpha")
+        self.require("alpha", isinstance(self.alpha, (int, float)) and not isinstance(self.alpha, bool) and 0.0 < self.alpha < 1.0, "in (0, 1)")
         parse_steps(self.steps)
         if self.inference_alpha is not None and not (0.0 < float(self.inference_alpha) <= 1.0):
             raise ValueError(f"The 'inference_alpha' parameter must be in (0, 1] or None, got {self.inference_alpha!r}")
-        _choice(self, "inference", INFERENCE)
-        _choice(self, "loss", LOSSES)
-        _positive(self, "huber_delta")
-        _positive(self, "lam")
-        _open_unit(self, "omega")
-        _positive(self, "xi")
+        self.require_choice("inference", INFERENCE)
+        self.require_choice("loss", LOSSES)
+        self.require_number("huber_delta", above=0, what="a finite number > 0")
+        self.require_number("lam", above=0, what="a finite number > 0")
+        self.require("omega", isinstance(self.omega, (int, float)) and not isinstance(self.omega, bool) and 0.0 < self.omega < 1.0, "in (0, 1)")
+        self.require_number("xi", above=0, what="a finite number > 0")
         if isinstance(self.lam_margin, bool) or not isinstance(self.lam_margin, (int, float)) \
                 or not (1.0 <= self.lam_margin < math.inf):
             raise ValueError(f"The 'lam_margin' parameter must be a finite number >= 1, got {self.lam_margin!r}")
-        _choice(self, "optimizer", OPTIMIZERS)
-        _positive(self, "tol")
-        _int_at_least(self, "adam_epochs", 1)
-        _positive(self, "adam_lr")
-        _non_negative(self, "weight_decay")
+        self.require_choice("optimizer", OPTIMIZERS)
+        self.require_number("tol", above=0, what="a finite number > 0")
+        self.require_int("adam_epochs", 1)
+        self.require_number("adam_lr", above=0, what="a finite number > 0")
+        self.require_number("weight_decay", at_least=0, what="a finite number >= 0")
         for key in ("n1", "classes", "num_edges"):
             if getattr(self, key) is not None:
-                _int_at_least(self, key, 2 if key == "classes" else 1)
+                self.require_int(key, 2 if key == "classes" else 1)
         if self.unit != "edge":
             raise ValueError(f"The 'unit' parameter must be 'edge' (GCON is edge-level only), got {self.unit!r}")
-
-
-def _int_at_least(cfg: Any, key: str, low: int) -> None:
-    v = getattr(cfg, key)
-    if isinstance(v, bool) or not isinstance(v, int) or v < low:
-        raise ValueError(f"The '{key}' parameter must be an int >= {low}, got {v!r}")
-
-
-def _positive(cfg: Any, key: str) -> None:
-    v = getattr(cfg, key)
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (v > 0) or math.isinf(v):
-        raise ValueError(f"The '{key}' parameter must be a finite number > 0, got {v!r}")
-
-
-def _non_negative(cfg: Any, key: str) -> None:
-    v = getattr(cfg, key)
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (v >= 0) or math.isinf(v):
-        raise ValueError(f"The '{key}' parameter must be a finite number >= 0, got {v!r}")
-
-
-def _open_unit(cfg: Any, key: str) -> None:
-    v = getattr(cfg, key)
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0.0 < v < 1.0):
-        raise ValueError(f"The '{key}' parameter must be in (0, 1), got {v!r}")
-
-
-def _choice(cfg: Any, key: str, options: tuple[str, ...]) -> None:
-    v = getattr(cfg, key)
-    if v not in options:
-        raise ValueError(f"The '{key}' parameter must be one of {', '.join(options)}, got {v!r}")
 
 
 def parse_steps(steps: str | int | tuple | list) -> tuple[float, ...]:

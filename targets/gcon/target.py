@@ -15,6 +15,8 @@ from targets.gcon.model import Encoded, _Encoder, _unit_rows, one_hop, propagate
 from targets.gcon.densities import BatchDensities
 from targets.gcon.objective import Problem, loss_constants, solve_adam, solve_lbfgs, solve_newton
 from targets.gcon import probe
+from targets.gcon.catalogue import CATALOGUE
+from targets.common.catalogue import Entry
 
 #: what the edge-free encoder reads of a graph (its cache key, with the encoder's settings)
 _ENCODER_INPUTS = ("x", "y", "train_mask", "val_mask")
@@ -40,6 +42,11 @@ class GCON(Target[GCONConfig]):
             "Theorem 1 (whose proof needs ∇L_priv(Θ_priv) = 0)"
         ),
     }
+    #: this target's entries in the bug catalogue (``python -m audit regress``)
+    catalogue: ClassVar[tuple[Entry, ...]] = CATALOGUE
+    #: small audits where this target fixtures an attack's contract check: attack → (params, canary)
+    attack_fixtures: ClassVar[dict[str, tuple[dict[str, str], str]]] = {
+        "adam-lrt": ({"encoder_hidden": "1", "adam_lr": "0.5", "bug": "approximate-minimizer"}, "edge:0-5")}
     #: The paper reports accuracy only as plots (Figs. 1-4); the spec gives no numbers, so there
     #: is nothing numeric to put here. Its verifiable claims are listed in ``published_claims``.
     published_accuracy: ClassVar[dict] = {}

@@ -49,7 +49,7 @@ the config overrides calibration (the claim then says which ε that σ gets).
 
 Release views
 -------------
-* ``trace``: a :class:`HeterPoissonTrace`, one :class:`TraceStep` per step run, with
+* ``trace``: a :class:`DPSGDTrace`, one :class:`TraceStep` per step run, with
   ``noisy`` (the released noisy summed gradient, flat float32 vector of length d, parameters in
   ``model.parameters()`` order, see ``trace.shapes``), ``central`` (the batch's central node ids),
   ``canary_in`` (whether the canary gradient was added; None without canary) and ``clean`` (the
@@ -119,8 +119,8 @@ from targets.heterpoisson.accountant import (
 from targets.heterpoisson.config import ACCOUNTANTS, BACKBONES, NOISES, HeterPoissonConfig
 from targets.heterpoisson.model import Batch, StarNet
 from targets.heterpoisson.target import HeterPoisson
-from targets.common.trace import HeterPoissonTrace, TraceStep
+from targets.common.trace import DPSGDTrace, TraceStep
 
-__all__ = ["ACCOUNTANTS", "BACKBONES", "Batch", "HeterPoisson", "HeterPoissonConfig", "HeterPoissonTrace", "NOISES",
+__all__ = ["ACCOUNTANTS", "BACKBONES", "Batch", "HeterPoisson", "HeterPoissonConfig", "DPSGDTrace", "NOISES",
            "ORDERS", "StarNet", "TraceStep", "gaussian_log_moment", "heterpoisson_epsilon", "sml_log_moment",
            "sml_sample"]

@@ -65,14 +65,14 @@ class HeterPoissonConfig(TargetConfig):
         super().__post_init__()
         if self.sampling_rate is not None and not (0.0 < float(self.sampling_rate) <= 1.0):
             raise ValueError(f"The 'sampling_rate' parameter must be a float in (0, 1], got {self.sampling_rate!r}")
-        _int_at_least("batch_size", self.batch_size, 1)
+        self.require_int("batch_size", 1)
         if not (isinstance(self.epochs, (int, float)) and self.epochs > 0):
             raise ValueError(f"The 'epochs' parameter must be a number > 0, got {self.epochs!r}")
         if self.steps is not None:
-            _int_at_least("steps", self.steps, 1)
-        _int_at_least("neighbors", self.neighbors, 1)
-        _int_at_least("test_neighbors", self.test_neighbors, 0)
-        _int_at_least("hidden", self.hidden, 1)
+            self.require_int("steps", 1)
+        self.require_int("neighbors", 1)
+        self.require_int("test_neighbors", 0)
+        self.require_int("hidden", 1)
         if self.noise not in NOISES:
             raise ValueError(f"The 'noise' parameter must be one of {', '.join(NOISES)}, got {self.noise!r}")
         if self.accountant not in ACCOUNTANTS:
@@ -88,13 +88,8 @@ class HeterPoissonConfig(TargetConfig):
         if self.noise_multiplier is not None and not (self.noise_multiplier > 0):
             raise ValueError(f"The 'noise_multiplier' parameter must be a float > 0, got {self.noise_multiplier!r}")
         if self.max_degree is not None:
-            _int_at_least("max_degree", self.max_degree, 0)
+            self.require_int("max_degree", 0)
         if self.eval_every is not None:
-            _int_at_least("eval_every", self.eval_every, 1)
+            self.require_int("eval_every", 1)
         if self.unit != "node":
             raise ValueError(f"The 'unit' parameter must be 'node' (HeterPoisson is node-level), got {self.unit!r}")
-
-
-def _int_at_least(name: str, value: Any, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"The {name!r} parameter must be an int >= {low}, got {value!r}")

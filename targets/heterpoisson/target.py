@@ -16,8 +16,10 @@ from targets.heterpoisson import stacked
 from targets.heterpoisson.accountant import heterpoisson_epsilon
 from targets.heterpoisson.config import HeterPoissonConfig
 from targets.heterpoisson.model import Batch, star_forward
-from targets.common.trace import HeterPoissonTrace, TraceStep
+from targets.common.trace import DPSGDTrace, TraceStep
 from targets.heterpoisson import probe
+from targets.heterpoisson.catalogue import CATALOGUE
+from targets.common.catalogue import Entry
 
 
 
@@ -57,6 +59,11 @@ class HeterPoisson(Target[HeterPoissonConfig]):
         "per-coordinate-scale": "draws the Laplace scale W per coordinate (product of 1-D Laplaces, "
                                 "l1-shaped) while accounting spherical SML noise",
     }
+    #: this target's entries in the bug catalogue (``python -m audit regress``)
+    catalogue: ClassVar[tuple[Entry, ...]] = CATALOGUE
+    #: small audits where this target fixtures an attack's contract check: attack → (params, canary)
+    attack_fixtures: ClassVar[dict[str, tuple[dict[str, str], str]]] = {
+        "gradient-l1": ({"hidden": "32", "steps": "1", "sampling_rate": "1"}, "split-gradient")}
     #: (dataset, setting, ε) → accuracy %, spec §8 Table 2 (transductive, "ours"), M tuned by the authors.
     published_accuracy: ClassVar[dict] = {
         **{("facebook", "gin", 16): 76.5},
@@ -161,8 +168,10 @@ class HeterPoisson(Target[HeterPoissonConfig]):
                      gdp_mu=None, details=details)
 
     # ------------------------------------------------------------------ sampler
-    @staticmethod
-    def outdegrees(graph: Any) -> torch.Tensor:
+    def neighbour_sample_size(self) -> int:
+        return self.config.neighbors
+
+    def outdegrees(self, graph: Any) -> torch.Tensor:
         deg = getattr(graph, "public_outdeg", None)
         if deg is not None:
             return torch.as_tensor(deg).long().cpu()
@@ -313,7 +322,7 @@ class HeterPoisson(Target[HeterPoissonConfig]):
         params = params.to(dev)
         opt = stacked.Adam(params, cfg.lr)
         expected_batch = max(q * m, 1e-12)
-        traces = [HeterPoissonTrace(noise=cfg.noise, noise_std=std, clip_norm=cfg.clip_norm, sampling_rate=q,
+        traces = [DPSGDTrace(noise=cfg.noise, noise_std=std, clip_norm=cfg.clip_norm, sampling_rate=q,
                                     expected_batch=expected_batch, accounted_steps=p["steps"], shapes=lay.shapes())
                   for _ in rngs]
         eval_every = cfg.eval_every or max(1, T_run // 10)
@@ -380,7 +389,7 @@ class HeterPoisson(Target[HeterPoissonConfig]):
         return best
 
     def _release(self, graph: Any, lay: stacked.Layout, checkpoints: list[torch.Tensor], run: stacked.Run,
-                 trace: HeterPoissonTrace, p: dict, std: float, stats: tuple | None) -> Release:
+                 trace: DPSGDTrace, p: dict, std: float, stats: tuple | None) -> Release:
         """One run's release: the trace at once; the val-selected weights (and so the api and the
         accuracy) on first use, from the checkpoints and the inference seed fixed at fit time."""
         train_mask = graph.train_mask.cpu()

@@ -1,0 +1,94 @@
+"""Declarations checked together: what one step's battery (:mod:`audit.declared`) cannot see.
+
+Each step's declared law can pass alone while the steps together break it:
+
+* ``shared-steps``: the noises of two steps are correlated (one draw added to both, or one derived
+  from the other). An attack that sums the steps' log-likelihood ratios as if their noises were
+  independent (``mechanism-lrt``) then rests on a wrong model: with the means moving in opposite
+  directions the noise cancels from the sum and the score is a deterministic distinguisher. Test:
+  the correlation of the two steps' centred residuals over every entry and release,
+  ``r·√((n − 1)·E)`` against N(0, 1), two-sided, for each pair of steps with the same entry count.
+* ``noise-free``: entries released without noise though the step declares a std: an entry's
+  output is the same in all n releases of a world while the declared std is far above the float
+  resolution of that entry (``std ≥ 1e-4·|output|``, so rounding cannot make n Gaussian draws
+  equal). Exact.
+
+Both append :class:`audit.declared.Test` rows to the steps, so the check's Bonferroni and its policy
+(no a-priori threshold, no ``gdp`` once a test fails) apply; :func:`deviations` names what was
+found, for a portfolio that switches to a score exploiting it.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+#: an entry's noise is resolvable in float32 when the declared std is at least this share of |output|
+RESOLVABLE = 1e-4
+
+
+def noise_free_test(outputs: list[np.ndarray], std: float, world: int, make_test: Any) -> Any | None:
+    """The exact ``noise-free`` test on one world's outputs (n arrays of one shape); None where no
+    entry's noise is resolvable."""
+    if not std or len(outputs) < 2:
+        return None
+    stack = np.stack(outputs)
+    resolvable = std >= RESOLVABLE * np.abs(stack).max(0)
+    if not resolvable.any():
+        return None
+    still = (stack.max(0) == stack.min(0)) & resolvable
+    count = int(still.sum())
+    rows = int(still.any(axis=tuple(range(1, still.ndim))).sum()) if still.ndim > 1 else count
+    detail = (f"{count} entries ({rows} rows) the same in all {len(outputs)} releases of world {world} "
+              f"though the declared std is {std:.4g}") if count else ""
+    return make_test("noise-free", world, None, count == 0, detail)
+
+
+def shared_step_tests(residuals: dict[int, dict[int, np.ndarray]], make_test: Any) -> dict[int, list[Any]]:
+    """``shared-steps`` tests for every pair of steps k < l with as many entries, per world:
+    {l: [tests]} (each test is attached to the later step). `residuals[k][b]`: n × rows × cols."""
+    out: dict[int, list[Any]] = {}
+    steps = sorted(residuals)
+    for i, k in enumerate(steps):
+        for l in steps[i + 1:]:
+            for b in (0, 1):
+                a, c = residuals[k].get(b), residuals[l].get(b)
+                if a is None or c is None or a.shape[0] != c.shape[0] or a[0].size != c[0].size:
+                    continue
+                n = a.shape[0]
+                ca = (a - a.mean(0)).reshape(n, -1)
+                cc = (c - c.mean(0)).reshape(n, -1)
+                norm = math.sqrt(float((ca * ca).sum()) * float((cc * cc).sum()))
+                if norm == 0:
+                    continue
+                r = float((ca * cc).sum()) / norm
+                z = r * math.sqrt((n - 1) * ca.shape[1])
+                p = float(2 * stats.norm.sf(abs(z)))
+                out.setdefault(l, []).append(make_test(
+                    "shared-steps", b, p, True, f"steps {k} and {l}: residual correlation {r:.3g} (z = {z:.3g})"))
+    return out
+
+
+def deviations(steps: list[Any]) -> list[str]:
+    """What the joint tests found, one line each (for the record and a portfolio's choice of score)."""
+    found = []
+    for s in steps:
+        for t in s.tests:
+            if not t.passed and t.name in ("shared-steps", "noise-free", "identical"):
+                found.append(f"{t.name}: {t.detail}" if t.detail else t.name)
+    return found
+
+
+def deterministic_distinguisher(scores_out: np.ndarray, scores_in: np.ndarray, estimate: Any) -> str | None:
+    """Where every trial of a world got the same score and the two worlds' scores differ, the
+    release is a deterministic distinguisher: the reason, with the bound it reaches (the most this
+    budget can certify for that order of the scores); None otherwise."""
+    out, inn = np.asarray(scores_out, float), np.asarray(scores_in, float)
+    if out.size < 2 or inn.size < 2 or np.ptp(out) != 0 or np.ptp(inn) != 0 or out[0] == inn[0]:
+        return None
+    order = getattr(estimate, "direction", "higher means IN")
+    return (f"deterministic distinguisher: every release of a world gives one score (world 0: {out[0]:.6g}, "
+            f"world 1: {inn[0]:.6g}; {order}); ε_lb {estimate.eps_lb:.4g} is the most {out.size + inn.size} trials "
+            f"certify for that order (max certifiable {estimate.max_certifiable_eps:.4g}): add trials for more")

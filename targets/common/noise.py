@@ -1,0 +1,13 @@
+"""The noise laws a claim can declare for its released steps (``Claim.details["noise"]``, a trace's
+``noise``), by the names results and flags use."""
+from __future__ import annotations
+
+from enum import Enum
+
+
+class NoiseLaw(str, Enum):
+    """A declared noise law; compares equal to its name (``NoiseLaw.GAUSSIAN == "gaussian"``)."""
+
+    GAUSSIAN = "gaussian"
+    SML = "sml"  # the HeterPoisson paper's √W·s·N(0, I) with one W ~ Exp(1) per step
+    LAPLACE = "laplace"

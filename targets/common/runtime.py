@@ -1,0 +1,79 @@
+"""Where and how a target runs: its device, seeded randomness, one-thread blocks, and the split
+accuracies of a trained classifier (re-exported by :mod:`targets.base`)."""
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+
+def resolve_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' was asked for but no CUDA device is available")
+    return torch.device(device)
+
+
+#: torch's global RNG is process-wide: a block that seeds it must not interleave with another
+#: thread's (the game scores batch k in a worker thread while batch k+1 trains).
+GLOBAL_RNG_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def seeded(rng: torch.Generator) -> Iterator[None]:
+    """Run a block with torch's global RNG seeded from `rng` (for nn.Module initialisation).
+
+    Holds :data:`GLOBAL_RNG_LOCK` for the block, so threads never share the seeded stream.
+    """
+    seed = int(torch.randint(0, 2**62, (1,), generator=rng).item())
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+    with GLOBAL_RNG_LOCK, torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        yield
+
+
+@contextlib.contextmanager
+def one_torch_thread() -> Iterator[None]:
+    """Run a block on one intra-op torch thread (a parallel kernel splits its range by the size of
+    its input, so one thread keeps a run's floats independent of what it is stacked with); the
+    caller's thread count is restored after."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def split_accuracies(pred: torch.Tensor, graph: Any) -> dict[str, float]:
+    """Accuracy of the predicted classes `pred` (one per node, CPU) on the graph's train, val and
+    test masks (NaN for an empty mask)."""
+    y = graph.y.cpu()
+    masks = {split: getattr(graph, f"{split}_mask").cpu() for split in ("train", "val", "test")}
+    return {split: float((pred[mk] == y[mk]).float().mean()) if mk.any() else float("nan")
+            for split, mk in masks.items()}
+
+
+def child_generator(rng: torch.Generator, device: torch.device | str = "cpu") -> torch.Generator:
+    """A new generator on `device`, seeded from `rng`."""
+    seed = int(torch.randint(0, 2**62, (1,), generator=rng).item())
+    g = torch.Generator(device=device)
+    g.manual_seed(seed)
+    return g
+
+
+def noise_generator(rng: torch.Generator, device: torch.device | str) -> torch.Generator:
+    """The generator a trial draws its mechanism noise from on `device`.
+
+    On the CPU, `rng` itself (the floats of a CPU run never change). On an accelerator, a Philox
+    generator on that device seeded from one draw of `rng` (:func:`child_generator`), so the noise
+    is drawn where it is used, never copied from the host, and is still a function of (run seed,
+    trial index) alone: a trial's draws do not depend on ``--batch``, ``--jobs`` or the backend.
+    A CUDA run's noise is therefore another (equally distributed) stream than a CPU run's."""
+    if torch.device(device).type == "cpu":
+        return rng
+    return child_generator(rng, device)
