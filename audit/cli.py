@@ -259,7 +259,7 @@ def _cmd_portfolio(args: argparse.Namespace) -> int:
 
 def cmd_accounting(args: argparse.Namespace) -> int:
     from audit import data
-    from audit.game import preprocessed
+    from audit.run_spec import preprocessed
     from targets.base import build
 
     target = build(args.target, epsilon=args.epsilon, delta=args.delta, bug=args.bug, device=args.device,
@@ -284,7 +284,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     import torch
 
     from audit import data
-    from audit.game import preprocessed
+    from audit.run_spec import preprocessed
     from targets.base import build
 
     target = build(args.target, epsilon=args.epsilon, delta=args.delta, bug=args.bug, device=args.device,

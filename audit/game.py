@@ -13,125 +13,34 @@ run's later chunks. ``--mode one-run`` is played by :mod:`audit.one_run_audit`.
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 import math
 import os
-import platform
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import torch
 
 from attacks import base as attacks
-from audit import data as datasets
 from audit import declared, declared_joint, estimators, memory_plan, provenance, relation, sequential_run
 from audit.trial_runner import (TrialSetup, batch_size, cached_work, chunk_indices, play_chunks, release_worker,
                                 worker_objects)
 from audit.trial_runner import trial_seed
-from audit.power import power
-from audit.result import Result, verdict  # noqa: F401 (verdict: re-exported)
+from audit.result import Result
+from audit.run_outcome import make_result, save_result
+from audit.run_spec import AuditSpec, RunSetup, build_target, setup_run, stream_seed
 from audit.sequential_run import AUTO_SHAPE, worlds
 from audit.store import Store, run_key
 from canaries import base as canaries
 from targets import base as targets
 
 # ---------------------------------------------------------------------------------------------
-# the spec of a run
-# ---------------------------------------------------------------------------------------------
-@dataclass
-class AuditSpec:
-    """Everything that determines an audit's trials (and, with trials/estimator, its result)."""
-
-    target: str = targets.DEFAULT_TARGET
-    epsilon: float = 1.0
-    delta: float | None = None
-    bug: str | None = None
-    params: dict[str, str] = field(default_factory=dict)
-    dataset: str = "csbm"
-    canary: str = "auto"
-    attack: str = "auto"
-    level: str = "auto"
-    trials: int = 1000
-    seed: int = 0
-    confidence: float = 0.95
-    estimator: str = "auto"
-    mode: str = "multi"
-    device: str = "cpu"
-    data_root: str | None = None
-    batch: int = 0
-    #: which independent stream of trials (0: the run's own; the portfolio's pilots play stream 1, so
-    #: no trial a choice read is ever reported)
-    trial_stream: int = 0
-
-    def __post_init__(self) -> None:
-        if self.epsilon <= 0 or math.isnan(self.epsilon):
-            raise ValueError(f"epsilon must be > 0, got {self.epsilon!r}")
-        if self.delta is not None and not (0 < self.delta < 1):
-            raise ValueError(f"delta must be in (0, 1), got {self.delta!r}")
-        if self.trials < 8 or self.trials % 2:
-            raise ValueError(f"trials must be an even number >= 8, got {self.trials!r}")
-        if not (0.5 <= self.confidence < 1):
-            raise ValueError(f"confidence must be in [0.5, 1), got {self.confidence!r}")
-        if self.mode not in ("multi", "one-run"):
-            raise ValueError(f"mode must be 'multi' or 'one-run', got {self.mode!r}")
-        if not isinstance(self.batch, int) or self.batch < 0:
-            raise ValueError(f"batch must be an int >= 0 (0 = auto), got {self.batch!r}")
-        if self.estimator not in ("auto", *estimators.METHODS):
-            raise ValueError(f"unknown estimator {self.estimator!r}; known: auto, {', '.join(estimators.METHODS)}")
-
-    def key(self) -> str:
-        """Hash of the fields that determine trial outcomes (not trials, confidence, estimator, nor
-        the batch size: batched and one-at-a-time runs play the same trials)."""
-        d = asdict(self)
-        for k in ("trials", "confidence", "estimator", "data_root", "batch"):
-            d.pop(k)
-        if not d["trial_stream"]:
-            d.pop("trial_stream")  # stream 0 keeps the keys of runs stored before streams existed
-        return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def stream_seed(spec: AuditSpec) -> int:
-    """The seed of the spec's trials: the run seed for stream 0, else one derived from (seed, stream)."""
-    if not spec.trial_stream:
-        return spec.seed
-    return int(np.random.SeedSequence([spec.seed, spec.trial_stream, 0x57EA]).generate_state(1)[0])
-
-
-def build_target(spec: AuditSpec) -> targets.Target:
-    return targets.build(spec.target, epsilon=spec.epsilon, delta=spec.delta, bug=spec.bug,
-                         device=spec.device, **spec.params)
-
-
-# ---------------------------------------------------------------------------------------------
 # running an audit
 # ---------------------------------------------------------------------------------------------
-class RunSetup(NamedTuple):
-    """What a run plays on: the preprocessed graph, the target with the graph's public parameters
-    pinned, and the target's claim."""
-
-    graph: Any
-    target: targets.Target
-    claim: targets.Claim
-
-
-def setup_run(spec: AuditSpec) -> RunSetup:
-    """The run's graph, target and claim (:class:`RunSetup`). It reads only the spec's target,
-    ε, δ, bug, parameters, device, dataset and seed: runs that differ in attack, canary, level,
-    trials or estimator share it."""
-    target = build_target(spec)
-    graph = preprocessed(target, datasets.load(spec.dataset, root=spec.data_root, seed=spec.seed))
-    pinned = target.public_params(graph)
-    if pinned:
-        target = type(target)(targets.replace_config(target.config, **pinned))
-    return RunSetup(graph, target, target.claim(graph))
-
-
 #: the most trials ``run`` spends on its own (``--trials auto``), by whether a trial trains a model
 BUDGET_CAP = {"mechanism": 20_000, "training": 4_000}
 #: the fewest: below this the AUC and the power reading say little
@@ -163,14 +72,6 @@ def auto_trials(claim: targets.Claim, level: str, confidence: float) -> tuple[in
         lo, hi = (lo, mid) if reaches(100 * mid) else (mid, hi)
     n = max(BUDGET_FLOOR, 100 * hi)
     return n, f"{n:,} trials: a perfect attack could certify ≥ {BUDGET_MARGIN} × the claimed ε {claim.epsilon:.3g} (cp)"
-
-
-def preprocessed(target: targets.Target, graph: Any) -> Any:
-    """`graph` after the target's own preprocessing, with its one-line notice on stderr."""
-    graph, notice = target.preprocess(graph)
-    if notice:
-        print(notice, file=sys.stderr)
-    return graph
 
 
 def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, backend: str = "loky",
@@ -420,51 +321,7 @@ def _declared_record(check: declared.DeclaredCheck | None, policy: str, est: est
     return {"checked": True, "policy": policy, **check.to_dict(), **extra}
 
 
-def save_result(store: Store, out: Path, result: Result) -> None:
-    """Write `result` into the store (then closed) and as ``out/<run_id>.json``."""
-    record = result.to_dict()
-    store.save_result(result.run_id, result.key, record)
-    store.close()
-    (out / f"{result.run_id}.json").write_text(json.dumps(record, indent=2, sort_keys=True))
-
-
 def _probe(spec: AuditSpec, target: targets.Target, pair: Any) -> targets.Release:
     """One release of world 0 drawn apart from every trial's randomness (for a-priori choices)."""
     return targets.check_release(target.fit(pair.g0, torch.Generator().manual_seed(trial_seed(spec.seed, 2**40))),
                                  target)
-
-
-def make_result(spec: AuditSpec, key: str, target: targets.Target, claim: targets.Claim, canary: dict[str, Any],
-                attack: str, level: str, est: estimators.Estimate, scores: np.ndarray, bits: np.ndarray,
-                *, wall: float, store_path: Path, attack_queries: int | None = None, **run: Any) -> Result:
-    """The result record (DESIGN.md). `attack_queries`: API queries per trial; where the target's
-    inference is randomised each one is a fresh release that its claim (``queries``) must compose.
-    `run`: the run's own fields (``run_id``, ``mode``, and for multi-run audits ``batch``,
-    ``cached_per_worker``, ``trials_played``, ``trials_wall_s``)."""
-    out_s, in_s = scores[bits == 0], scores[bits == 1]
-    import torch_geometric
-
-    config = {k: v for k, v in asdict(target.config).items()}
-    estimate = est.to_dict()
-    found = verdict(est.eps_lb, claim.epsilon)
-    reading = power(verdict=found, claimed_epsilon=claim.epsilon, max_certifiable_eps=est.max_certifiable_eps,
-                    scores_out=out_s, scores_in=in_s, confidence=est.confidence)
-    return Result(
-        target=spec.target, config=config, dataset=spec.dataset, canary=canary,
-        attack=attack, level=level, trials=int(bits.size), seed=spec.seed, key=key,
-        claimed_epsilon=claim.epsilon if math.isfinite(claim.epsilon) else "inf",
-        claimed_delta=claim.delta, accountant=claim.accountant,
-        claim=claim.to_dict(), eps_lb=estimate["eps_lb"], ci=estimate["interval"],
-        mu_lb=est.mu_lb, method=est.method, assumption=est.assumption,
-        confidence=est.confidence, estimate=estimate,
-        auc=estimators.auc(out_s, in_s),
-        tpr_at_fpr={str(f): estimators.tpr_at_fpr(out_s, in_s, f) for f in (0.1, 0.01, 0.001)},
-        max_certifiable_eps=estimate["max_certifiable_eps"],
-        tightness=(est.eps_lb / claim.epsilon)
-        if 0 < claim.epsilon < math.inf and math.isfinite(est.eps_lb) else None,
-        attack_queries_per_trial=attack_queries,
-        verdict=found, power=reading.to_dict(),
-        wall_time_s=wall, store=str(store_path),
-        versions={"python": platform.python_version(), "torch": torch.__version__,
-                  "torch_geometric": torch_geometric.__version__, "numpy": np.__version__},
-        **run)

@@ -13,7 +13,8 @@ import torch
 
 from attacks import base as attacks
 from audit import estimators, provenance
-from audit.game import AuditSpec, RunSetup, make_result, save_result, setup_run
+from audit.run_outcome import make_result, save_result
+from audit.run_spec import AuditSpec, RunSetup, setup_run
 from audit.result import Result
 from audit.store import Store, run_key
 from audit.trial_runner import trial_seed
