@@ -6,19 +6,21 @@
 #   3. throughput.py's mechanism-level rows on the largest csbm graph that fits: the largest n in
 #      10^6, 3·10^5, 10^5, 3·10^4 (at most --max-nodes) whose graph and a batch of releases take at
 #      most half the device's free memory.
-# Usage: benchmarks/gpu_check.sh [--device cuda|cpu] [--out DIR] [--trials N] [--max-nodes N]
+# Usage: benchmarks/gpu_check.sh [--device cuda|cpu] [--out DIR] [--trials N] [--max-nodes N] [--quick]
+# (--quick: 16 trials a device-check run, throughput with 64 / 16 / 4 trials: for a slow CPU)
 # With --device cpu (no GPU lent) the same steps run on the CPU: step 1 then checks that a rerun
 # is bitwise equal. Each step's table goes to DIR (default results/gpu-check-<device>) and stdout;
 # exit status 1 when a step fails.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-DEVICE=cuda OUT="" TRIALS=32 MAX_NODES=1000000
+DEVICE=cuda OUT="" TRIALS=32 MAX_NODES=1000000 TP="--trials 256 --trials-one 64 --full-trials 16" TPL="--trials 64 --trials-one 16"
 while [ $# -gt 0 ]; do
   case "$1" in
     --device) DEVICE="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --trials) TRIALS="$2"; shift 2 ;;
     --max-nodes) MAX_NODES="$2"; shift 2 ;;
+    --quick) TRIALS=16 TP="--trials 64 --trials-one 16 --full-trials 4" TPL="--trials 16 --trials-one 8"; shift ;;
     *) echo "gpu_check.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -39,8 +41,7 @@ step() {  # step NAME COMMAND...: run, tee its output to OUT/NAME.md, remember a
   echo "cpus $(nproc), load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD 2>/dev/null)"; } | tee "$OUT/machine.txt"
 
 step device_check python benchmarks/device_check.py --device "$DEVICE" --trials "$TRIALS"
-step throughput_cora python benchmarks/throughput.py --dataset cora --devices "$DEVICE" --no-backends \
-  --trials 256 --trials-one 64 --full-trials 16
+step throughput_cora python benchmarks/throughput.py --dataset cora --devices "$DEVICE" --no-backends $TP
 LARGEST=$(python - "$DEVICE" "$MAX_NODES" <<'PY'
 import sys
 import torch
@@ -56,6 +57,6 @@ PY
 )
 echo "largest graph that fits: $LARGEST" | tee -a "$OUT/machine.txt"
 step throughput_largest python benchmarks/throughput.py --dataset "$LARGEST" --devices "$DEVICE" --no-backends \
-  --only "gaussian / mechanism,gap / mechanism,caribou / mechanism" --trials 64 --trials-one 16
+  --only "gaussian / mechanism,gap / mechanism,caribou / mechanism" $TPL
 echo "gpu_check: $(( $(date +%s) - start )) s, tables in $OUT" >&2
 exit $status

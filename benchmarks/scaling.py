@@ -43,6 +43,11 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 TARGETS = {"gaussian": "n×f Gaussian release", "gap": "K noisy aggregations",
            "caribou": "K noisy hops", "dpdgc": "Z (DP-Emb trained per trial)",
            "edgerand": "randomised response on every pair", "lapgraph": "Laplace on every pair, top-m"}
+DEFAULT_SIZES = "1000,10000,100000,1000000"
+#: sizes by target where the default cannot be reached: DP-Emb's steps grow with the training nodes
+#: and each step draws noise for the whole n × h table (Θ(n²) a trial); the pairwise mechanisms
+#: draw n(n−1)/2 numbers (their largest cells are limited by --max-pairs)
+SIZES = {"dpdgc": "1000,3000,10000", "edgerand": "1000,3000,10000", "lapgraph": "1000,3000,10000"}
 #: targets whose release perturbs every node pair (Θ(n²) by the mechanism's definition)
 PAIRWISE = {"edgerand", "lapgraph"}
 
@@ -154,11 +159,11 @@ def table(cells: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--targets", default=",".join(TARGETS))
-    p.add_argument("--sizes", default="1000,10000,100000,1000000")
+    p.add_argument("--sizes", default=DEFAULT_SIZES, help="comma-separated n (default: each target's SIZES)")
     p.add_argument("--batch", type=int, default=8, help="trials per timed fit_batch (default 8)")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds a cell may take (default 900)")
     p.add_argument("--max-pairs", type=float, default=1e9, help="largest n(n−1)/2 a pairwise mechanism is run at")
-    p.add_argument("--json", default=None, help="also write the cells here")
+    p.add_argument("--json", default=None, help="write the cells here as they finish (and reuse those there)")
     p.add_argument("--cell", default=None, help=argparse.SUPPRESS)  # TARGET:N:BATCH, in a child process
     args = p.parse_args(argv)
     if args.cell:
@@ -166,22 +171,27 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(measure(name, int(n), int(batch))))
         return 0
     os.environ.setdefault("AUDIT_DATA_DIR", str(ROOT.parent / "shared" / "datasets"))
+    done = json.loads(Path(args.json).read_text()) if args.json and Path(args.json).exists() else []
     cells, laws = [], []
     for name in [t.strip() for t in args.targets.split(",") if t.strip()]:
         mine = []
-        for n in [int(s) for s in args.sizes.split(",")]:
-            t = time.time()
-            cell = run_cell(name, n, args.batch, args.timeout, args.max_pairs)
-            print(f"{name} n={n:,}: {cell.get('skipped') or format(cell['cost_s'] * 1e3, '.1f') + ' ms/trial'} "
-                  f"({time.time() - t:.0f} s)", file=sys.stderr, flush=True)
+        sizes = SIZES.get(name, args.sizes) if args.sizes == DEFAULT_SIZES else args.sizes
+        for n in [int(s) for s in sizes.split(",")]:
+            cell = next((c for c in done if c["target"] == name and c["n"] == n), None)  # --json resumes
+            if cell is None:
+                t = time.time()
+                cell = run_cell(name, n, args.batch, args.timeout, args.max_pairs)
+                print(f"{name} n={n:,}: {cell.get('skipped') or format(cell['cost_s'] * 1e3, '.1f') + ' ms/trial'} "
+                      f"({time.time() - t:.0f} s)", file=sys.stderr, flush=True)
+                done.append(cell)
+                if args.json:
+                    Path(args.json).write_text(json.dumps(done, indent=1))
             mine.append(cell)
         cells += mine
         laws.append(f"- **{name}** ({TARGETS.get(name, '')}): {growth(mine)}")
     print(table(cells))
     print()
     print("\n".join(laws))
-    if args.json:
-        Path(args.json).write_text(json.dumps(cells, indent=1))
     return 0
 
 
