@@ -14,7 +14,6 @@ so no count of runs separates a 10 % inflation (tests/size.py).
 """
 import numpy as np
 import pytest
-import torch
 
 from mutants import inflate_bound, shrink_noise
 from size import CHECKS, TIGHT, check_entry, tight_entry
