@@ -57,6 +57,7 @@ def test_a_reversed_deterministic_distinguisher_is_certified_and_named():
     why = deterministic_distinguisher(out, inn, e)
     assert why.startswith("deterministic distinguisher") and "lower means IN" in why
     assert deterministic_distinguisher(np.r_[out[:-1], 0.5], inn, e) is None
+    assert deterministic_distinguisher(out + 1e-12 * np.arange(500), inn, e) is not None   # float rounding
     assert deterministic_distinguisher(np.zeros(10), np.zeros(10), e) is None
     fdp = est.estimate(out, inn, delta=DELTA, method="fdp")
     assert fdp.direction == est.core.REVERSED and fdp.eps_lb > 3.5

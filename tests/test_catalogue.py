@@ -50,3 +50,12 @@ def test_regress_fails_on_a_missed_bug(monkeypatch, capsys):
     monkeypatch.setattr(catalogue, "CATALOGUE", fake)
     assert main(["regress", "--quick"]) == 1
     assert "MISMATCH" in capsys.readouterr().out
+
+
+def test_a_correct_entry_at_a_tight_budget_is_consistent(tmp_path):
+    """The exact Gaussian with gdp at 30,000 trials: its ε_lb sits within 10 % of the claim, so this
+    entry fails on a bound inflated by 10 % or on 10 % less noise (tests/test_mutants.py)."""
+    from size import check_entry, tight_entry
+
+    result = check_entry(tight_entry(), tmp_path)
+    assert result.method == "gdp" and result.eps_lb > 0.9 * result.claimed_epsilon

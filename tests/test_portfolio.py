@@ -151,3 +151,16 @@ def test_run_default_is_the_portfolio_and_regress_auto_reports_the_choice(tmp_pa
     row = json.loads(out[out.index('{\n'):])["rows"][0]
     assert row["counts_as_caught"] and row["chosen"].startswith(rec["attack"]) and row["seconds"] > 0
     assert "1/1 planted violations caught by the default" in out
+
+
+def test_a_reversed_attack_negates_every_score():
+    class Constant(attacks.Attack):
+        name, levels = "constant", ("mechanism",)
+
+        def score(self, release, pair, graph=None):
+            return 2.0
+
+    flipped = attacks.Reversed(Constant())
+    assert flipped.name == "reversed:constant" and flipped.levels == ("mechanism",)
+    assert flipped.score(None, None) == -2.0 and flipped.score_batch([None, None], None) == [-2.0, -2.0]
+    assert isinstance(attacks.make("reversed:mechanism-lrt").inner, attacks.get("mechanism-lrt"))
