@@ -8,6 +8,8 @@ Each step's declared law can pass alone while the steps together break it:
   directions the noise cancels from the sum and the score is a deterministic distinguisher. Test:
   the correlation of the two steps' centred residuals over every entry and release,
   ``r·√((n − 1)·E)`` against N(0, 1), two-sided, for each pair of steps with the same entry count.
+* ``identical`` (exact): two releases of one world with the same output, or one residual repeated
+  in both worlds: the noise ignores the generator.
 * ``noise-free``: entries released without noise though the step declares a std: an entry's
   output is the same in all n releases of a world while the declared std is far above the float
   resolution of that entry (``std ≥ 1e-4·|output|``, so rounding cannot make n Gaussian draws
@@ -68,6 +70,28 @@ def shared_step_tests(residuals: dict[int, dict[int, np.ndarray]], make_test: An
                 p = float(2 * stats.norm.sf(abs(z)))
                 out.setdefault(l, []).append(make_test(
                     "shared-steps", b, p, True, f"steps {k} and {l}: residual correlation {r:.3g} (z = {z:.3g})"))
+    return out
+
+
+def identity_tests(outputs: dict[int, list[np.ndarray]], residuals: dict[int, list[np.ndarray]] | None,
+                   make_test: Any) -> list[Any]:
+    """Exact: no two releases of one world with the same output; no residual repeated across worlds."""
+    out = []
+    for b, outs in outputs.items():
+        flat = [o.ravel() for o in outs]
+        same = [(i, j) for i in range(len(flat)) for j in range(i + 1, len(flat))
+                if flat[i].shape == flat[j].shape and np.array_equal(flat[i], flat[j])]
+        out.append(make_test("identical", b, None, not same,
+                             f"{len(same)} pairs of identical outputs among {len(flat)} releases" if same else ""))
+    if residuals is not None and len(residuals) == 2:
+        r0 = [r.ravel() for r in residuals[0]]
+        r1 = [r.ravel() for r in residuals[1]]
+        same = 0
+        for a in r0:
+            tol = 1e-7 * (1 + np.abs(a).max())
+            same += sum(1 for b in r1 if a.shape == b.shape and np.abs(a - b).max() <= tol)
+        out.append(make_test("identical", None, None, same == 0,
+                             f"{same} residuals repeated across the two worlds" if same else ""))
     return out
 
 
