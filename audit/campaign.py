@@ -54,8 +54,9 @@ try:
 except ImportError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
-from audit.report import REPO, roc_points, short, write_campaign_report
+from audit.campaign_report import REPO, short, write_campaign_report
 from audit.result import Result, number
+from audit.run_report import roc_points
 from audit.store import run_key
 
 CAMPAIGNS = REPO / "campaigns"

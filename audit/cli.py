@@ -172,8 +172,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from attacks.base import auto_attacks
-    from audit import report
+    from audit import run_report
     from audit.game import AuditSpec, run_audit, setup_run
+    from targets.base import one_torch_thread
 
     if args.jobs < 1:
         raise UserError(f"--jobs must be >= 1, got {args.jobs}")
@@ -196,10 +197,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                      confidence=args.confidence, estimator=args.estimator, mode=args.mode, device=args.device,
                      data_root=args.data_root, batch=args.batch)
     attacks = [a.strip() for a in args.attack.split(",")]
-    if attacks == ["auto"] or (auto and spec.mode == "multi"):
-        graph, target, claim = setup_run(spec)
-        if attacks == ["auto"]:
-            attacks = auto_attacks(target, graph)
+    with one_torch_thread():  # as run_audit would build it: every run below plays on this setup
+        setup = setup_run(spec)
+    if attacks == ["auto"]:
+        attacks = auto_attacks(setup.target, setup.graph)
     specs = []
     for a in attacks:
         one = replace(spec, attack=a)
@@ -208,14 +209,15 @@ def cmd_run(args: argparse.Namespace) -> int:
             from audit.game import auto_trials
 
             level = make_attack(a).levels[0] if spec.level == "auto" else spec.level
-            n, note = auto_trials(claim, level, spec.confidence)
+            n, note = auto_trials(setup.claim, level, spec.confidence)
             print(f"{a}: {note}", file=sys.stderr)
             one = replace(one, trials=n)
         specs.append(one)
     results = [run_audit(one, out=args.out, jobs=args.jobs, backend=args.backend, scheduler=args.scheduler,
-                         progress=not args.no_progress, fresh=args.fresh, sequential=args.sequential)
+                         progress=not args.no_progress, fresh=args.fresh, sequential=args.sequential,
+                         setup=setup)
                for one in specs]
-    text = "\n\n".join(report.table(r) + f"\n\nresult: {Path(args.out) / (r.run_id + '.json')}" for r in results)
+    text = "\n\n".join(run_report.table(r) + f"\n\nresult: {Path(args.out) / (r.run_id + '.json')}" for r in results)
     records = [r.to_dict() for r in results]
     _emit(records[0] if len(records) == 1 else records, args.json, text)
     violated = any(r.verdict == "VIOLATION" for r in results)
@@ -238,7 +240,7 @@ def _budget(text: str | None) -> Any:
 
 
 def _cmd_portfolio(args: argparse.Namespace) -> int:
-    from audit import portfolio, report
+    from audit import portfolio, run_report
     from audit.game import AuditSpec
 
     if args.jobs < 1:
@@ -249,7 +251,7 @@ def _cmd_portfolio(args: argparse.Namespace) -> int:
                      device=args.device, data_root=args.data_root, batch=args.batch)
     result = portfolio.run(spec, budget, out=args.out, jobs=args.jobs, progress=not args.no_progress,
                            fresh=args.fresh)
-    text = (report.table(result) + "\n\n" + portfolio.render(result.extra["portfolio"])
+    text = (run_report.table(result) + "\n\n" + portfolio.render(result.extra["portfolio"])
             + f"\n\nresult: {Path(args.out) / (result.run_id + '.json')}")
     _emit(result.to_dict(), args.json, text)
     return 1 if args.fail_on_violation and result.verdict == "VIOLATION" else 0
@@ -257,7 +259,7 @@ def _cmd_portfolio(args: argparse.Namespace) -> int:
 
 def cmd_accounting(args: argparse.Namespace) -> int:
     from audit import data
-    from audit.game import preprocessed
+    from audit.run_spec import preprocessed
     from targets.base import build
 
     target = build(args.target, epsilon=args.epsilon, delta=args.delta, bug=args.bug, device=args.device,
@@ -282,7 +284,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     import torch
 
     from audit import data
-    from audit.game import preprocessed
+    from audit.run_spec import preprocessed
     from targets.base import build
 
     target = build(args.target, epsilon=args.epsilon, delta=args.delta, bug=args.bug, device=args.device,
@@ -381,11 +383,11 @@ def _list_target(name: str, as_json: bool) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from audit import report
+    from audit import run_report
 
     try:
-        result = report.load_result(args.run)
-    except (FileNotFoundError, report.NotAResult) as err:
+        result = run_report.load_result(args.run)
+    except (FileNotFoundError, run_report.NotAResult) as err:
         raise UserError(str(err)) from None
     folder = Path(args.out) if args.out else Path(result.store).parent
     folder.mkdir(parents=True, exist_ok=True)
@@ -393,7 +395,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     scores = None
     if result.store and Path(result.store).exists():
         try:
-            scores = report.scores_of(result)
+            scores = run_report.scores_of(result)
         except Exception as err:  # noqa: BLE001 - an unreadable store: the table still stands
             print(f"note: cannot read its trials from {result.store} ({err})", file=sys.stderr)
     if scores is not None and not (scores[0].size and scores[1].size):
@@ -402,31 +404,31 @@ def cmd_report(args: argparse.Namespace) -> int:
     if scores is None:  # a result without its store (a clean clone): the table, no plot
         print(f"note: no plot: the store {result.store} holds no trials of this run (its scores are not "
               "kept in the result JSON)", file=sys.stderr)
-        md.write_text(report.markdown(result))
-        print(report.table(result))
+        md.write_text(run_report.markdown(result))
+        print(run_report.table(result))
         print(f"\nreport: {md}")
         return 0
-    image = report.plot(result, folder / f"{run_id}.png")
-    md.write_text(report.markdown(result, image.name))
-    print(report.table(result, scores))
+    image = run_report.plot(result, folder / f"{run_id}.png")
+    md.write_text(run_report.markdown(result, image.name))
+    print(run_report.table(result, scores))
     print(f"\nreport: {md}\nplot:   {image}")
     return 0
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from audit import report
+    from audit import run_report
 
     results = []
     for r in args.runs:
         try:
-            results.append(report.load_result(r))
-        except report.NotAResult as err:  # campaign.json, utility.json, ...: not a run
+            results.append(run_report.load_result(r))
+        except run_report.NotAResult as err:  # campaign.json, utility.json, ...: not a run
             print(f"note: skipped {err}", file=sys.stderr)
         except FileNotFoundError as err:
             raise UserError(str(err)) from None
     if not results:
         raise UserError("no result JSON among the files given")
-    print(report.compare(results))
+    print(run_report.compare(results))
     return 0
 
 
@@ -540,7 +542,7 @@ def _add_campaign_parser(subparsers: Any) -> argparse.ArgumentParser:
 def cmd_campaign(args: argparse.Namespace) -> int:
     import torch
 
-    from audit.report import write_campaign_report
+    from audit.campaign_report import write_campaign_report
     from audit.result import number
 
     if args.jobs < 1:

@@ -355,27 +355,6 @@ def _gaussian_battery(R: np.ndarray, std: float | None, world: int, rng: np.rand
     return out, vhat
 
 
-def _identity_tests(outputs: dict[int, list[np.ndarray]], residuals: dict[int, list[np.ndarray]] | None) -> list[Test]:
-    """Exact: no two releases of one world with the same output; no residual repeated across worlds."""
-    out = []
-    for b, outs in outputs.items():
-        flat = [o.ravel() for o in outs]
-        same = [(i, j) for i in range(len(flat)) for j in range(i + 1, len(flat))
-                if flat[i].shape == flat[j].shape and np.array_equal(flat[i], flat[j])]
-        out.append(Test("identical", b, None, not same,
-                        f"{len(same)} pairs of identical outputs among {len(flat)} releases" if same else ""))
-    if residuals is not None and len(residuals) == 2:
-        r0 = [r.ravel() for r in residuals[0]]
-        r1 = [r.ravel() for r in residuals[1]]
-        same = 0
-        for a in r0:
-            tol = 1e-7 * (1 + np.abs(a).max())
-            same += sum(1 for b in r1 if a.shape == b.shape and np.abs(a - b).max() <= tol)
-        out.append(Test("identical", None, None, same == 0,
-                        f"{same} residuals repeated across the two worlds" if same else ""))
-    return out
-
-
 def _sml_tests(R: np.ndarray, std: float, world: int, rng: np.random.Generator) -> list[Test]:
     """SML residuals R (n × steps × d): ‖r‖²/s² ~ W·χ²_d per step, directions isotropic Gaussian."""
     n, T, d = R.shape
@@ -557,12 +536,12 @@ def _check_step(k: int, by_world: dict[int, list[MechanismStep]], worlds: tuple[
     if dens.pop():
         check.status = "unverified"
         check.notes.append("log_density declared: the exact likelihood ratio is not tested (freshness only)")
-        check.tests += _identity_tests(outputs, None)
+        check.tests += declared_joint.identity_tests(outputs, None, Test)
         return check
     if not std and std != 0.0:
         check.status = "undeclared"
         check.notes.append("no noise law declared (noise_std None): freshness only")
-        check.tests += _identity_tests(outputs, None)
+        check.tests += declared_joint.identity_tests(outputs, None, Test)
         return check
     # residuals against the declared mean of each world (one call per mean_key and world)
     residuals: dict[int, list[np.ndarray]] = {}
@@ -590,7 +569,7 @@ def _check_step(k: int, by_world: dict[int, list[MechanismStep]], worlds: tuple[
         check.tests.append(Test("scale", None, None, ok, "" if ok else f"no noise at all (declared std {std:.4g})"))
         check.measured_std = [0.0, 0.0]
         return check
-    check.tests += _identity_tests(outputs, residuals)
+    check.tests += declared_joint.identity_tests(outputs, residuals, Test)
     check.tests += [t for b in (0, 1) if (t := declared_joint.noise_free_test(outputs[b], std_w[b], b, Test))]
     if projected.pop():
         norms = max(float(np.sqrt((o * o).sum(1)).max()) for b in (0, 1) for o in outputs[b])
@@ -687,10 +666,10 @@ def _check_trace(traces: dict[int, list[Any]], info: dict[str, Any], rng: np.ran
         if not has_clean:
             check.status = "undeclared"
             check.notes.append("the trace carries no clean sums: freshness only")
-            check.tests += _identity_tests(outputs, None)
+            check.tests += declared_joint.identity_tests(outputs, None, Test)
             continue
         residuals = {b: [np.stack(g[d][1][:T]) for g in groups[b]] for b in (0, 1)}
-        check.tests += _identity_tests(outputs, residuals)
+        check.tests += declared_joint.identity_tests(outputs, residuals, Test)
         if std is None or noise not in (NoiseLaw.GAUSSIAN, NoiseLaw.SML):
             check.status = "unverified"
             check.notes.append(f"trace noise law {noise!r} is not one this check knows: freshness only")

@@ -8,20 +8,17 @@ trials can run in any order, on any worker, and a rerun of the same spec resumes
 Bits are balanced in pairs: trials 2j and 2j+1 take opposite bits, in an order set by a coin for
 pair j. Trials run in chunks (:mod:`audit.trial_runner`: in this process, loky processes, or a Dask cluster
 through joblib's dask backend); a process prepares the run's target once and reuses it for the
-run's later chunks.
+run's later chunks. ``--mode one-run`` is played by :mod:`audit.one_run_audit`.
 """
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 import math
 import os
-import platform
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,100 +26,21 @@ import numpy as np
 import torch
 
 from attacks import base as attacks
-from audit import data as datasets
 from audit import declared, declared_joint, estimators, memory_plan, provenance, relation, sequential_run
 from audit.trial_runner import (TrialSetup, batch_size, cached_work, chunk_indices, play_chunks, release_worker,
                                 worker_objects)
 from audit.trial_runner import trial_seed
-from audit.power import power
-from audit.result import Result, verdict  # noqa: F401 (verdict: re-exported)
+from audit.result import Result
+from audit.run_outcome import make_result, save_result
+from audit.run_spec import AuditSpec, RunSetup, build_target, setup_run, stream_seed
 from audit.sequential_run import AUTO_SHAPE, worlds
 from audit.store import Store, run_key
 from canaries import base as canaries
-from canaries.spread import interacting
-from graphs.ops import add_edge
 from targets import base as targets
-
-# ---------------------------------------------------------------------------------------------
-# the spec of a run
-# ---------------------------------------------------------------------------------------------
-@dataclass
-class AuditSpec:
-    """Everything that determines an audit's trials (and, with trials/estimator, its result)."""
-
-    target: str = targets.DEFAULT_TARGET
-    epsilon: float = 1.0
-    delta: float | None = None
-    bug: str | None = None
-    params: dict[str, str] = field(default_factory=dict)
-    dataset: str = "csbm"
-    canary: str = "auto"
-    attack: str = "auto"
-    level: str = "auto"
-    trials: int = 1000
-    seed: int = 0
-    confidence: float = 0.95
-    estimator: str = "auto"
-    mode: str = "multi"
-    device: str = "cpu"
-    data_root: str | None = None
-    batch: int = 0
-    #: which independent stream of trials (0: the run's own; the portfolio's pilots play stream 1, so
-    #: no trial a choice read is ever reported)
-    trial_stream: int = 0
-
-    def __post_init__(self) -> None:
-        if self.epsilon <= 0 or math.isnan(self.epsilon):
-            raise ValueError(f"epsilon must be > 0, got {self.epsilon!r}")
-        if self.delta is not None and not (0 < self.delta < 1):
-            raise ValueError(f"delta must be in (0, 1), got {self.delta!r}")
-        if self.trials < 8 or self.trials % 2:
-            raise ValueError(f"trials must be an even number >= 8, got {self.trials!r}")
-        if not (0.5 <= self.confidence < 1):
-            raise ValueError(f"confidence must be in [0.5, 1), got {self.confidence!r}")
-        if self.mode not in ("multi", "one-run"):
-            raise ValueError(f"mode must be 'multi' or 'one-run', got {self.mode!r}")
-        if not isinstance(self.batch, int) or self.batch < 0:
-            raise ValueError(f"batch must be an int >= 0 (0 = auto), got {self.batch!r}")
-        if self.estimator not in ("auto", *estimators.METHODS):
-            raise ValueError(f"unknown estimator {self.estimator!r}; known: auto, {', '.join(estimators.METHODS)}")
-
-    def key(self) -> str:
-        """Hash of the fields that determine trial outcomes (not trials, confidence, estimator, nor
-        the batch size: batched and one-at-a-time runs play the same trials)."""
-        d = asdict(self)
-        for k in ("trials", "confidence", "estimator", "data_root", "batch"):
-            d.pop(k)
-        if not d["trial_stream"]:
-            d.pop("trial_stream")  # stream 0 keeps the keys of runs stored before streams existed
-        return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def stream_seed(spec: AuditSpec) -> int:
-    """The seed of the spec's trials: the run seed for stream 0, else one derived from (seed, stream)."""
-    if not spec.trial_stream:
-        return spec.seed
-    return int(np.random.SeedSequence([spec.seed, spec.trial_stream, 0x57EA]).generate_state(1)[0])
-
-
-def build_target(spec: AuditSpec) -> targets.Target:
-    return targets.build(spec.target, epsilon=spec.epsilon, delta=spec.delta, bug=spec.bug,
-                         device=spec.device, **spec.params)
-
 
 # ---------------------------------------------------------------------------------------------
 # running an audit
 # ---------------------------------------------------------------------------------------------
-def setup_run(spec: AuditSpec) -> tuple[Any, targets.Target, targets.Claim]:
-    """The run's graph, its target with the graph's public parameters pinned, and the claim."""
-    target = build_target(spec)
-    graph = preprocessed(target, datasets.load(spec.dataset, root=spec.data_root, seed=spec.seed))
-    pinned = target.public_params(graph)
-    if pinned:
-        target = type(target)(targets.replace_config(target.config, **pinned))
-    return graph, target, target.claim(graph)
-
-
 #: the most trials ``run`` spends on its own (``--trials auto``), by whether a trial trains a model
 BUDGET_CAP = {"mechanism": 20_000, "training": 4_000}
 #: the fewest: below this the AUC and the power reading say little
@@ -156,24 +74,17 @@ def auto_trials(claim: targets.Claim, level: str, confidence: float) -> tuple[in
     return n, f"{n:,} trials: a perfect attack could certify ≥ {BUDGET_MARGIN} × the claimed ε {claim.epsilon:.3g} (cp)"
 
 
-def preprocessed(target: targets.Target, graph: Any) -> Any:
-    """`graph` after the target's own preprocessing, with its one-line notice on stderr."""
-    graph, notice = target.preprocess(graph)
-    if notice:
-        print(notice, file=sys.stderr)
-    return graph
-
-
 def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, backend: str = "loky",
               scheduler: str | None = None, progress: bool = True,
               on_chunk: Callable[[int], None] | None = None, pipeline: bool | None = None,
-              fresh: bool = False, sequential: bool = False) -> Result:
+              fresh: bool = False, sequential: bool = False, setup: RunSetup | None = None) -> Result:
     """Play (or resume) the games of `spec`, estimate, and write the result. Returns the result.
 
     Stored trials are reused only for the same options and the same code (:func:`audit.store.run_key`);
     `fresh` forgets them first. `pipeline`: overlap training and scoring (see :func:`play_chunk`);
     None = on iff CUDA. `sequential`: stop as soon as the verdict is settled (:mod:`audit.sequential_run`);
-    ``spec.trials`` is then the most it plays.
+    ``spec.trials`` is then the most it plays. `setup`: :func:`setup_run` of `spec` where the caller
+    built it already (under :func:`targets.one_torch_thread`, as the run would), so it is built once.
 
     The whole run uses one torch thread, as its trials always did (``TrialSetup.threads``); the
     caller's setting is restored after. The canary probe, the declared-model check and the setup
@@ -182,16 +93,18 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
     """
     with targets.one_torch_thread():
         return _run_audit(spec, out=out, jobs=jobs, backend=backend, scheduler=scheduler, progress=progress,
-                          on_chunk=on_chunk, pipeline=pipeline, fresh=fresh, sequential=sequential)
+                          on_chunk=on_chunk, pipeline=pipeline, fresh=fresh, sequential=sequential, setup=setup)
 
 
 def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, scheduler: str | None,
                progress: bool, on_chunk: Callable[[int], None] | None, pipeline: bool | None, fresh: bool,
-               sequential: bool) -> Result:
+               sequential: bool, setup: RunSetup | None) -> Result:
     if spec.mode == "one-run":
-        return run_one_run(spec, out=out, progress=progress)
+        from audit.one_run_audit import run_one_run  # it builds on this module's setup and result
+
+        return run_one_run(spec, out=out, progress=progress, setup=setup)
     t0 = time.time()
-    graph, target, claim = setup_run(spec)
+    graph, target, claim = setup or setup_run(spec)
     attack_name = attacks.auto_attack(target, graph) if spec.attack == "auto" else spec.attack
     canary_name = canaries.auto_canary(target, graph, attack_name) if spec.canary == "auto" else spec.canary
     attack = attacks.make(attack_name)
@@ -408,129 +321,7 @@ def _declared_record(check: declared.DeclaredCheck | None, policy: str, est: est
     return {"checked": True, "policy": policy, **check.to_dict(), **extra}
 
 
-def save_result(store: Store, out: Path, result: Result) -> None:
-    """Write `result` into the store (then closed) and as ``out/<run_id>.json``."""
-    record = result.to_dict()
-    store.save_result(result.run_id, result.key, record)
-    store.close()
-    (out / f"{result.run_id}.json").write_text(json.dumps(record, indent=2, sort_keys=True))
-
-
 def _probe(spec: AuditSpec, target: targets.Target, pair: Any) -> targets.Release:
     """One release of world 0 drawn apart from every trial's randomness (for a-priori choices)."""
     return targets.check_release(target.fit(pair.g0, torch.Generator().manual_seed(trial_seed(spec.seed, 2**40))),
                                  target)
-
-
-def run_one_run(spec: AuditSpec, *, out: str | Path = "results", progress: bool = True) -> Result:
-    """One-run audit (Steinke, Nasr & Jagielski 2023): ``spec.trials`` canary edges, each inserted
-    with probability ½ (bits from the run seed), ONE training run, a score per canary.
-
-    Canary i is scored against the base graph (without / with its own edge), never using the
-    other canaries' bits: the guesses must depend on the release alone. Canary edges share no
-    endpoint, so one canary barely moves another's rows.
-    """
-    t0 = time.time()
-    graph, target, claim = setup_run(spec)
-    if target.unit is not targets.Unit.EDGE:
-        raise ValueError("--mode one-run supports edge-level targets in this version")
-    attack_name = attacks.auto_attack(target, graph) if spec.attack == "auto" else spec.attack
-    attack = attacks.make(attack_name)
-    canary = canaries.make("random-edge" if spec.canary in ("auto", "worst-edge") else spec.canary)
-    rng = np.random.default_rng([spec.seed, 0x0123])
-    hops = target.receptive_hops
-    pairs = canary.many(graph, spec.trials, rng, hops=hops)
-    bits = rng.integers(0, 2, size=len(pairs))
-    world = graph
-    for pair, b in zip(pairs, bits):
-        if b:
-            world = add_edge(world, *pair.edge)
-    target.prepare(graph)
-    release = target.fit(world, torch.Generator().manual_seed(trial_seed(spec.seed, 0)))
-    iterator = pairs
-    if progress:
-        from tqdm.auto import tqdm
-
-        iterator = tqdm(pairs, desc=f"one-run {spec.target}", unit="canary", file=sys.stderr)
-    scores = np.array([float(attack.score(release, pair, graph)) for pair in iterator])
-    est = estimators.estimate(scores[bits == 0], scores[bits == 1], delta=claim.delta, method="one-run",
-                              confidence=spec.confidence)
-    one_run = _one_run_bounds(scores, bits, claim, spec.confidence, est)
-    out = Path(out)
-    store = Store(out / "audit.sqlite")
-    code = provenance.code_identity(type(target), type(attack), type(canary))
-    key = run_key(spec.key(), code["key"])
-    store.forget(key)  # one training run: nothing to resume, the guesses are recomputed
-    store.begin(key, {**asdict(spec), "code": code})
-    store.add_trials(key, [(i, int(b), float(sc)) for i, (b, sc) in enumerate(zip(bits, scores))])
-    info = {"canary": canary.name, "count": len(pairs), "chosen_by": pairs[0].chosen_by,
-            "inserted": int(bits.sum()), **_neighbourhoods(graph, pairs, hops)}
-    run_id = f"{spec.target.replace(':', '.').replace('/', '.')}-{key}-{spec.trials}-one-run"
-    result = make_result(spec, key, target, claim, info, attack_name, attack.levels[0], est, scores, bits,
-                         wall=time.time() - t0, store_path=store.path, run_id=run_id, mode="one-run", code=code, one_run=one_run)
-    save_result(store, out, result)
-    return result
-
-
-def _neighbourhoods(graph: Any, pairs: list[Any], hops: int | None) -> dict[str, Any]:
-    """How far apart the one-run canaries are, for the result (:mod:`canaries.spread`)."""
-    edges = [p.edge for p in pairs if p.edge is not None]
-    if hops is None or len(edges) != len(pairs):
-        return {"neighbourhoods": "not checked (the target declares no receptive field in hops)"}
-    near = interacting(graph, edges, hops)
-    return {"receptive_hops": hops, "interacting": near,
-            "neighbourhoods": (f"{len(edges) - near} of {len(edges)} canaries have no other canary within "
-                               f"{hops} hops (the target's receptive field)")}
-
-
-def _one_run_bounds(scores: np.ndarray, bits: np.ndarray, claim: targets.Claim, confidence: float,
-                    steinke: estimators.Estimate) -> dict[str, Any]:
-    """Both one-run analyses of the same scores, named. The verdict stands on Steinke et al.'s
-    (assumption-free); the f-DP analysis (Mahloujifar et al. 2024, Gaussian curve) rejects μ-GDP,
-    so it refutes the claim only where the claim is μ-GDP and its μ_lb exceeds the claim's μ."""
-    fdp = estimators.estimate(scores[bits == 0], scores[bits == 1], delta=claim.delta, method="one-run-fdp",
-                              confidence=confidence)
-    refutes = claim.gdp_mu is not None and fdp.mu_lb is not None and fdp.mu_lb > claim.gdp_mu
-    return {"steinke": {"eps_lb": steinke.eps_lb, "analysis": "Steinke, Nasr & Jagielski 2023 (two-sided guesses; "
-                                                              "assumption-free; the verdict's bound)"},
-            "fdp_gaussian": {"eps_lb": fdp.eps_lb, "mu_lb": fdp.mu_lb, "claimed_mu": claim.gdp_mu,
-                             "refutes_mu_gdp_claim": bool(refutes),
-                             "steinke_same_guesses": fdp.counts.get("steinke_eps"),
-                             "analysis": "f-DP, Mahloujifar et al. 2024: rejects μ-GDP for μ < mu_lb; eps_lb is "
-                                         "that Gaussian curve's ε at δ (valid only for a Gaussian trade-off)"}}
-
-
-def make_result(spec: AuditSpec, key: str, target: targets.Target, claim: targets.Claim, canary: dict[str, Any],
-                attack: str, level: str, est: estimators.Estimate, scores: np.ndarray, bits: np.ndarray,
-                *, wall: float, store_path: Path, attack_queries: int | None = None, **run: Any) -> Result:
-    """The result record (DESIGN.md). `attack_queries`: API queries per trial; where the target's
-    inference is randomised each one is a fresh release that its claim (``queries``) must compose.
-    `run`: the run's own fields (``run_id``, ``mode``, and for multi-run audits ``batch``,
-    ``cached_per_worker``, ``trials_played``, ``trials_wall_s``)."""
-    out_s, in_s = scores[bits == 0], scores[bits == 1]
-    import torch_geometric
-
-    config = {k: v for k, v in asdict(target.config).items()}
-    estimate = est.to_dict()
-    found = verdict(est.eps_lb, claim.epsilon)
-    reading = power(verdict=found, claimed_epsilon=claim.epsilon, max_certifiable_eps=est.max_certifiable_eps,
-                    scores_out=out_s, scores_in=in_s, confidence=est.confidence)
-    return Result(
-        target=spec.target, config=config, dataset=spec.dataset, canary=canary,
-        attack=attack, level=level, trials=int(bits.size), seed=spec.seed, key=key,
-        claimed_epsilon=claim.epsilon if math.isfinite(claim.epsilon) else "inf",
-        claimed_delta=claim.delta, accountant=claim.accountant,
-        claim=claim.to_dict(), eps_lb=estimate["eps_lb"], ci=estimate["interval"],
-        mu_lb=est.mu_lb, method=est.method, assumption=est.assumption,
-        confidence=est.confidence, estimate=estimate,
-        auc=estimators.auc(out_s, in_s),
-        tpr_at_fpr={str(f): estimators.tpr_at_fpr(out_s, in_s, f) for f in (0.1, 0.01, 0.001)},
-        max_certifiable_eps=estimate["max_certifiable_eps"],
-        tightness=(est.eps_lb / claim.epsilon)
-        if 0 < claim.epsilon < math.inf and math.isfinite(est.eps_lb) else None,
-        attack_queries_per_trial=attack_queries,
-        verdict=found, power=reading.to_dict(),
-        wall_time_s=wall, store=str(store_path),
-        versions={"python": platform.python_version(), "torch": torch.__version__,
-                  "torch_geometric": torch_geometric.__version__, "numpy": np.__version__},
-        **run)

@@ -24,7 +24,9 @@ each, and a certification on trials the choice never saw.
 A time budget (``--budget 5m``) gives the pilots :data:`PILOT_SHARE` of it and sizes the
 certification from the winner's measured seconds per trial (up to :data:`EXTEND` times the
 fixed-budget cap of its view): a bound that is budget-limited is extended, and the sequential
-looks stop it as soon as it is settled.
+looks stop it as soon as it is settled. The fixed-budget default of the winner's view
+(:func:`audit.game.auto_trials`) is the floor: on a slow or loaded machine the run takes longer than
+its time budget rather than certify on fewer trials than a named audit would.
 """
 from __future__ import annotations
 
@@ -268,9 +270,12 @@ def _certification_trials(budget: Budget, winner: Candidate, piloted: list[dict[
     if not rate:
         return fixed, "the fixed-budget default (no pilot measured a trial's cost)"
     n = int(left / max(rate[0], 1e-6)) // 2 * 2
-    n = min(max(n, 8), cap)
+    if n <= fixed:
+        return fixed, (f"the fixed-budget default, the floor of a time budget ({max(left, 0):.0f}s left at the "
+                       f"pilot's {rate[0] * 1e3:.1f} ms per trial would give {max(n, 0):,})")
+    n = min(n, cap)
     return n, (f"{left:.0f}s left at the pilot's {rate[0] * 1e3:.1f} ms per trial (capped at {cap:,}; the fixed "
-               f"default would be {fixed:,})")
+               f"default {fixed:,} is the floor)")
 
 
 def render(record: dict[str, Any]) -> str:

@@ -119,7 +119,8 @@ def _same(a: dict[str, list[Any]], b: dict[str, list[Any]]) -> bool:
 def target_checks(target: Any, *, params: dict[str, Any] | None = None, dataset: str = CHECK_DATASET
                   ) -> list[tuple[str, Any]]:
     """The contract checks of a target (a class, or a registry name / ``package.module:Class``):
-    ``(name, check)`` pairs, each check a callable of no argument that raises AssertionError."""
+    ``(name, check)`` pairs, each check a callable of no argument that raises AssertionError (and
+    returns "not probed: …" where it could not look)."""
     import math
 
     import torch
@@ -183,14 +184,40 @@ def target_checks(target: Any, *, params: dict[str, Any] | None = None, dataset:
         for level in release.levels:
             release.view(level)
 
+    def release(g: Any, **changes: Any) -> dict[str, list[Any]]:
+        t = build(epsilon=2.0, **changes)
+        t.claim(g)
+        t.prepare(g)
+        return _fingerprint(t.fit(g, rng(1)), g)
+
     def bugs() -> None:
-        g = graph()
+        """Each planted bug changes what is released (same seed as the correct target), on the
+        check graph or else in a configuration the bug catalogue audits it in."""
         for bug in cls.bugs:
-            t = build(epsilon=2.0, bug=bug)
-            assert t.bug(bug)
-            t.claim(g)
-            t.prepare(g)
-            t.fit(g, rng(1))
+            assert build(epsilon=2.0, bug=bug).bug(bug)
+            settings = [({}, dataset)] + [(e.params, e.dataset) for e in _catalogue_entries(name, bug)]
+            for changes, where in settings:
+                g = data.load(where, seed=0)
+                changes = {k: v for k, v in changes.items() if k != "bug"}
+                if not _same(release(g, **changes), release(g, bug=bug, **changes)):
+                    break
+            else:
+                raise AssertionError(f"{cls.__name__}: planted bug {bug!r} releases exactly what the correct "
+                                     f"target releases (seed 1) in {[w for _, w in settings]}")
+
+    def sensitivity() -> str | None:
+        """The claimed Δ of each noisy step against the generic sensitivity probe on the check
+        graph and every graph of ≤ 3 nodes; returns "not probed: …" where the target declares no
+        step the probe can read."""
+        from canaries import sensitivity as probe
+
+        report = probe.probe(build(epsilon=2.0), graph(), candidates=8, max_nodes=3, use_families=False)
+        if report.not_probed:
+            return report.not_probed
+        for step in report.steps:
+            assert not step.violation, (f"{cls.__name__}: {step.step.name} measured "
+                                        f"{step.best.measured:.6g} > claimed {step.best.claimed:.6g}")
+        return None
 
     def registry() -> None:
         if name is not None and ":" not in name:
@@ -198,15 +225,22 @@ def target_checks(target: Any, *, params: dict[str, Any] | None = None, dataset:
         assert issubclass(cls, base.Target) and issubclass(cls.Config, base.TargetConfig)
 
     return [("determinism", determinism), ("calibration", calibration), ("fit_batch", batch),
-            ("levels", levels), ("bugs", bugs), ("registry", registry)]
+            ("levels", levels), ("bugs", bugs), ("sensitivity", sensitivity), ("registry", registry)]
+
+
+def _catalogue_entries(target: str | None, bug: str) -> list[Any]:
+    from audit import catalogue
+
+    return [e for e in catalogue.CATALOGUE if target is not None and e.target == target and e.bug == bug]
 
 
 def check_target(target: Any, **kwargs: Any) -> list[str]:
-    """Run every :func:`target_checks` check; returns their names (AssertionError on a failure)."""
+    """Run every :func:`target_checks` check; returns their names, each with what it could not
+    probe (AssertionError on a failure)."""
     done = []
     for name, check in target_checks(target, **kwargs):
-        check()
-        done.append(name)
+        note = check()
+        done.append(f"{name} ({note})" if note else name)
     return done
 
 
@@ -227,12 +261,96 @@ def _attack_fixtures() -> dict[str, tuple[str, dict[str, str], str, str]]:
 ATTACK_FIXTURES: dict[str, tuple[str, dict[str, str], str, str]] = _attack_fixtures()
 
 
+#: membership attacks: they read a model whose training stays random with the noise off (initial
+#: weights, batches), so one node's membership moves its scores without deciding them; their
+#: no-noise check asks them to beat chance (one-sided Mann–Whitney p ≤ 0.05) instead of AUC ≥ 0.9
+BEATS_CHANCE_ONLY = frozenset({"gmia", "lira", "lira-online", "rmia"})
+#: attacks whose signal is the noise itself: a no-noise target gives them nothing to read
+NOT_PROBED_WITHOUT_NOISE = {"fresh-query": "reads the difference between fresh noise draws per query"}
+#: attacks that fail the no-noise check on their fixture, with what was measured; the check asserts
+#: they still do (so a fix is noticed and the entry removed)
+NO_NOISE_GAPS = {"linkteller": "on its fixture (an api that ignores the query graph) the scores separate the "
+                               "worlds in the wrong direction: AUC 0.0 with the noise off",
+                 "learned-weights": "on its fixture's weights (DP-SGD GCN, node removed) AUC 0.28 with the noise off "
+                                    "over 16 trials: below chance, where the membership attacks reach 0.81-0.94"}
+#: the AUC an attack must reach on its fixture with the noise off
+NO_NOISE_AUC = 0.9
+
+
+def _fixture(name: str, target: str | None, params: dict[str, Any] | None, canary: str | None,
+             dataset: str | None) -> tuple[str, str | None, dict[str, str], str, str]:
+    """(target, bug, params, canary, dataset) of an attack's check: the arguments, else its fixture."""
+    fixture = ATTACK_FIXTURES.get(name, (None, {}, "auto", CHECK_DATASET))
+    target = target or fixture[0]
+    if target is None:
+        raise ValueError(f"no fixture for attack {name!r}: pass target= (and params=, canary=)")
+    params = {k: str(v) for k, v in (fixture[1] if params is None else params).items()}
+    bug = params.pop("bug", None)
+    return target, bug, params, canary or fixture[2], dataset or fixture[3]
+
+
+def _play(target: str, bug: str | None, params: dict[str, str], canary: str, dataset: str, attack: str,
+          trials: int) -> tuple[Result, Any, Any]:
+    """A short cp game; (result, OUT scores, IN scores)."""
+    import numpy as np
+
+    from audit.store import Store
+
+    spec = AuditSpec(target=target, epsilon=2.0, bug=bug, params=params, dataset=dataset, canary=canary,
+                     attack=attack, trials=trials, estimator="cp")
+    with tempfile.TemporaryDirectory(prefix="dpgnn-check-") as tmp:
+        result = run_audit(spec, out=tmp, progress=False)
+        with Store(result["store"]) as store:
+            rows = np.array([(bit, score) for _, bit, score in store.trials(result["key"])], dtype=float)
+    return result, rows[rows[:, 0] == 0, 1], rows[rows[:, 0] == 1, 1]
+
+
+def check_attack_power(name: str, *, target: str | None = None, params: dict[str, Any] | None = None,
+                       canary: str | None = None, dataset: str | None = None, trials: int = 16) -> str:
+    """The attack on its fixture target with the noise off (the target's ``no-noise`` bug; a target
+    that claims no privacy as it is) must separate the worlds: AUC ≥ :data:`NO_NOISE_AUC`, or,
+    for :data:`BEATS_CHANCE_ONLY`, a one-sided Mann–Whitney p ≤ 0.05. AssertionError otherwise.
+    Returns what was checked, or why nothing was ("not probed: …")."""
+    import math
+
+    from scipy.stats import mannwhitneyu
+
+    from targets import base
+
+    if name in NOT_PROBED_WITHOUT_NOISE:
+        return f"not probed: {name} {NOT_PROBED_WITHOUT_NOISE[name]}"
+    target, bug, params, canary, dataset = _fixture(name, target, params, canary, dataset)
+    if "no-noise" in base.get(target).bugs:
+        bug = "no-noise"
+    elif not math.isinf(base.build(target, epsilon=2.0, **params).claim(data_graph(dataset)).epsilon):
+        return f"not probed: {target} has no no-noise switch"
+    result, out, inn = _play(target, bug, params, canary, dataset, name, trials)
+    if name in NO_NOISE_GAPS:
+        assert result.auc < NO_NOISE_AUC, f"{name} now separates the worlds (AUC {result.auc:.2f}): drop NO_NOISE_GAPS"
+        return f"known gap: AUC {result.auc:.2f}; {NO_NOISE_GAPS[name]}"
+    if name in BEATS_CHANCE_ONLY:
+        p = float(mannwhitneyu(inn, out, alternative="greater").pvalue)
+        assert p <= 0.05, f"{name} on {target} with no noise: AUC {result.auc:.2f}, Mann–Whitney p = {p:.3f} > 0.05"
+        return f"AUC {result.auc:.2f}, Mann–Whitney p = {p:.3g}"
+    assert result.auc >= NO_NOISE_AUC, (f"{name} on {target} with no noise: AUC {result.auc:.2f} < {NO_NOISE_AUC}: "
+                                        f"it does not separate worlds that its view decides")
+    return f"AUC {result.auc:.2f}"
+
+
+def data_graph(dataset: str) -> Any:
+    from audit import data
+
+    return data.load(dataset, seed=0)
+
+
 def check_attack(name: str, *, target: str | None = None, params: dict[str, Any] | None = None,
-                 canary: str | None = None, dataset: str | None = None, trials: int = 8) -> Result:
+                 canary: str | None = None, dataset: str | None = None, trials: int = 8,
+                 no_noise: bool = True) -> Result:
     """The contract of an attack: the registry gives back the class under its name, it declares
-    views, and a short game on a target offering its view scores every trial finitely (the game
-    raises on a non-finite score). ``target``/``params``/``canary``/``dataset`` default to
-    :data:`ATTACK_FIXTURES` (needed for an attack not in it). Returns the game's result."""
+    views, a short game on a target offering its view scores every trial finitely (the game
+    raises on a non-finite score), and, with `no_noise`, :func:`check_attack_power`.
+    ``target``/``params``/``canary``/``dataset`` default to :data:`ATTACK_FIXTURES` (needed for an
+    attack not in it). Returns the short game's result."""
     from attacks import base as attacks
 
     cls = attacks.get(name)
@@ -240,16 +358,9 @@ def check_attack(name: str, *, target: str | None = None, params: dict[str, Any]
     attack = attacks.make(name)
     assert ":" in name or attack.name == name, f"registry name {name!r}, attack.name {attack.name!r}"
     assert attack.levels, f"{name}: declares no view (levels)"
-    fixture = ATTACK_FIXTURES.get(name, (None, {}, "auto", CHECK_DATASET))
-    target = target or fixture[0]
-    if target is None:
-        raise ValueError(f"no fixture for attack {name!r}: pass target= (and params=, canary=)")
-    params = dict(fixture[1] if params is None else params)
-    bug = params.pop("bug", None)
-    spec = AuditSpec(target=target, epsilon=2.0, bug=bug, params={k: str(v) for k, v in params.items()},
-                     dataset=dataset or fixture[3], canary=canary or fixture[2], attack=name, trials=trials,
-                     estimator="cp")
-    with tempfile.TemporaryDirectory(prefix="dpgnn-check-") as tmp:
-        result = run_audit(spec, out=tmp, progress=False)
+    fixture = _fixture(name, target, params, canary, dataset)
+    result = _play(*fixture, name, trials)[0]
     assert result.attack == name and result.level in attack.levels and result.trials == trials
+    if no_noise:
+        check_attack_power(name, target=target, params=params, canary=canary, dataset=dataset)
     return result

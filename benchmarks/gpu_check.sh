@@ -20,7 +20,7 @@ while [ $# -gt 0 ]; do
     --out) OUT="$2"; shift 2 ;;
     --trials) TRIALS="$2"; shift 2 ;;
     --max-nodes) MAX_NODES="$2"; shift 2 ;;
-    --quick) TRIALS=16 TP="--trials 64 --trials-one 16 --full-trials 4" TPL="--trials 16 --trials-one 8"; shift ;;
+    --quick) TRIALS=16 TP="--trials 64 --trials-one 16 --full-trials 8" TPL="--trials 16 --trials-one 8"; shift ;;
     *) echo "gpu_check.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done

@@ -9,6 +9,11 @@ torch.set_num_threads(1)
 _SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
 if "AUDIT_DATA_DIR" not in os.environ and _SHARED.is_dir():
     os.environ["AUDIT_DATA_DIR"] = str(_SHARED)
+# under pytest-xdist (-n 2) each worker processes the PyG datasets into its own cache folder: two
+# processes writing one folder's processed files at once could read each other's half-written files
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    _CACHE = os.environ.get("AUDIT_CACHE_DIR") or str(Path.home() / ".cache" / "dpgnn-audit" / "pyg")
+    os.environ["AUDIT_CACHE_DIR"] = str(Path(_CACHE) / os.environ["PYTEST_XDIST_WORKER"])
 
 
 @pytest.fixture(scope="session")
@@ -17,6 +22,22 @@ def data_dir() -> Path:
     if not path or not Path(path).is_dir():
         pytest.skip("AUDIT_DATA_DIR is not set to the offline datasets")
     return Path(path)
+
+
+@pytest.fixture(scope="session")
+def spec_numbers(data_dir):
+    """``spec_numbers(*names)``: every decimal number written in ``specs/<name>.md`` (the specs sit
+    beside the offline datasets), the source that published values in the code must cite."""
+    import re
+
+    specs = data_dir.parent / "specs"
+    if not specs.is_dir():
+        pytest.skip(f"no specs beside the datasets ({specs})")
+
+    def numbers(*names):
+        return {float(x) for n in names for x in re.findall(r"\d+\.\d+", (specs / f"{n}.md").read_text())}
+
+    return numbers
 
 
 @pytest.fixture(scope="module")

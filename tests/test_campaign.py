@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from audit import campaign, report
+from audit import campaign, campaign_report
 from audit.cli import main as cli_main
 from audit.store import Store, run_key
 
@@ -141,11 +141,11 @@ def test_unexplained_violation_is_marked(tmp_path):
              "auc": 0.99, "max_certifiable_eps": 9.0, "utility": None, "note": "", "explain": "",
              "roc": {"fpr": [1.0, 0.0], "tpr": [1.0, 0.0]}}]
     (tmp_path / "campaign.json").write_text(json.dumps({"name": "x", "rows": rows, "git": {}, "machine": {}}))
-    text = report.write_campaign_report(tmp_path).read_text()
+    text = campaign_report.write_campaign_report(tmp_path).read_text()
     assert "UNEXPLAINED — investigate" in text
     # hand-written findings beside campaign.json go into the regenerated README, before the table
     (tmp_path / "discussion.md").write_text("## Findings\n\nThe reference is exact.\n")
-    text = report.write_campaign_report(tmp_path).read_text()
+    text = campaign_report.write_campaign_report(tmp_path).read_text()
     assert text.index("The reference is exact.") < text.index("## Results")
 
 

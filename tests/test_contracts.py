@@ -12,7 +12,9 @@ TARGET_CHECKS = [(name, check_name, check) for name in targets.available()
 @pytest.mark.parametrize("name, check_name, check", TARGET_CHECKS,
                          ids=[f"{n}-{c}" for n, c, _ in TARGET_CHECKS])
 def test_target_contract(name, check_name, check):
-    check()
+    note = check()
+    if note:  # said as such, never as a pass
+        pytest.skip(note)
 
 
 #: attacks whose check takes minutes (adam-lrt tabulates each world's exact law): run with -m slow

@@ -6,7 +6,6 @@ with the right reason (or, for a leaking view, report it). Correct targets pass.
 from __future__ import annotations
 
 import json
-import time
 
 import numpy as np
 import pytest
@@ -254,17 +253,16 @@ def test_false_alarm_gaussian_20_seeds(csbm):
     assert _false_alarms(csbm, range(20), n=8, alpha=1e-3) == []
 
 
-@pytest.mark.slow
-def test_false_alarm_gaussian_200_seeds(csbm):
-    """≥ 100 seeds: at alpha 1e-3 no seed should fail (expected ≤ 0.2); at alpha 0.05 the rate
-    stays under 5% (+ binomial slack), i.e. the combined test is not anti-conservative."""
-    t0 = time.time()
-    fails = _false_alarms(csbm, range(1000, 1200), n=8, alpha=1e-3)
-    loose = _false_alarms(csbm, range(1000, 1200), n=8, alpha=0.05)
-    print(f"\nfalse alarms on gaussian: {len(fails)}/200 at alpha=1e-3, {len(loose)}/200 at alpha=0.05 "
-          f"({time.time() - t0:.1f}s)")
-    assert len(fails) <= 1
-    assert len(loose) <= 20
+def test_false_alarm_rate_within_alpha(csbm):
+    """The combined test's size: at alpha = 0.2 the correct reference mechanism fails on at most
+    25 of 80 seeds (a correct test at rate 0.2 fails this w.p. ≤ 0.01; one at rate 0.4 fails it
+    w.p. 0.933, tests/size.py), so the combined test is not anti-conservative."""
+    from size import count_failures
+
+    seeds = range(1000, 1080)
+    fails = _false_alarms(csbm, seeds, n=8, alpha=0.2)
+    failed = {s for s, _ in fails}
+    count_failures(lambda r: seeds[r] in failed, len(seeds), 0.2, "the declared check failed the correct mechanism")
 
 
 def test_attack_object_and_record(csbm, pair):

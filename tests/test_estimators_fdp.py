@@ -4,19 +4,15 @@ import math
 
 import numpy as np
 import pytest
-from scipy.stats import binom
 
 from audit import estimators as est
 from audit.shape_check import auto_estimate
 from targets.common.accounting import gdp_epsilon, gdp_mu
 from audit.estimators.known import MECHANISMS, gaussian as _gaussian, laplace as _laplace  # noqa: E402
 from audit.estimators.known import randomized_response as _rr  # noqa: E402
+from size import count_exceedances, count_failures, stable_seed
 
 DELTA = 1e-5
-
-
-def _allowed(reps: int, beta: float = 0.05) -> int:
-    return int(binom.ppf(0.999, reps, beta))
 
 
 
@@ -28,10 +24,19 @@ def _allowed(reps: int, beta: float = 0.05) -> int:
 
 
 # --- known answers --------------------------------------------------------------------------
-def test_count_grid():
-    assert est.count_grid(100).tolist() == [0, 1, 2, 4, 8, 16, 32]
-    assert est.count_grid(100, limit=1.0).tolist() == [0, 1, 2, 4, 8, 16, 32, 64]
-    assert est.count_grid(1).tolist() == [0]
+def _geometric(n, limit=0.5):
+    """The documented count grid: 0 and the powers of 2 below max(1, limit·n)."""
+    return [0] + [2**i for i in range(64) if 2**i < max(1.0, limit * n)]
+
+
+def _arcsine(n, interior=16):
+    """The band's documented interior counts: ⌊n sin²θ⌋, θ evenly spaced strictly inside (0, π/2)."""
+    return [math.floor(n * math.sin(math.pi / 2 * j / (interior + 1)) ** 2) for j in range(1, interior + 1)]
+
+
+@pytest.mark.parametrize("n, limit", [(100, 0.5), (100, 1.0), (1, 0.5), (1000, 0.5)])
+def test_count_grid(n, limit):
+    assert est.count_grid(n, limit=limit).tolist() == _geometric(n, limit)
 
 
 def test_cp_perfect_separation_exact():
@@ -42,7 +47,7 @@ def test_cp_perfect_separation_exact():
     assert e.eps_lb == pytest.approx(e.max_certifiable_eps, abs=1e-9)
     assert e.counts["fp"] == 0 and e.counts["fn"] == 0 and 99 < e.threshold < 100
     ks = est._cp_counts(100)
-    assert ks.tolist() == [0, 1, 2, 4, 8, 16, 19, 32, 35]
+    assert ks.tolist() == sorted(set(_geometric(100)) | {19, 35})  # and ⌊0.19n⌋, ⌊0.35n⌋
     w, q = est._mix_nodes(100, (0,))
     p = est._mix_p_value(np.array([e.eps_lb]), np.array([100]), 100, w, q, DELTA)[0]
     assert p == pytest.approx(0.05 * (1 - est.core._REVERSED_SHARE) / ks.size, rel=1e-6)  # the attack's order's share
@@ -67,12 +72,13 @@ def test_cp_known_quantile_grid():
 def test_fdp_perfect_separation_exact_and_mu():
     out, inn = np.arange(100.0), np.arange(100.0, 200.0)
     e = est.fdp(out, inn, delta=DELTA)
-    # each world (1 − r)·β/2 over the band's 28 grid counts: {0, 1, 2, 4, 8, 16, 32}, {99 − those} and
-    # 16 arcsine-spaced interior counts (two of which coincide with the geometric ones)
+    # each world (1 − r)·β/2 over the band's grid counts: the geometric ones, 99 − those, and 16
+    # arcsine-spaced interior counts (two of which coincide with the geometric ones)
     from audit.estimators.trade_off import _band_grid
-    assert _band_grid(100).tolist() == [0, 1, 2, 3, 4, 7, 8, 13, 16, 19, 27, 32, 36, 45, 54, 63, 67, 72, 80, 83,
-                                        86, 91, 92, 95, 96, 97, 98, 99]
-    u = 1 - (0.025 * (1 - est.core._REVERSED_SHARE) / 28) ** (1 / 100)  # the attack's order's share of β
+    grid = sorted(set(_geometric(100)) | {99 - k for k in _geometric(100)} | set(_arcsine(100)))
+    assert _band_grid(100).tolist() == grid and len(grid) == 28
+    # CP upper bound at count 0 of 100 at the attack's order's share of β/2, over |K|
+    u = 1 - (0.025 * (1 - est.core._REVERSED_SHARE) / len(grid)) ** (1 / 100)
     assert e.eps_lb == pytest.approx(math.log((1 - DELTA - u) / u), abs=1e-9)
     from scipy.stats import norm
     assert e.mu_lb == pytest.approx(2 * norm.isf(u), abs=1e-9)
@@ -100,16 +106,27 @@ def test_one_run_fdp_beats_steinke_on_the_same_counts():
         assert est.one_run_fdp_epsilon(m, r, v, DELTA, 0.05) > est.one_run_epsilon(m, r, v, DELTA, 0.05)
 
 
-# --- coverage (fast) --------------------------------------------------------------------------
+# --- coverage --------------------------------------------------------------------------------
+# Every coverage test here runs at confidence 0.8 (nominal rate β = 0.2) and fails above the limit
+# of tests/size.py: 100 runs, limit 30, P(fail | rate 0.4) = 0.975 (80 runs: limit 25, 0.933).
 @pytest.mark.parametrize("mechanism", sorted(MECHANISMS))
-@pytest.mark.parametrize("method", ["cp", "fdp"])
-def test_assumption_free_bounds_cover(mechanism, method):
-    rng = np.random.default_rng(hash((mechanism, method)) % 2**32)
-    reps, exceed = 150, 0
-    for _ in range(reps):
-        out, inn, truth = MECHANISMS[mechanism](rng, 400, float(rng.uniform(0.5, 4.0)))
-        exceed += est.estimate(out, inn, delta=DELTA, method=method).eps_lb > truth
-    assert exceed <= _allowed(reps)
+@pytest.mark.parametrize("method", ["cp", "fdp", "auto"])
+def test_validity_drawn_eps(mechanism, method):
+    """100 runs at 1,000 trials per world, ε ~ U[0.5, 4.5] drawn per run, β = 0.2: limit 30,
+    P(fail | rate 0.4) = 0.975. At 95 % confidence (200 runs per row, every estimator): the dated
+    table of benchmarks/estimators_issue24.md (2026-11-26; at 200 runs a rate of 10 % shows as
+    such, but no limit there has power 0.9 against it: this test is the one with power)."""
+    rng = np.random.default_rng(stable_seed(mechanism, method, "validity"))
+
+    def draw(r):
+        out, inn, truth = MECHANISMS[mechanism](rng, 1000, float(rng.uniform(0.5, 4.5)))
+        if method == "auto":
+            e = auto_estimate(out, inn, delta=DELTA, claim_is_gdp=True, confidence=0.8, seed=r)[0]
+        else:
+            e = est.estimate(out, inn, delta=DELTA, method=method, confidence=0.8)
+        return e.eps_lb, truth
+
+    count_exceedances(draw, 100, 0.2, f"{method} on {mechanism}")
 
 
 def test_cp_uses_every_trial_and_beats_the_split():
@@ -123,23 +140,24 @@ def test_cp_uses_every_trial_and_beats_the_split():
 
 
 def test_cp_no_false_alarm_on_identical_worlds():
+    """ε = 0: 100 runs of 300 trials per world, β = 0.2: limit 30, P(fail | rate 0.4) = 0.975."""
     rng = np.random.default_rng(9)
-    pos = [est.estimate(rng.standard_normal(300), rng.standard_normal(300), delta=DELTA).eps_lb > 0
-           for _ in range(100)]
-    assert np.mean(pos) <= 0.1
+
+    def draw(r):
+        return est.estimate(rng.standard_normal(300), rng.standard_normal(300), delta=DELTA, confidence=0.8).eps_lb, 0.0
+
+    count_exceedances(draw, 100, 0.2, "cp on identical worlds")
 
 
-def test_one_run_fdp_covers_on_gaussian_canaries():
+def test_one_run_fdp_reports_both_analyses():
+    """one-run-fdp names its analysis and Steinke et al.'s bound on the same guesses, which is the
+    smaller (its coverage: the size check "one-run-fdp" of tests/test_estimator_size.py)."""
     rng = np.random.default_rng(5)
-    reps, exceed = 25, 0
-    for _ in range(reps):
-        eps = float(rng.uniform(1.0, 6.0))
-        s = rng.random(1000) < 0.5
-        y = rng.standard_normal(1000) + gdp_mu(eps, DELTA) * s
-        e = est.one_run_fdp(y[~s], y[s], delta=DELTA)
-        exceed += e.eps_lb > eps
-        assert e.method == "one-run-fdp" and "steinke_eps" in e.counts
-    assert exceed <= _allowed(reps)
+    s = rng.random(1000) < 0.5
+    y = rng.standard_normal(1000) + gdp_mu(4.0, DELTA) * s
+    e = est.one_run_fdp(y[~s], y[s], delta=DELTA)
+    assert e.method == "one-run-fdp" and 0 < e.counts["steinke_eps"] < e.eps_lb < 4.0
+    assert e.eps_lb == pytest.approx(gdp_epsilon(e.mu_lb, DELTA))
 
 
 # --- sequential --------------------------------------------------------------------------------
@@ -175,17 +193,20 @@ def test_sequential_futility_and_ceiling():
 
 
 def test_sequential_false_violations_within_beta():
+    """A claim at the true ε, looks at 250 … 2,000 trials per world: 80 runs at confidence 0.8,
+    limit 25, P(fail | rate 0.4) = 0.933."""
     rng = np.random.default_rng(3)
-    reps, viol = 60, 0
-    for _ in range(reps):
+
+    def violated(r):
         out, inn, truth = _gaussian(rng, 2000, 2.0)
-        sa = est.SequentialAudit(DELTA, truth, max_trials=2000)
+        sa = est.SequentialAudit(DELTA, truth, 0.8, max_trials=2000)
         for n in sa.looks:
             d = sa.look(out[:n], inn[:n])
             if d.stop:
                 break
-        viol += d.verdict == "violation"
-    assert viol <= _allowed(reps)
+        return d.verdict == "violation"
+
+    count_failures(violated, 80, 0.2, "a sequential audit of the true ε said violation")
 
 
 # --- gdp's assumption, checked ------------------------------------------------------------------
@@ -206,25 +227,14 @@ def test_choose_method_reasons():
 
 @pytest.mark.parametrize("mechanism, eps", [("laplace", 1.37), ("rr", 1.3)])
 def test_auto_false_alarms_within_confidence(mechanism, eps):
+    """100 runs at 1,000 trials per world, β = 0.2: limit 30, P(fail | rate 0.4) = 0.975."""
     rng = np.random.default_rng(8)
-    reps, exceed = 60, 0
-    for r in range(reps):
+
+    def draw(r):
         out, inn, truth = MECHANISMS[mechanism](rng, 1000, eps)
-        e, method, why = auto_estimate(out, inn, delta=DELTA, claim_is_gdp=True, seed=r)
-        exceed += e.eps_lb > truth
-    assert exceed <= _allowed(reps)
+        return auto_estimate(out, inn, delta=DELTA, claim_is_gdp=True, confidence=0.8, seed=r)[0].eps_lb, truth
 
-
-def test_one_run_ties_do_not_leak_membership():
-    """Discrete scores (randomized response) tie; ties must not be broken by OUT-before-IN order."""
-    rng = np.random.default_rng(10)
-    reps, exceed = 40, 0
-    for _ in range(reps):
-        out, inn, truth = _rr(rng, 1000, 1.3)
-        bit = rng.random(1000) < 0.5
-        y = np.where(bit, inn, out)
-        exceed += est.estimate(y[~bit], y[bit], delta=DELTA, method="one-run").eps_lb > truth
-    assert exceed <= _allowed(reps)
+    count_exceedances(draw, 100, 0.2, f"auto on {mechanism}")
 
 
 @pytest.mark.parametrize("module", ["audit.estimators.trade_off", "audit.group_sequential", "audit.shape_check"])
@@ -233,21 +243,3 @@ def test_modules_import_in_any_order(module):
     import sys
     code = f"import {module}; from audit.estimators import fdp, SequentialAudit, choose_method; print('ok')"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "ok"
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("mechanism", sorted(MECHANISMS))
-@pytest.mark.parametrize("method", ["cp", "fdp", "auto"])
-def test_validity_200_reps(mechanism, method):
-    """≥ 200 repetitions at 1,000 trials per world, ε drawn per rep: exceedance ≤ 8% (benchmarks/
-    estimator_validity.py prints the same table)."""
-    rng = np.random.default_rng(abs(hash((mechanism, method, "slow"))) % 2**32)
-    reps, exceed = 200, 0
-    for r in range(reps):
-        out, inn, truth = MECHANISMS[mechanism](rng, 1000, float(rng.uniform(0.5, 4.5)))
-        if method == "auto":
-            e = auto_estimate(out, inn, delta=DELTA, claim_is_gdp=True, seed=r)[0]
-        else:
-            e = est.estimate(out, inn, delta=DELTA, method=method)
-        exceed += e.eps_lb > truth
-    assert exceed / reps <= 0.08

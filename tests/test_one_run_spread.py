@@ -1,12 +1,16 @@
 """One-run audits on graphs: canaries spread beyond the target's receptive field, and both
 analyses of the guesses (Steinke et al.'s and the f-DP one) reported side by side, named."""
+import re
+
 import numpy as np
+import pytest
 import torch
 from torch_geometric.data import Data
 
 from audit.data import load
 from audit.game import AuditSpec, run_audit
 from canaries.spread import interacting, spread_non_edges
+from targets.common.accounting import gdp_epsilon, gdp_mu
 
 
 def _path(n):
@@ -52,11 +56,15 @@ def test_one_run_result_names_both_bounds_and_the_neighbourhoods(tmp_path):
     one = r["one_run"]
     assert one["steinke"]["eps_lb"] == r["eps_lb"]  # the verdict stands on the assumption-free bound
     f = one["fdp_gaussian"]
-    assert f["claimed_mu"] > 0 and f["mu_lb"] >= 0 and "Gaussian" in f["analysis"]
+    assert f["claimed_mu"] == pytest.approx(gdp_mu(2.0, r["claimed_delta"]))  # the exact Gaussian's μ
+    assert f["eps_lb"] == pytest.approx(gdp_epsilon(f["mu_lb"], r["claimed_delta"]))  # that curve's ε at δ
+    assert 0 < f["mu_lb"] < f["claimed_mu"] and "Gaussian" in f["analysis"]
     assert f["refutes_mu_gdp_claim"] is False
-    assert r["canary"]["receptive_hops"] == 1
-    assert "hops from each other" in r["canary"]["chosen_by"]
-    assert 0 <= r["canary"]["interacting"] <= 200
+    c = r["canary"]
+    assert c["receptive_hops"] == 1 and c["count"] == 200
+    assert "hops from each other" in c["chosen_by"]
+    alone = int(re.match(r"(\d+) of 200 canaries have no other canary", c["neighbourhoods"]).group(1))
+    assert c["interacting"] + alone == 200
 
 
 def test_one_run_fdp_flags_a_refuted_mu_gdp_claim(tmp_path):

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from audit import report
+from audit import campaign_report, estimators, run_report
 from audit.power import auc_interval, auc_interval_from, record_power
 from audit.cli import main as cli_main
 
@@ -20,7 +20,7 @@ def test_report_only_reproduces_the_committed_campaign_readmes(tmp_path):
     folder = tmp_path / "campaign-default"
     shutil.copytree(COMMITTED, folder, ignore=shutil.ignore_patterns("*.sqlite*"))
     (folder / "README.md").unlink()
-    report.write_campaign_report(folder, results_readme=tmp_path / "results-README.md")
+    campaign_report.write_campaign_report(folder, results_readme=tmp_path / "results-README.md")
     assert (folder / "README.md").read_text() == (COMMITTED / "README.md").read_text()
     assert (tmp_path / "results-README.md").read_text() == (REPO / "results" / "README.md").read_text()
     # and the campaign command's --report-only writes the same file
@@ -74,7 +74,7 @@ def test_rows_are_told_apart_and_a_violation_paragraph_is_said_once():
     rows = [_row(), _row(epsilon=2.0, claimed_epsilon=2.0, eps_lb=2.5),
             _row(canary="worst-directed-edge", verdict="CONSISTENT", eps_lb=0.5),
             _row(params={"edge_unit": "undirected"}, verdict="CONSISTENT", eps_lb=0.6)]
-    text = report.campaign_markdown({"name": "x", "rows": rows, "git": {"commit": "a" * 40}, "machine": {}}, {})
+    text = campaign_report.campaign_markdown({"name": "x", "rows": rows, "git": {"commit": "a" * 40}, "machine": {}}, {})
     table = [line for line in text.splitlines() if line.startswith("| gap")]
     assert len(set(table)) == 4
     assert any("worst-directed-edge" in line for line in table)
@@ -87,7 +87,7 @@ def test_rows_are_told_apart_and_a_violation_paragraph_is_said_once():
 
 def test_rows_from_different_commits_name_their_commit():
     rows = [_row(commit="a" * 40), _row(epsilon=2.0, claimed_epsilon=2.0, commit="b" * 40)]
-    text = report.campaign_markdown({"name": "x", "rows": rows, "git": {"commit": "b" * 40}, "machine": {},
+    text = campaign_report.campaign_markdown({"name": "x", "rows": rows, "git": {"commit": "b" * 40}, "machine": {},
                                      "rows_run": 1}, {})
     assert "| commit |" in text and "`aaaaaaa` |" in text and "`bbbbbbb` |" in text
     assert "rows by commit" in text and "1 rows run in that session" in text
@@ -111,11 +111,11 @@ def test_power_of_campaign_rows():
 def test_roc_band_surrounds_the_empirical_roc():
     rng = np.random.default_rng(1)
     out, inn = rng.normal(size=400), rng.normal(1.0, size=400)
-    x, y = report.roc_band(out, inn, 0.95)
+    x, y = run_report.roc_band(out, inn, 0.95)
     assert x.size == y.size and np.all((0 < x) & (x <= 1)) and np.all((0 <= y) & (y <= 1))
     from matplotlib.path import Path as Polygon
 
-    fpr, tpr = report.estimators.roc(out, inn)
+    fpr, tpr = estimators.roc(out, inn)
     inside = Polygon(np.column_stack([np.log10(x), y])).contains_points(
         np.column_stack([np.log10(np.clip(fpr, 1e-4, 1)), tpr]), radius=1e-9)
     mid = (fpr > 0.01) & (fpr < 0.99)
@@ -135,7 +135,7 @@ def test_per_run_report_has_power_and_a_roc_band(tmp_path, capsys):
     assert (tmp_path / "rep" / f"{result.run_id}.png").stat().st_size > 1000
     # a result without its store still reads its power (from the AUC and trial count)
     gone = result.replace(store=str(tmp_path / "missing.sqlite"), power=None)
-    assert "power" in report.table(gone)
+    assert "power" in run_report.table(gone)
 
 
 def test_kept_rows_of_an_earlier_session_name_its_commit(tmp_path, monkeypatch):

@@ -11,6 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
+#: ``Entry.auto_expect``: the default's verdict is that of a finding of this configuration (not scored)
+FINDING = "finding"
+
+
 @dataclass(frozen=True)
 class Entry:
     """One audit and its expected verdict."""
@@ -29,8 +33,9 @@ class Entry:
     quick: bool = True
     why: str = ""
     finding: str = ""  # set when a faithful (bug-free) configuration is expected to VIOLATE its paper's claim
-    #: ``regress --auto`` (the default command): the verdict expected where it differs, and why; a
-    #: planted bug with a note is not counted as caught by the default
+    #: ``regress --auto`` (the default command): the verdict expected where it differs (:data:`FINDING`:
+    #: the default audits the standard unit, so its verdict is a finding's, reported but not scored), and
+    #: why; a planted bug with a note is not counted as caught by the default
     auto_expect: str | None = None
     auto_note: str = ""
 

@@ -2,7 +2,7 @@
 should get (:class:`targets.common.catalogue.Entry`)."""
 from __future__ import annotations
 
-from targets.common.catalogue import Entry
+from targets.common.catalogue import FINDING, Entry
 
 GAP_FAST = {"encoder_epochs": "20", "epochs": "1"}
 GAP_NODE_HUB = {"unit": "node", "max_degree": "2", "encoder_epochs": "1", "epochs": "1"}
@@ -16,7 +16,7 @@ GAP_NODE_TRACE = {"unit": "node", "hops": "1", "epochs": "0", "encoder_epochs": 
 
 CATALOGUE = (
     # GAP (edge level)
-    Entry("gap", "CONSISTENT", trials=200, params=GAP_FAST, canary="worst-directed-edge", auto_expect="VIOLATION",
+    Entry("gap", "CONSISTENT", trials=200, params=GAP_FAST, canary="worst-directed-edge", auto_expect=FINDING,
           auto_note=GAP_DIRECTED, why="GAP's claim covers one directed entry of Aᵀ, so its canary is one directed edge"),
     Entry("gap", "CONSISTENT", epsilon=8, trials=2000, params={"edge_unit": "undirected"},
           why="Δ = √2 charged for an undirected edge: the undirected canary is covered"),
@@ -31,7 +31,7 @@ CATALOGUE = (
           why="every api call re-aggregates the private edges with fresh noise: 64 probe/control query pairs read "
               "at the canary's endpoint; μ_lb 1.73-3.40 against the claimed μ 1.04 (seeds 0-4)"),
     Entry("gap", "CONSISTENT", epsilon=4, params=GAP_TRAINED, canary="worst-directed-edge", attack="fresh-query",
-          estimator="gdp", trials=400, quick=False, auto_expect="VIOLATION", auto_note=GAP_DIRECTED,
+          estimator="gdp", trials=400, quick=False, auto_expect=FINDING, auto_note=GAP_DIRECTED,
           why="the same audit of the cached api (no query moves it)"),
     # GAP (node level): a hub canary with more out-edges than the degree bound D
     Entry("gap", "VIOLATION", bug="no-degree-bound", trials=600, params=GAP_NODE_HUB, canary="insert-hub-node",
@@ -46,5 +46,5 @@ CATALOGUE = (
     Entry("gap", "CONSISTENT", epsilon=8, params=GAP_NODE_TRACE, attack="gradient-lrt", estimator="gdp", trials=1000,
           quick=False, why="the same audit on the correct loader (8 steps, true ε 6.66)"),
     Entry("gap", "CONSISTENT", epsilon=4, trials=1000, canary="worst-directed-edge", quick=False,
-          auto_expect="VIOLATION", auto_note=GAP_DIRECTED),
+          auto_expect=FINDING, auto_note=GAP_DIRECTED),
 )

@@ -1,0 +1,109 @@
+"""What a run is: its spec (every option that decides its trials) and its setup (the graph, the
+target with the graph's public parameters pinned, and the claim), built once per run."""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import sys
+from dataclasses import asdict, dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from audit import data as datasets
+from audit import estimators
+from targets import base as targets
+
+
+@dataclass
+class AuditSpec:
+    """Everything that determines an audit's trials (and, with trials/estimator, its result)."""
+
+    target: str = targets.DEFAULT_TARGET
+    epsilon: float = 1.0
+    delta: float | None = None
+    bug: str | None = None
+    params: dict[str, str] = field(default_factory=dict)
+    dataset: str = "csbm"
+    canary: str = "auto"
+    attack: str = "auto"
+    level: str = "auto"
+    trials: int = 1000
+    seed: int = 0
+    confidence: float = 0.95
+    estimator: str = "auto"
+    mode: str = "multi"
+    device: str = "cpu"
+    data_root: str | None = None
+    batch: int = 0
+    #: which independent stream of trials (0: the run's own; the portfolio's pilots play stream 1, so
+    #: no trial a choice read is ever reported)
+    trial_stream: int = 0
+
+    def __post_init__(self) -> None:
+        if self.epsilon <= 0 or math.isnan(self.epsilon):
+            raise ValueError(f"epsilon must be > 0, got {self.epsilon!r}")
+        if self.delta is not None and not (0 < self.delta < 1):
+            raise ValueError(f"delta must be in (0, 1), got {self.delta!r}")
+        if self.trials < 8 or self.trials % 2:
+            raise ValueError(f"trials must be an even number >= 8, got {self.trials!r}")
+        if not (0.5 <= self.confidence < 1):
+            raise ValueError(f"confidence must be in [0.5, 1), got {self.confidence!r}")
+        if self.mode not in ("multi", "one-run"):
+            raise ValueError(f"mode must be 'multi' or 'one-run', got {self.mode!r}")
+        if not isinstance(self.batch, int) or self.batch < 0:
+            raise ValueError(f"batch must be an int >= 0 (0 = auto), got {self.batch!r}")
+        if self.estimator not in ("auto", *estimators.METHODS):
+            raise ValueError(f"unknown estimator {self.estimator!r}; known: auto, {', '.join(estimators.METHODS)}")
+
+    def key(self) -> str:
+        """Hash of the fields that determine trial outcomes (not trials, confidence, estimator, nor
+        the batch size: batched and one-at-a-time runs play the same trials)."""
+        d = asdict(self)
+        for k in ("trials", "confidence", "estimator", "data_root", "batch"):
+            d.pop(k)
+        if not d["trial_stream"]:
+            d.pop("trial_stream")  # stream 0 keeps the keys of runs stored before streams existed
+        return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def stream_seed(spec: AuditSpec) -> int:
+    """The seed of the spec's trials: the run seed for stream 0, else one derived from (seed, stream)."""
+    if not spec.trial_stream:
+        return spec.seed
+    return int(np.random.SeedSequence([spec.seed, spec.trial_stream, 0x57EA]).generate_state(1)[0])
+
+
+def build_target(spec: AuditSpec) -> targets.Target:
+    return targets.build(spec.target, epsilon=spec.epsilon, delta=spec.delta, bug=spec.bug,
+                         device=spec.device, **spec.params)
+
+
+class RunSetup(NamedTuple):
+    """What a run plays on: the preprocessed graph, the target with the graph's public parameters
+    pinned, and the target's claim."""
+
+    graph: Any
+    target: targets.Target
+    claim: targets.Claim
+
+
+def setup_run(spec: AuditSpec) -> RunSetup:
+    """The run's graph, target and claim (:class:`RunSetup`). It reads only the spec's target,
+    ε, δ, bug, parameters, device, dataset and seed: runs that differ in attack, canary, level,
+    trials or estimator share it."""
+    target = build_target(spec)
+    graph = preprocessed(target, datasets.load(spec.dataset, root=spec.data_root, seed=spec.seed))
+    pinned = target.public_params(graph)
+    if pinned:
+        target = type(target)(targets.replace_config(target.config, **pinned))
+    return RunSetup(graph, target, target.claim(graph))
+
+
+def preprocessed(target: targets.Target, graph: Any) -> Any:
+    """`graph` after the target's own preprocessing, with its one-line notice on stderr."""
+    graph, notice = target.preprocess(graph)
+    if notice:
+        print(notice, file=sys.stderr)
+    return graph

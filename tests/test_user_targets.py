@@ -1,0 +1,88 @@
+"""The user-target suite: targets written as a user would (tests/user_targets/*.py, loaded by file
+path with their default settings), each deviating the way a real implementation could, audited by
+the default command (``run --target FILE:Class``: the portfolio, ``--attack auto --canary auto``).
+
+The four tool gaps of issue #36 are among them: a target the sensitivity probe cannot see
+(raw_features), steps sharing noise while the likelihood ratio assumes independence (shared_noise),
+a deterministic release (fixed_seed), a leak only an edge removal shows (isolated_fallback). The
+correct controls stay consistent. The audits run at a trial budget (not the default 2-minute one) so
+that their pilots, and so their verdicts, do not depend on the machine's speed.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from audit import portfolio
+from audit.budget import parse
+from audit.game import AuditSpec
+from audit.testing import check_target
+
+USER = Path(__file__).with_name("user_targets")
+#: enough for the pilots to reach both halves of the edge relation (removal canaries included)
+BUDGET = "10000"
+
+DEVIANTS = {
+    "raw_features.py:RawFeatures": "aggregates raw rows: Δ far above the claimed √2, nothing declared to probe",
+    "shared_noise.py:SharedNoise": "one noise draw for two steps: their difference is exact",
+    "fixed_seed.py:FixedSeed": "a constant noise seed: every release of a world is the same",
+    "isolated_fallback.py:IsolatedFallback": "an isolated node's row released exact: only a removal reaches it",
+    "per_dimension_noise.py:PerDimensionNoise": "noise std divided by √f",
+    "scaled_rows.py:ScaledRows": "rows scaled to norm 4, the claim's Δ still for unit rows",
+    "train_rows_only.py:TrainRowsOnly": "rows outside the training set released without noise",
+    "uncomposed.py:Uncomposed": "eight hops, each calibrated to the whole budget",
+}
+CONTROLS = ["aggregation.py:Aggregation", "aggregation.py:TwoHops"]
+#: deviants the default command finds but does not certify in this version (said, not hidden)
+FOUND_NOT_CERTIFIED = {
+    "debug_weights.py:DebugWeights": "the noiseless aggregate in `weights`: the declared check names the leak; "
+                                     "the portfolio pilots the weights view only after every mechanism candidate",
+}
+
+
+def _path(spec: str) -> str:
+    file, cls = spec.split(":")
+    return f"{USER / file}:{cls}"
+
+
+def _default_run(spec: str, out: Path):
+    return portfolio.run(AuditSpec(target=_path(spec)), parse(BUDGET), out=out, progress=False)
+
+
+@pytest.mark.parametrize("spec", [s for s in [*DEVIANTS, *CONTROLS, *FOUND_NOT_CERTIFIED]
+                                  if s != "fixed_seed.py:FixedSeed"])
+def test_each_user_target_loads_by_path_and_keeps_the_contract(spec):
+    assert {"calibration", "determinism", "fit_batch"} <= set(check_target(_path(spec)))
+
+
+def test_the_contract_check_already_names_a_fixed_seed():
+    with pytest.raises(AssertionError, match="fits with different seeds release the same views"):
+        check_target(_path("fixed_seed.py:FixedSeed"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spec", list(DEVIANTS))
+def test_the_default_command_catches_each_deviant(spec, tmp_path):
+    result = _default_run(spec, tmp_path)
+    assert result.verdict == "VIOLATION", f"{spec} ({DEVIANTS[spec]}) not caught: ε_lb {result.eps_lb}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spec", CONTROLS)
+def test_the_default_command_keeps_correct_controls_consistent(spec, tmp_path):
+    assert _default_run(spec, tmp_path).verdict == "CONSISTENT"
+
+
+def test_a_noiseless_tensor_left_in_an_unread_view_is_named_as_a_leak(small_csbm):
+    import numpy as np
+
+    from audit import declared
+    from canaries.edge import RandomEdge
+    from targets.base import get
+
+    target = get(_path("debug_weights.py:DebugWeights"))()
+    pair = RandomEdge().worlds(small_csbm, np.random.default_rng(0))
+    check = declared.check_declared(target, pair, seed=0, n=4, attack="mechanism-lrt", graph=small_csbm)
+    assert check.unread_views == ["weights"]
+    assert check.leaks and all("aggregate" in leak for leak in check.leaks)
