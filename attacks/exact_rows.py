@@ -53,7 +53,7 @@ class ExactRows(Attack):
                 self._means.clear()
             m0, m1 = _rows(_cpu64(step.mean(pair.g0))), _rows(_cpu64(step.mean(pair.g1)))
             rows = (m0 != m1).any(1).nonzero().view(-1)
-            node = pair.info.get("node") if isinstance(getattr(pair, "info", None), dict) else None
+            node = pair.node
             if node is not None and m0.shape[0] > 1:
                 rows = rows[rows != int(node)]
             self._means[key] = (rows, m0[rows], m1[rows])
