@@ -576,7 +576,16 @@ class Target(ABC, Generic[C]):
 # ---------------------------------------------------------------------------------------------
 def charge_of(target: Target, g0: Any, g1: Any) -> tuple[float, ...]:
     """How much `target`'s claim charges a pair, for comparing pins: the largest (ε, δ, noise std,
-    sensitivity) of its claim on the two worlds."""
+    sensitivity) of its claim on the two worlds.
+
+    Where two pins tie in ε and δ, the larger noise std wins. That is deliberate, not the weaker
+    audit by accident: both pins are calibrated to the same claim and differ in which world's data
+    they were read from, and a pin read from a quantity the pair moves (a minimum degree, a degree
+    bound) is a valid public bound of both worlds only at the worse world, where it calibrates more
+    noise. The smaller-noise pin would play a world outside its own calibration (a degree below the
+    pinned minimum), which is a configuration the claim never covered, so its VIOLATION would be a
+    false alarm, not the adversary's worst case (tests/test_relation.py). The adversary's choice is
+    the pair (the canaries), not a calibration neither world admits."""
     def key(c: Claim) -> tuple[float, ...]:
         return (c.epsilon, c.delta, float(c.details.get("noise_std") or 0.0), float(c.details.get("sensitivity") or 0.0))
 
