@@ -26,7 +26,8 @@ import numpy as np
 import torch
 
 from attacks import base as attacks
-from audit import declared, declared_joint, estimators, memory_plan, provenance, relation, sequential_run
+from attacks.mechanism import MechanismLRT
+from audit import declared, declared_joint, estimators, memory_plan, pair_epsilon, provenance, relation, sequential_run
 from audit.trial_runner import (TrialSetup, batch_size, cached_work, chunk_indices, play_chunks, release_worker,
                                 worker_objects)
 from audit.trial_runner import trial_seed
@@ -77,7 +78,8 @@ def auto_trials(claim: targets.Claim, level: str, confidence: float) -> tuple[in
 def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, backend: str = "loky",
               scheduler: str | None = None, progress: bool = True,
               on_chunk: Callable[[int], None] | None = None, pipeline: bool | None = None,
-              fresh: bool = False, sequential: bool = False, setup: RunSetup | None = None) -> Result:
+              fresh: bool = False, sequential: bool = False, setup: RunSetup | None = None,
+              exact: bool = True) -> Result:
     """Play (or resume) the games of `spec`, estimate, and write the result. Returns the result.
 
     Stored trials are reused only for the same options and the same code (:func:`audit.store.run_key`);
@@ -85,6 +87,8 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
     None = on iff CUDA. `sequential`: stop as soon as the verdict is settled (:mod:`audit.sequential_run`);
     ``spec.trials`` is then the most it plays. `setup`: :func:`setup_run` of `spec` where the caller
     built it already (under :func:`targets.one_torch_thread`, as the run would), so it is built once.
+    `exact`: compute the exact ε of the played pair (:mod:`audit.pair_epsilon`); a pilot, which is
+    never reported, says "not computed" instead.
 
     The whole run uses one torch thread, as its trials always did (``TrialSetup.threads``); the
     caller's setting is restored after. The canary probe, the declared-model check and the setup
@@ -93,12 +97,13 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
     """
     with targets.one_torch_thread():
         return _run_audit(spec, out=out, jobs=jobs, backend=backend, scheduler=scheduler, progress=progress,
-                          on_chunk=on_chunk, pipeline=pipeline, fresh=fresh, sequential=sequential, setup=setup)
+                          on_chunk=on_chunk, pipeline=pipeline, fresh=fresh, sequential=sequential, setup=setup,
+                          exact=exact)
 
 
 def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, scheduler: str | None,
                progress: bool, on_chunk: Callable[[int], None] | None, pipeline: bool | None, fresh: bool,
-               sequential: bool, setup: RunSetup | None) -> Result:
+               sequential: bool, setup: RunSetup | None, exact: bool) -> Result:
     if spec.mode == "one-run":
         from audit.one_run_audit import run_one_run  # it builds on this module's setup and result
 
@@ -202,6 +207,12 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
     scores = np.array([s for _, _, s in rows])
     method = est.method
     used = len(rows)
+    # the exact ε of the played pair on this view; the exact LLR's own trials are its loss samples
+    pair_exact = pair_epsilon.of_run(
+        target, pair, level=level, delta=claim.delta, confidence=spec.confidence, seed=spec.seed,
+        declared_ok=pair_epsilon.declared_state(check),
+        trial_losses=(-scores[bits == 0], scores[bits == 1]) if isinstance(attack, MechanismLRT) else None
+    ) if exact else pair_epsilon.not_computable(claim.delta, "a pilot: not computed (the certified run computes it)")
     run_id = f"{spec.target.replace(':', '.').replace('/', '.')}-{key}-{spec.trials}-{method}" \
         + (f"-seq{used}" if seq is not None else "")
     result = make_result(spec, key, target, claim, pair.info, attack_name, level, est, scores, bits,
@@ -210,7 +221,7 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
                          cached_per_worker=cached_work(target), trials_played=played,
                          trials_wall_s=trials_wall, code=code, reused_trials=used - played,
                          declared=_declared_record(check, policy, est, scores, bits), estimator_choice=why,
-                         sequential=record)
+                         sequential=record, exact=pair_exact)
     if seq is not None:
         result = result.replace(confidence=spec.confidence)  # the looks' levels add up to it (record)
         if result.verdict != seq.verdict:

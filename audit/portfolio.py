@@ -218,7 +218,7 @@ def _pilots(spec: game.AuditSpec, pool: list[Candidate], budget: Budget, claim: 
                         estimator="cp")
         start = time.time()
         try:
-            result = game.run_audit(pilot, out=out, jobs=jobs, progress=False, fresh=fresh)
+            result = game.run_audit(pilot, out=out, jobs=jobs, progress=False, fresh=fresh, exact=False)
         except Exception as err:  # noqa: BLE001 - a candidate that cannot play is recorded, not fatal
             rows.append({**row, "status": f"failed: {type(err).__name__}: {err}"[:300],
                          "seconds": time.time() - start})
