@@ -170,7 +170,7 @@ def _exact_cell(r: dict[str, Any]) -> str:
     if pe is None:
         return "–" if r.get("verdict") == "ERROR" else "not computed"
     if pe.get("value") is None:
-        return "n/c"
+        return "n/c" if pe.get("upper") is None else f"n/c (≤ {short(number(pe['upper']))})"
     value = number(pe["value"])
     if pe.get("method") == "monte-carlo":
         lo, hi = (number(x) for x in pe["interval"])

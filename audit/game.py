@@ -211,7 +211,8 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
     pair_exact = pair_epsilon.of_run(
         target, pair, level=level, delta=claim.delta, confidence=spec.confidence, seed=spec.seed,
         declared_ok=pair_epsilon.declared_state(check),
-        trial_losses=(-scores[bits == 0], scores[bits == 1]) if isinstance(attack, MechanismLRT) else None
+        trial_losses=(-scores[bits == 0], scores[bits == 1]) if isinstance(attack, MechanismLRT) else None,
+        mc_releases=max(pair_epsilon.CHECK_RELEASES, used // 2)  # what a Monte Carlo may cost: the trials' own
     ) if exact else pair_epsilon.not_computable(claim.delta, "a pilot: not computed (the certified run computes it)")
     run_id = f"{spec.target.replace(':', '.').replace('/', '.')}-{key}-{spec.trials}-{method}" \
         + (f"-seq{used}" if seq is not None else "")

@@ -47,7 +47,7 @@ NOT_COMPUTABLE = "not computable"
 #: releases per world on which each step's μ_k is compared (a μ_k that moves with earlier noise
 #: shows on a few releases; one that does not is then assumed fixed, and the result says so)
 CHECK_RELEASES = 3
-#: releases per world for a Monte-Carlo ε
+#: releases per world for a Monte-Carlo ε (a run passes its own trial count: the cost stays the trials')
 MC_RELEASES = 4000
 #: relative agreement of μ_k² across releases read as "fixed" (float64 sums of float32 releases)
 MU_RTOL = 1e-6
@@ -69,6 +69,9 @@ class PairEpsilon:
         exact: False where the number rests on an assumption the module could not check.
         note: how it was computed (adaptive steps, samples beyond ε, ...).
         samples: Monte Carlo: releases per world.
+        confidence: Monte Carlo: the interval's level.
+        upper: where the exact ε is not computable, an upper bound on it where one is (e.g. a
+            row-projected Gaussian step: its pre-projection μ-GDP, by post-processing).
     """
 
     value: float | None
@@ -82,6 +85,7 @@ class PairEpsilon:
     note: str = ""
     samples: int | None = None
     confidence: float | None = None
+    upper: float | None = None
 
     @property
     def computable(self) -> bool:
@@ -89,7 +93,7 @@ class PairEpsilon:
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
-        out["value"] = _json_float(self.value)
+        out["value"], out["upper"] = _json_float(self.value), _json_float(self.upper)
         out["interval"] = None if self.interval is None else [_json_float(x) for x in self.interval]
         out["covers"], out["not_covered"] = list(self.covers), list(self.not_covered)
         return out
@@ -101,7 +105,7 @@ class PairEpsilon:
                    interval=None if interval is None else (_read_float(interval[0]), _read_float(interval[1])),
                    mu=d.get("mu"), covers=tuple(d.get("covers") or ()), not_covered=tuple(d.get("not_covered") or ()),
                    exact=bool(d.get("exact")), note=d.get("note", ""), samples=d.get("samples"),
-                   confidence=d.get("confidence"))
+                   confidence=d.get("confidence"), upper=_read_float(d.get("upper")))
 
 
 def _json_float(x: float | None) -> float | str | None:
@@ -235,17 +239,39 @@ def of_releases(views_0: list[list[MechanismStep]], views_1: list[list[Mechanism
                                      "release structure): not computable")
     blocked = [f"{n}: {why}" for n, s in zip(names, steps) if (why := _why_not(s))]
     if blocked:
-        return not_computable(delta, *blocked, covers=[n for n, s in zip(names, steps) if not _why_not(s)])
+        return replace(not_computable(delta, *blocked, covers=[n for n, s in zip(names, steps) if not _why_not(s)]),
+                       **_projection_bound(views, names, pair, delta))
     why = "a step's law is not Gaussian; its log-density is exact"
     if all(_is_gaussian(s) for v in views for s in v):
-        mu2 = np.array([[shift_norm2(s, pair) / float(s.noise_std) ** 2 for s in v] for v in views])
-        moving = [n for n, col in zip(names, mu2.T) if not np.allclose(col, col[0], rtol=MU_RTOL, atol=1e-12)]
+        mu2, moving = _step_mu2(views, names, pair)
         why = (f"μ_k of {', '.join(moving)} moves with earlier noise (the loss is a mixture)" if moving
                else "asked for the Monte Carlo")
         if not moving and not monte_carlo:
             return _closed_form(names, steps, mu2[0], delta, len(views_0), len(views_1))
     loss_0, loss_1 = losses() if losses is not None else exact_losses(views_0, views_1, pair)
     return from_losses(loss_0, loss_1, names, delta=delta, confidence=confidence, why=why)
+
+
+def _step_mu2(views: list[list[MechanismStep]], names: list[str], pair: Any) -> tuple[np.ndarray, list[str]]:
+    """μ_k² = ‖d_k‖²/s_k² of each step on each release (rows: releases), and the steps whose μ_k
+    differs between releases (it moves with earlier noise)."""
+    mu2 = np.array([[shift_norm2(s, pair) / float(s.noise_std) ** 2 for s in v] for v in views])
+    return mu2, [n for n, col in zip(names, mu2.T) if not np.allclose(col, col[0], rtol=MU_RTOL, atol=1e-12)]
+
+
+def _projection_bound(views: list[list[MechanismStep]], names: list[str], pair: Any, delta: float) -> dict[str, Any]:
+    """Where every blocked step is a row-projected Gaussian one and every other step Gaussian: an
+    upper bound on the pair's ε. The projection is post-processing of mean + N(0, s²), so the
+    pre-projection steps' μ-GDP bounds the release (data processing) where each μ_k is fixed."""
+    if not all(s.log_density is None and s.noise_std for v in views for s in v):
+        return {}
+    mu2, moving = _step_mu2(views, names, pair)
+    if moving:
+        return {"note": f"no upper bound either: μ_k of {', '.join(moving)} moves with earlier noise"}
+    mu = math.sqrt(float(mu2[0].sum()))
+    return {"upper": gdp_pair_epsilon(mu, delta), "mu": mu,
+            "note": f"upper bound ε ≤ {gdp_pair_epsilon(mu, delta):.4g}: the steps before their row projection are "
+                    f"μ-GDP with μ = {mu:.4g}, and the projection is post-processing"}
 
 
 def _closed_form(names: list[str], steps: list[MechanismStep], mu2: np.ndarray, delta: float, n0: int, n1: int
@@ -326,7 +352,9 @@ def of_run(target: Any, pair: Any, *, level: str, delta: float, confidence: floa
     found = of_releases(views_0, views_1, pair, delta=delta, confidence=confidence, losses=losses)
     if found.method == MONTE_CARLO and trial_losses is not None:
         found = replace(found, note=found.note + " (the run's own trials: its score is that loss)")
-    note = found.note + ("" if declared_ok else "; the declared noise model is not verified on every step")
+    unverified = "the declared noise model is not verified on every step"
+    note = found.note if declared_ok or not (found.computable or found.upper is not None) \
+        else "; ".join(x for x in (found.note, unverified) if x)
     return replace(found, not_covered=found.not_covered + others, note=note, exact=found.exact and bool(declared_ok))
 
 
@@ -339,7 +367,8 @@ def slack(claimed: float, exact: PairEpsilon | dict[str, Any] | None, eps_lb: fl
         exact = PairEpsilon.from_dict(exact)
     value = exact.value if exact is not None else None
     ratio = (lambda a, b: a / b if b and math.isfinite(b) and b > 0 and a is not None and math.isfinite(a) else None)
-    return {"claim": claimed, "exact": value, "eps_lb": eps_lb, "lb_over_claim": ratio(eps_lb, claimed),
+    return {"claim": claimed, "exact": value, "exact_upper": None if exact is None else exact.upper,
+            "eps_lb": eps_lb, "lb_over_claim": ratio(eps_lb, claimed),
             "exact_over_claim": ratio(value, claimed), "lb_over_exact": ratio(eps_lb, value)}
 
 
@@ -353,6 +382,8 @@ def slack_line(claimed: float, exact: PairEpsilon | dict[str, Any] | None, eps_l
         middle = "exact not computed (a result written before this field existed)"
     elif exact.value is None:
         middle = f"exact not computable: {'; '.join(r for r in exact.not_covered if 'not observed' not in r)}"
+        if exact.upper is not None:
+            middle += f"; exact ≤ {_g(exact.upper)} (μ {_g(exact.mu)} before the projection)"
     elif exact.method == MONTE_CARLO:
         lo, hi = exact.interval
         middle = f"exact {_g(exact.value)} [{_g(lo)}, {_g(hi)}] (monte-carlo)"

@@ -212,6 +212,9 @@ def test_steps_without_a_computable_law_are_named_with_the_reason():
     assert got.value is None and got.method == pe.NOT_COMPUTABLE
     assert got.not_covered == ("X(1): row-projected output (its law is not the Gaussian's): not computable",)
     assert got.covers == ("X(2)",)
+    # the projection is post-processing: each step moves by ‖d‖² = 2 before it, so ε ≤ that of μ = 2
+    assert got.mu == pytest.approx(2.0) and gdp_delta_by_hand(got.upper, 2.0) == pytest.approx(1e-5, rel=1e-6)
+    assert "exact ≤ " in pe.slack_line(1.0, got, 0.2)
     hidden = [MechanismStep(output=out, mean=lambda g: g.A, name="X(K)")]
     got = pe.of_releases([hidden], [hidden], pair, delta=1e-5, confidence=0.95)
     assert got.value is None and "no noise law declared" in got.not_covered[0]
