@@ -171,11 +171,11 @@ def _exact_cell(r: dict[str, Any]) -> str:
         return "–" if r.get("verdict") == "ERROR" else "not computed"
     if pe.get("value") is None:
         return "n/c" if pe.get("upper") is None else f"n/c (≤ {short(number(pe['upper']))})"
-    value = number(pe["value"])
+    value, mark = number(pe["value"]), "†" if pe.get("caveats") else ""
     if pe.get("method") == "monte-carlo":
         lo, hi = (number(x) for x in pe["interval"])
-        return f"{short(value)} [{short(lo)}, {short(hi)}] mc"
-    return f"{short(value)} cf"
+        return f"{short(value)} [{short(lo)}, {short(hi)}] mc{mark}"
+    return f"{short(value)} cf{mark}"
 
 
 def _slack_section(rows: list[dict[str, Any]]) -> list[str]:
@@ -268,8 +268,8 @@ def campaign_markdown(doc: dict[str, Any], images: dict[str, list[str]], discuss
                   "worlds' difference. "
                   "exact ε (pair): the exact ε of the pair the row played, on the view its attack observes "
                   "(cf: closed form, the pair is μ-GDP; mc: Monte Carlo of the exact privacy loss, with its "
-                  "interval; n/c: not computable, the reason under *Slack*): the best any test of that view "
-                  "could certify. tightness = ε_lb / claim; exact / claim is the accounting's slack on this "
+                  "interval; n/c: not computable, the reason under *Slack*; †: a caveat, named under *Slack*): "
+                  "the best any test of that view could certify. tightness = ε_lb / claim; exact / claim is the accounting's slack on this "
                   "pair, ε_lb / exact the attack's and the estimator's.", ""]
     lines += _slack_section(rows)
     lines += ["## Violations", ""]

@@ -66,7 +66,9 @@ class PairEpsilon:
         mu: the pair's μ (closed form only).
         covers: the released steps whose loss it includes.
         not_covered: what it leaves out, each with its reason (never silently).
-        exact: False where the number rests on an assumption the module could not check.
+        caveats: what the number rests on that the module could not prove (a μ_k seen fixed on the
+            releases checked, a declared noise model not verified, few Monte-Carlo samples beyond
+            ε); :attr:`exact` is a computed number with none.
         note: how it was computed (adaptive steps, samples beyond ε, ...).
         samples: Monte Carlo: releases per world.
         confidence: Monte Carlo: the interval's level.
@@ -81,7 +83,7 @@ class PairEpsilon:
     mu: float | None = None
     covers: tuple[str, ...] = ()
     not_covered: tuple[str, ...] = ()
-    exact: bool = False
+    caveats: tuple[str, ...] = ()
     note: str = ""
     samples: int | None = None
     confidence: float | None = None
@@ -91,11 +93,16 @@ class PairEpsilon:
     def computable(self) -> bool:
         return self.value is not None
 
+    @property
+    def exact(self) -> bool:
+        return self.computable and not self.caveats
+
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["value"], out["upper"] = _json_float(self.value), _json_float(self.upper)
         out["interval"] = None if self.interval is None else [_json_float(x) for x in self.interval]
-        out["covers"], out["not_covered"] = list(self.covers), list(self.not_covered)
+        out["covers"], out["not_covered"], out["caveats"] = list(self.covers), list(self.not_covered), list(self.caveats)
+        out["exact"] = self.exact
         return out
 
     @classmethod
@@ -104,7 +111,7 @@ class PairEpsilon:
         return cls(value=_read_float(d.get("value")), method=d["method"], delta=d["delta"],
                    interval=None if interval is None else (_read_float(interval[0]), _read_float(interval[1])),
                    mu=d.get("mu"), covers=tuple(d.get("covers") or ()), not_covered=tuple(d.get("not_covered") or ()),
-                   exact=bool(d.get("exact")), note=d.get("note", ""), samples=d.get("samples"),
+                   caveats=tuple(d.get("caveats") or ()), note=d.get("note", ""), samples=d.get("samples"),
                    confidence=d.get("confidence"), upper=_read_float(d.get("upper")))
 
 
@@ -282,8 +289,9 @@ def _closed_form(names: list[str], steps: list[MechanismStep], mu2: np.ndarray, 
     note = (f"μ_k of {', '.join(adaptive)} (read given earlier releases) equal on {n0} + {n1} releases of the two "
             "worlds: taken as fixed given public state" if adaptive
             else "no step's mean reads an earlier noisy release")
+    caveats = (f"μ_k of {', '.join(adaptive)} equal on {n0 + n1} releases, not proven fixed",) if adaptive else ()
     return PairEpsilon(value=value, method=CLOSED_FORM, delta=delta, interval=(value, value), mu=mu,
-                       covers=tuple(names), exact=True, note=note)
+                       covers=tuple(names), caveats=caveats, note=note)
 
 
 def exact_losses(views_0: list[list[MechanismStep]], views_1: list[list[MechanismStep]], pair: Any) -> Losses:
@@ -301,10 +309,10 @@ def from_losses(loss_0: np.ndarray, loss_1: np.ndarray, names: Sequence[str], *,
                 why: str) -> PairEpsilon:
     """The Monte-Carlo ε of privacy-loss samples (:func:`monte_carlo_epsilon`), with its record."""
     value, interval, beyond = monte_carlo_epsilon(loss_0, loss_1, delta, confidence)
-    note = (f"{why}: Monte Carlo of the exact privacy loss on {len(loss_0)} + {len(loss_1)} releases, "
-            f"{beyond} samples beyond ε" + ("; fewer than 30: the interval is unreliable" if beyond < 30 else ""))
+    note = f"{why}: Monte Carlo of the exact privacy loss on {len(loss_0)} + {len(loss_1)} releases, {beyond} beyond ε"
+    caveats = (f"{beyond} Monte-Carlo samples beyond ε (< 30): the interval is unreliable",) if beyond < 30 else ()
     return PairEpsilon(value=value, method=MONTE_CARLO, delta=delta, interval=interval, covers=tuple(names),
-                       exact=beyond >= 30, note=note, samples=min(len(loss_0), len(loss_1)), confidence=confidence)
+                       caveats=caveats, note=note, samples=min(len(loss_0), len(loss_1)), confidence=confidence)
 
 
 def draw_views(target: Any, pair: Any, n: int, seed: int) -> tuple[list[list[MechanismStep]], list[list[MechanismStep]]]:
@@ -352,10 +360,8 @@ def of_run(target: Any, pair: Any, *, level: str, delta: float, confidence: floa
     found = of_releases(views_0, views_1, pair, delta=delta, confidence=confidence, losses=losses)
     if found.method == MONTE_CARLO and trial_losses is not None:
         found = replace(found, note=found.note + " (the run's own trials: its score is that loss)")
-    unverified = "the declared noise model is not verified on every step"
-    note = found.note if declared_ok or not (found.computable or found.upper is not None) \
-        else "; ".join(x for x in (found.note, unverified) if x)
-    return replace(found, not_covered=found.not_covered + others, note=note, exact=found.exact and bool(declared_ok))
+    unverified = () if declared_ok or not found.computable else ("the declared noise model is not verified on every step",)
+    return replace(found, not_covered=found.not_covered + others, caveats=found.caveats + unverified)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -374,7 +380,7 @@ def slack(claimed: float, exact: PairEpsilon | dict[str, Any] | None, eps_lb: fl
 
 def slack_line(claimed: float, exact: PairEpsilon | dict[str, Any] | None, eps_lb: float) -> str:
     """``claim 1 → exact 0.27 (closed-form) → ε_lb 0.24; ε_lb/claim 0.24, exact/claim 0.27``, or
-    ``claim 1 → exact not computable: <reason> → ε_lb 0.24``."""
+    ``claim 1 → exact not computable: <reason> → ε_lb 0.24``; then the caveats, if any."""
     if isinstance(exact, dict):
         exact = PairEpsilon.from_dict(exact)
     s = slack(claimed, exact, eps_lb)
@@ -392,7 +398,8 @@ def slack_line(claimed: float, exact: PairEpsilon | dict[str, Any] | None, eps_l
     ratios = f"ε_lb/claim {_g(s['lb_over_claim'])}"
     if s["exact_over_claim"] is not None:
         ratios += f", exact/claim {_g(s['exact_over_claim'])}"
-    return f"claim {_g(claimed)} → {middle} → ε_lb {_g(eps_lb)}; {ratios}"
+    caveats = f"; caveat: {'; '.join(exact.caveats)}" if exact is not None and exact.caveats else ""
+    return f"claim {_g(claimed)} → {middle} → ε_lb {_g(eps_lb)}; {ratios}{caveats}"
 
 
 def _g(x: float | None) -> str:

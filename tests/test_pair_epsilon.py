@@ -129,7 +129,10 @@ def test_two_hop_linear_gaussian_closed_form():
     v0, v1 = _two_hop_views(pair, x, s, 2000, seed=3, normalize=True)
     got = pe.of_releases(v0[:3], v1[:3], pair, delta=0.05, confidence=0.95)
     assert got.method == pe.CLOSED_FORM and got.mu == pytest.approx(2 / s, rel=1e-9)
-    assert got.covers == ("hop 1", "hop 2") and "hop 2" in got.note  # the adaptive step is named
+    assert got.covers == ("hop 1", "hop 2")
+    # hop 2 reads the released X¹: its μ₂ is seen fixed, not proven so: a caveat, never a silent "exact"
+    assert not got.exact and got.caveats == ("μ_k of hop 2 equal on 6 releases, not proven fixed",)
+    assert pe.slack_line(1.0, got, 0.5).endswith("caveat: μ_k of hop 2 equal on 6 releases, not proven fixed")
     assert gdp_delta_by_hand(got.value, 2 / s) == pytest.approx(0.05, rel=1e-6)
     mc = pe.of_releases(v0, v1, pair, delta=0.05, confidence=0.95, monte_carlo=True)
     assert mc.interval[0] <= got.value <= mc.interval[1], (mc.interval, got.value)
@@ -273,17 +276,21 @@ def test_campaign_readme_reads_the_slack():
             "claimed_epsilon": 1.0, "claimed_delta": 1e-5, "eps_lb": 0.25, "ci": [0.1, 0.9], "method": "gdp",
             "tightness": 0.25, "verdict": "CONSISTENT", "auc": 0.6, "max_certifiable_eps": 5.0}
     closed = pe.PairEpsilon(value=0.5, method=pe.CLOSED_FORM, delta=1e-5, interval=(0.5, 0.5), mu=0.2,
-                            covers=("A·X + noise",), exact=True)
+                            covers=("A·X + noise",))
+    sampled = pe.PairEpsilon(value=0.03, method=pe.MONTE_CARLO, delta=1e-5, interval=(0.01, 0.04),
+                             caveats=("13 Monte-Carlo samples beyond ε (< 30): the interval is unreliable",))
     hidden = pe.not_computable(1e-5, "X(K): no noise law declared (noise_std None, no log_density): not computable")
     rows = [{**base, "pair_epsilon": closed.to_dict(), "slack": pe.slack(1.0, closed, 0.25)},
             {**base, "epsilon": 2.0, "claimed_epsilon": 2.0, "pair_epsilon": hidden.to_dict(),
              "slack": pe.slack(2.0, hidden, 0.25)},
-            {**base, "epsilon": 4.0, "claimed_epsilon": 4.0}]
+            {**base, "epsilon": 4.0, "claimed_epsilon": 4.0},
+            {**base, "epsilon": 8.0, "claimed_epsilon": 8.0, "pair_epsilon": sampled.to_dict()}]
     text = campaign_markdown({"name": "t", "rows": rows}, {})
     assert "| 1.00 | 0.50 cf | 0.25 [0.10, 0.90] | gdp | 0.25 | 0.50 | CONSISTENT |" in text
     assert "| 2.00 | n/c |" in text and "| 4.00 | not computed |" in text
     assert "claim 1 → exact 0.5 (closed-form, μ 0.2) → ε_lb 0.25; ε_lb/claim 0.25, exact/claim 0.5" in text
     assert "claim 2 → exact not computable: X(K): no noise law declared" in text
+    assert "| 8.00 | 0.03 [0.01, 0.04] mc† |" in text and "caveat: 13 Monte-Carlo samples beyond ε" in text
     assert "* 1 row played before the exact ε was recorded: not computed" in text
 
 
