@@ -225,7 +225,7 @@ def load(config: str | Path, *, quick: bool = False, only: str | None = None) ->
                 raise CampaignError(f"{where}: every ε must be a finite number > 0, got {e!r}")
         data = _list(b.get("datasets", head.get("datasets")), where, "datasets", str)
         for d in data:
-            if d not in known_data:
+            if d not in known_data and not d.startswith("witness:"):
                 raise CampaignError(f"{where}: unknown dataset {d!r}; known: {', '.join(sorted(known_data))}")
         params = b.get("params", {})
         if not isinstance(params, dict):

@@ -21,12 +21,15 @@ each, and a certification on trials the choice never saw.
    claim could not be refuted within the budget. No pilot trial is ever read by the certificate,
    so the choice costs nothing in confidence.
 
-A time budget (``--budget 5m``) gives the pilots :data:`PILOT_SHARE` of it and sizes the
-certification from the winner's measured seconds per trial (up to :data:`EXTEND` times the
-fixed-budget cap of its view): a bound that is budget-limited is extended, and the sequential
-looks stop it as soon as it is settled. The fixed-budget default of the winner's view
-(:func:`audit.game.auto_trials`) is the floor: on a slow or loaded machine the run takes longer than
-its time budget rather than certify on fewer trials than a named audit would.
+The pilots get :data:`PILOT_SHARE` of the budget, and the certification what is left, sized at the
+winner's cost per trial (up to :data:`EXTEND` times the fixed-budget cap of its view): a bound that is
+budget-limited is extended, and the sequential looks stop it as soon as it is settled. The
+fixed-budget default of the winner's view (:func:`audit.game.auto_trials`) is the floor. The default
+budget is in work units (:class:`Meter`: the target's declared costs), so it plays the same trials on
+any machine and the same seed gives the same result; a time budget (``--budget 5m``) spends what the
+machine affords, and the record's ``replay`` lists the trials it played. Pilots and certification
+share one setup (:mod:`audit.shared_setup`): a canary's pair, the declared check and the target's
+per-world caches are built once for them all.
 """
 from __future__ import annotations
 
@@ -45,7 +48,9 @@ from attacks.metrics import rates_at
 from audit import estimators, game
 from audit.budget import Budget
 from audit.result import Result
+from audit.shared_setup import SharedSetup
 from audit.store import Store
+from audit.trial_runner import release_shared
 from canaries import base as canaries
 from targets import base as targets
 
@@ -61,8 +66,9 @@ LEVEL_ORDER = ("mechanism", "trace", "weights", "api")
 CHEAP_LEVELS = ("mechanism", "trace")
 #: a time budget may extend the certification up to this multiple of the view's fixed-budget cap
 EXTEND = 4
-#: the default budget of ``run`` (the README's main job takes about this long on 2 cores)
-DEFAULT_BUDGET = Budget(seconds=120.0)
+#: the default budget of ``run``: work units, so the same seed gives the same result on any machine
+#: (the README's main job takes about two minutes on 2 cores)
+DEFAULT_BUDGET = Budget(units=120.0)
 
 
 @dataclass(frozen=True)
@@ -173,57 +179,100 @@ def run(spec: game.AuditSpec, budget: Budget, *, out: str | Path = "results", jo
     """Pilot every candidate the budget allows, choose on held-out pilot trials, certify the winner
     on stream 0. The result's ``portfolio`` records every candidate, its statistic and the choice."""
     t0 = time.time()
-    graph, target, claim = game.setup_run(spec)
+    with targets.one_torch_thread():
+        shared = SharedSetup(game.setup_run(spec))
+    graph, target, claim = shared.setup
     pool, skipped = candidates(target, graph)
     if not pool:
         raise ValueError(f"no (level, attack, canary) in this version fits target {spec.target!r}")
-    rows = _pilots(spec, pool, budget, claim, out=out, jobs=jobs, fresh=fresh, t0=t0, progress=progress)
-    piloted = [r for r in rows if r["status"] == "piloted"]
-    winner, why = _choose(piloted, pool[0])
-    spent_trials = sum(r.get("trials", 0) for r in rows)
-    trials, sizing = _certification_trials(budget, winner, piloted, claim, spec, spent_trials, t0)
-    attack = winner.attack if _direction(piloted, winner) > 0 else attacks.REVERSED + winner.attack
-    final = replace(spec, attack=attack, canary=winner.canary, level=winner.level, trials=trials, trial_stream=0)
-    if progress:
-        print(f"portfolio: certifying {winner.label} on {trials:,} fresh trials ({why})", file=sys.stderr)
-    result = game.run_audit(final, out=out, jobs=jobs, progress=progress, fresh=fresh, sequential=True)
+    meter = Meter(budget, target, t0)
+    try:
+        rows = _pilots(spec, pool, meter, claim, shared, out=out, jobs=jobs, fresh=fresh, progress=progress)
+        piloted = [r for r in rows if r["status"] == "piloted"]
+        winner, why = _choose(piloted, pool[0])
+        trials, sizing = _certification_trials(meter, winner, piloted, claim, spec)
+        attack = winner.attack if _direction(piloted, winner) > 0 else attacks.REVERSED + winner.attack
+        final = replace(spec, attack=attack, canary=winner.canary, level=winner.level, trials=trials, trial_stream=0)
+        if progress:
+            print(f"portfolio: certifying {winner.label} on {trials:,} fresh trials ({why})", file=sys.stderr)
+        result = game.run_audit(final, out=out, jobs=jobs, progress=progress, fresh=fresh, sequential=True,
+                                shared=shared)
+    finally:
+        release_shared()
     record = {"budget": budget.describe(), "pilot_share": PILOT_SHARE, "pilot_stream": 1,
               "candidates": rows, "not_applicable": skipped,
               "winner": {"level": winner.level, "attack": winner.attack, "canary": winner.canary,
                          "certified_as": attack},
               "why": why, "certification_trials": trials, "certification_sizing": sizing,
-              "wall_s": time.time() - t0}
+              "replay": {"pilots": {_label(r): r["trials"] for r in piloted}, "certification_trials": trials},
+              "setups_built": shared.counts(), "wall_s": time.time() - t0}
+    if budget.units is not None:
+        record["units_spent_on_pilots"] = round(meter.units, 6)
     result = result.replace(extra={**result.extra, "portfolio": record}, wall_time_s=time.time() - t0)
     game.save_result(Store(Path(out) / "audit.sqlite"), Path(out), result)
     return result
 
 
-def _pilots(spec: game.AuditSpec, pool: list[Candidate], budget: Budget, claim: targets.Claim, *,
-            out: str | Path, jobs: int, fresh: bool, t0: float, progress: bool) -> list[dict[str, Any]]:
+def _label(row: dict[str, Any]) -> str:
+    return f"{row['attack']} / {row['canary']} @ {row['level']}"
+
+
+class Meter:
+    """What the pilots have spent of the budget, in its own currency: trials, work units (each
+    candidate's declared cost: :meth:`targets.base.Target.trial_cost` per trial, and
+    :meth:`~targets.base.Target.setup_cost` for the first pilot on each (view, canary), whose pair,
+    check and caches the later ones share) or seconds. Trials and units spend the same on any
+    machine; seconds do not."""
+
+    def __init__(self, budget: Budget, target: targets.Target, t0: float) -> None:
+        self.budget, self.target, self.t0 = budget, target, t0
+        self.trials, self.units = 0, 0.0
+        self.setups: set[tuple[str, str]] = set()
+
+    def setup_units(self, cand: Candidate) -> float:
+        return 0.0 if (cand.level, cand.canary) in self.setups else self.target.setup_cost()
+
+    def pilot_size(self, cand: Candidate, rows_so_far: int) -> int:
+        """How many of the level's pilot trials fit in what is left of the pilot share (even; below
+        :data:`PILOT_MIN` the pilot is not played)."""
+        n = PILOT_TRIALS[cand.level]
+        b = self.budget
+        if b.trials is not None:
+            n = min(n, int(PILOT_SHARE * b.trials) - self.trials)
+        elif b.units is not None:
+            left = PILOT_SHARE * b.units - self.units - self.setup_units(cand)
+            n = min(n, int(left / self.target.trial_cost(cand.level)))
+        elif rows_so_far and time.time() - self.t0 >= PILOT_SHARE * (b.seconds or 0.0):
+            return 0
+        return n // 2 * 2
+
+    def charge(self, cand: Candidate, n: int) -> None:
+        self.units += self.setup_units(cand) + n * self.target.trial_cost(cand.level)
+        self.setups.add((cand.level, cand.canary))
+        self.trials += n
+
+
+def _pilots(spec: game.AuditSpec, pool: list[Candidate], meter: Meter, claim: targets.Claim, shared: SharedSetup,
+            *, out: str | Path, jobs: int, fresh: bool, progress: bool) -> list[dict[str, Any]]:
     """Play each candidate's pilot in order while the pilot share lasts; one row per candidate."""
     rows: list[dict[str, Any]] = []
-    share_trials = int(PILOT_SHARE * budget.trials) if budget.trials is not None else None
-    share_seconds = PILOT_SHARE * budget.seconds if budget.seconds is not None else None
-    spent = 0
     for cand in pool:
         row: dict[str, Any] = {"level": cand.level, "attack": cand.attack, "canary": cand.canary}
-        n = PILOT_TRIALS[cand.level]
-        if share_trials is not None:
-            n = min(n, share_trials - spent) // 2 * 2
-        over_time = share_seconds is not None and time.time() - t0 >= share_seconds
-        if n < PILOT_MIN or (over_time and rows):
+        n = meter.pilot_size(cand, len(rows))
+        if n < PILOT_MIN:
             rows.append({**row, "status": "not piloted: the pilot share of the budget was spent"})
             continue
         pilot = replace(spec, attack=cand.attack, canary=cand.canary, level=cand.level, trials=n, trial_stream=1,
                         estimator="cp")
         start = time.time()
+        meter.charge(cand, n)
         try:
-            result = game.run_audit(pilot, out=out, jobs=jobs, progress=False, fresh=fresh, exact=False)
+            result = game.run_audit(pilot, out=out, jobs=jobs, progress=False, fresh=fresh, shared=shared,
+                                    exact=False)
         except Exception as err:  # noqa: BLE001 - a candidate that cannot play is recorded, not fatal
             rows.append({**row, "status": f"failed: {type(err).__name__}: {err}"[:300],
                          "seconds": time.time() - start})
             continue
-        spent += n
         with Store(result.store) as store:
             out_s, in_s = game.worlds(store.trials(result.key, limit=n))
         stat = heldout_statistic(out_s, in_s, delta=claim.delta, confidence=spec.confidence)
@@ -256,26 +305,30 @@ def _direction(piloted: list[dict[str, Any]], winner: Candidate) -> float:
     return 1.0
 
 
-def _certification_trials(budget: Budget, winner: Candidate, piloted: list[dict[str, Any]], claim: targets.Claim,
-                          spec: game.AuditSpec, spent: int, t0: float) -> tuple[int, str]:
+def _certification_trials(meter: Meter, winner: Candidate, piloted: list[dict[str, Any]], claim: targets.Claim,
+                          spec: game.AuditSpec) -> tuple[int, str]:
     """The certification's trial budget (even, ≥ 8) and how it was sized."""
+    budget = meter.budget
     if budget.trials is not None:
-        n = max(8, (budget.trials - spent) // 2 * 2)
-        return n, f"the trial budget less the {spent:,} pilot trials"
+        n = max(8, (budget.trials - meter.trials) // 2 * 2)
+        return n, f"the trial budget less the {meter.trials:,} pilot trials"
     fixed, _ = game.auto_trials(claim, winner.level, spec.confidence)
     cap = EXTEND * game.BUDGET_CAP["mechanism" if winner.level == "mechanism" else "training"]
-    rate = [r["seconds"] / r["trials"] for r in piloted
-            if (r["level"], r["attack"], r["canary"]) == (winner.level, winner.attack, winner.canary)]
-    left = (budget.seconds or 0.0) - (time.time() - t0)
-    if not rate:
-        return fixed, "the fixed-budget default (no pilot measured a trial's cost)"
-    n = int(left / max(rate[0], 1e-6)) // 2 * 2
+    if budget.units is not None:
+        cost = meter.target.trial_cost(winner.level)
+        left = budget.units - meter.units - meter.setup_units(winner)
+        n, what = int(left / cost) // 2 * 2, f"{max(left, 0):g} work units left at {cost:g} per {winner.level} trial"
+    else:
+        rate = [r["seconds"] / r["trials"] for r in piloted
+                if (r["level"], r["attack"], r["canary"]) == (winner.level, winner.attack, winner.canary)]
+        if not rate:
+            return fixed, "the fixed-budget default (no pilot measured a trial's cost)"
+        left = (budget.seconds or 0.0) - (time.time() - meter.t0)
+        n, what = int(left / max(rate[0], 1e-6)) // 2 * 2, \
+            f"{max(left, 0):.0f}s left at the pilot's {rate[0] * 1e3:.1f} ms per trial"
     if n <= fixed:
-        return fixed, (f"the fixed-budget default, the floor of a time budget ({max(left, 0):.0f}s left at the "
-                       f"pilot's {rate[0] * 1e3:.1f} ms per trial would give {max(n, 0):,})")
-    n = min(n, cap)
-    return n, (f"{left:.0f}s left at the pilot's {rate[0] * 1e3:.1f} ms per trial (capped at {cap:,}; the fixed "
-               f"default {fixed:,} is the floor)")
+        return fixed, f"the fixed-budget default, the floor ({what} would give {max(n, 0):,})"
+    return min(n, cap), f"{what} (capped at {cap:,}; the fixed default {fixed:,} is the floor)"
 
 
 def render(record: dict[str, Any]) -> str:

@@ -1,5 +1,6 @@
 """The default audit's portfolio (audit.portfolio), its budgets (audit.budget) and `regress --auto`."""
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -167,3 +168,75 @@ def test_a_reversed_attack_negates_every_score():
     assert flipped.name == "reversed:constant" and flipped.levels == ("mechanism",)
     assert flipped.score(None, None) == -2.0 and flipped.score_batch([None, None], None) == [-2.0, -2.0]
     assert isinstance(attacks.make("reversed:mechanism-lrt").inner, attacks.get("mechanism-lrt"))
+
+
+# ---------------------------------------------------------------------------------------------
+# same seed, same result; pilots share their setup
+# ---------------------------------------------------------------------------------------------
+#: what a run's JSON may differ in between two machines or two runs: timings and paths
+_TIMING = {"seconds", "wall_s", "wall_time_s", "trials_wall_s", "store", "probe_seconds", "created"}
+
+
+def _without_timing(value):
+    if isinstance(value, dict):
+        return {k: _without_timing(v) for k, v in value.items() if k not in _TIMING}
+    if isinstance(value, list):
+        return [_without_timing(v) for v in value]
+    return value
+
+
+def test_budget_parses_work_units():
+    assert parse("120u").units == 120.0 and parse(" 2.5 u ").units == 2.5
+    assert parse("120u").reproducible and parse("2000").reproducible and not parse("2m").reproducible
+    assert portfolio.DEFAULT_BUDGET.reproducible  # the default plays the same trials on any machine
+    with pytest.raises(BudgetError):
+        Budget(units=0.0)
+
+
+def test_the_default_budget_gives_the_same_result_for_the_same_seed(tmp_path, monkeypatch):
+    """Two runs of the same spec on a work-unit budget, one of them on a machine made 'slower' (every
+    clock reading later by a minute per call): the same JSON, timings aside, trial counts included."""
+    spec = game.AuditSpec(target="gaussian", bug="half-noise", epsilon=2.0, dataset=SMALL)
+    first = portfolio.run(spec, Budget(units=4.0), out=tmp_path / "a", progress=False)
+    clock = iter(range(10**9))
+    monkeypatch.setattr(portfolio.time, "time", lambda: 60.0 * next(clock))
+    second = portfolio.run(spec, Budget(units=4.0), out=tmp_path / "b", progress=False)
+    a, b = (json.loads(Path(r.store).parent.joinpath(f"{r.run_id}.json").read_text()) for r in (first, second))
+    assert _without_timing(a) == _without_timing(b)
+    rec = a["portfolio"]
+    piloted = [c for c in rec["candidates"] if c["status"] == "piloted"]
+    assert len(piloted) >= 2 and rec["units_spent_on_pilots"] <= portfolio.PILOT_SHARE * 4.0
+    assert rec["replay"] == {"pilots": {portfolio._label(c): c["trials"] for c in piloted},
+                             "certification_trials": rec["certification_trials"]}
+
+
+def test_a_time_budget_depends_on_the_clock_and_records_its_replay(tmp_path, monkeypatch):
+    """The same slowed clock exhausts a time budget's pilot share after the first pilot: what a time
+    budget plays depends on the machine, and the record says which trials reproduce it."""
+    spec = game.AuditSpec(target="gaussian", bug="half-noise", epsilon=2.0, dataset=SMALL)
+    clock = iter(range(10**9))
+    monkeypatch.setattr(portfolio.time, "time", lambda: 60.0 * next(clock))
+    r = portfolio.run(spec, Budget(seconds=120.0), out=tmp_path, progress=False)
+    rec = r.extra["portfolio"]
+    assert len(rec["replay"]["pilots"]) == 1 and rec["replay"]["certification_trials"] == rec["certification_trials"]
+
+
+def test_pilots_share_their_setup_and_play_what_a_run_plays_alone(tmp_path):
+    """Pilots on one canary build its pair and check once; a pilot's trials on the shared setup (and
+    shared target, with its cached encoder) equal the same run played alone."""
+    params = {"encoder_epochs": "1"}
+    spec = game.AuditSpec(target="caribou", dataset=SMALL, params=params)
+    r = portfolio.run(spec, Budget(units=16.0), out=tmp_path / "p", progress=False)
+    rec = r.extra["portfolio"]
+    piloted = [c for c in rec["candidates"] if c["status"] == "piloted"]
+    canaries_played = {c["canary_chosen"] for c in piloted}
+    assert len(piloted) >= 3 and rec["setups_built"]["pair"] == len(canaries_played) < len(piloted)
+    row = next(c for c in piloted if c["canary"] == "worst-edge")
+    alone = game.run_audit(game.AuditSpec(target="caribou", dataset=SMALL, params=params,
+                                          attack=row["attack"], canary=row["canary"], level=row["level"],
+                                          trials=row["trials"], trial_stream=1, estimator="cp"),
+                           out=tmp_path / "alone", progress=False)
+    from audit.store import Store
+
+    with Store(r.store) as s1, Store(alone.store) as s2:
+        assert s1.trials(alone.key, limit=row["trials"]) == s2.trials(alone.key, limit=row["trials"])

@@ -30,6 +30,9 @@ class Caribou(Target[CaribouConfig]):
     """CARIBOU (PCMP + two-channel classifier); see :mod:`targets.caribou`."""
 
     name: ClassVar[str] = "caribou"
+    #: reference-machine seconds (benchmarks/calibrate_costs.py, default config on csbm)
+    trial_costs = {"mechanism": 0.005, "api": 0.2, "weights": 0.2}
+    setup_seconds = 1.0
     Config: ClassVar[type[TargetConfig]] = CaribouConfig
     levels: tuple[str, ...] = ("api", "weights", "mechanism")
     batched: ClassVar[bool] = True

@@ -34,6 +34,9 @@ class DPDGC(Target[DPDGCConfig]):
     """DPDGC (see :mod:`targets.dpdgc`)."""
 
     name: ClassVar[str] = "dpdgc"
+    #: reference-machine seconds (benchmarks/calibrate_costs.py, default config on csbm)
+    trial_costs = {"mechanism": 0.13, "api": 0.65, "weights": 0.65}
+    setup_seconds = 2.0
     Config: ClassVar[type[TargetConfig]] = DPDGCConfig
     levels: tuple[str, ...] = ("api", "weights", "mechanism", "trace")
     batched: ClassVar[bool] = True

@@ -53,6 +53,9 @@ class GAP(Target[GAPConfig]):
     """GAP (aggregation perturbation) at edge or node level; see :mod:`targets.gap`."""
 
     name: ClassVar[str] = "gap"
+    #: reference-machine seconds (benchmarks/calibrate_costs.py, default config on csbm)
+    trial_costs = {"mechanism": 0.001, "api": 0.08, "weights": 0.08}
+    setup_seconds = 1.0
     Config: ClassVar[type[TargetConfig]] = GAPConfig
     #: the views some configuration offers (``trace``: node level only); an instance's ``levels``
     #: are its unit's
