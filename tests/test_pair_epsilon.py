@@ -302,3 +302,47 @@ def test_the_result_format_is_part_of_the_code_key(monkeypatch):
     before = provenance.code_identity(GaussianMechanism)["key"]
     monkeypatch.setattr(provenance, "FORMAT", provenance.FORMAT + 1)
     assert provenance.code_identity(GaussianMechanism)["key"] != before
+
+
+# ---------------------------------------------------------------------------------------------
+# a step that declares its full Gaussian law (hidden linear hops)
+# ---------------------------------------------------------------------------------------------
+def test_declared_gaussian_laws_with_equal_covariances_are_mu_gdp():
+    """Columns ~ N(m_b[:, c], C) in world b, C shared: the pair is μ-GDP with μ² = Σ_c d_cᵀ C⁻¹ d_c."""
+    gen = torch.Generator().manual_seed(3)
+    a = torch.randn(5, 5, generator=gen, dtype=torch.float64)
+    cov = a @ a.T + 0.5 * torch.eye(5, dtype=torch.float64)
+    m0 = torch.randn(5, 2, generator=gen, dtype=torch.float64)
+    m1 = m0 + 0.3 * torch.randn(5, 2, generator=gen, dtype=torch.float64)
+    d = (m1 - m0).numpy()
+    mu = math.sqrt(float(sum(d[:, c] @ np.linalg.solve(cov.numpy(), d[:, c]) for c in range(2))))
+    got = pe.of_gaussian_laws((m0, cov), (m1, cov), "X(K)", delta=1e-5, confidence=0.95, seed=0)
+    assert got.method == pe.CLOSED_FORM and got.exact and got.mu == pytest.approx(mu, rel=1e-10)
+    assert gdp_delta_by_hand(got.value, mu) == pytest.approx(1e-5, rel=1e-6)
+
+
+def test_declared_gaussian_laws_with_unequal_covariances_by_quadrature():
+    """N(0, σ0²) against N(0, σ1²), σ0 < σ1: not μ-GDP. log p0/p1 = ln(σ1/σ0) − x²(1/σ0² − 1/σ1²)/2
+    exceeds ε on |x| < t, so δ₀₁(ε) = P0(|x| < t) − e^ε P1(|x| < t); log p1/p0 exceeds ε on |x| > t',
+    so δ₁₀(ε) = P1(|x| > t') − e^ε P0(|x| > t'). The exact ε at δ solves max(δ₀₁, δ₁₀) = δ; the
+    Monte Carlo from the laws lies within its interval around it."""
+    from scipy.optimize import brentq
+
+    s0, s1, delta = 1.0, 1.25, 1e-3
+    k = 1 / s0**2 - 1 / s1**2
+
+    def deltas(eps):
+        t2 = 2 * (math.log(s1 / s0) - eps) / k
+        d01 = 0.0 if t2 <= 0 else (2 * norm.cdf(math.sqrt(t2) / s0) - 1) - math.exp(eps) * (
+            2 * norm.cdf(math.sqrt(t2) / s1) - 1)
+        t2b = 2 * (eps + math.log(s1 / s0)) / k
+        d10 = 2 * norm.sf(math.sqrt(t2b) / s1) - math.exp(eps) * 2 * norm.sf(math.sqrt(t2b) / s0)
+        return max(d01, d10)
+
+    exact = brentq(lambda e: deltas(e) - delta, 1e-9, 10)
+    one = torch.zeros(1, 1, dtype=torch.float64)
+    got = pe.of_gaussian_laws((one, torch.full((1, 1), s0**2, dtype=torch.float64)),
+                              (one, torch.full((1, 1), s1**2, dtype=torch.float64)), "x", delta=delta,
+                              confidence=0.95, seed=1)
+    assert got.method == pe.MONTE_CARLO and "covariances that differ" in got.note
+    assert got.interval[0] <= exact <= got.interval[1] and got.interval[1] - got.interval[0] < 0.1 * exact
