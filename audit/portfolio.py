@@ -320,7 +320,8 @@ def _pilots(spec: game.AuditSpec, pool: list[Candidate], meter: Meter, claim: ta
         start = time.time()
         meter.charge(cand, n)
         try:
-            result = game.run_audit(pilot, out=out, jobs=jobs, progress=False, fresh=fresh, shared=shared)
+            result = game.run_audit(pilot, out=out, jobs=jobs, progress=False, fresh=fresh, shared=shared,
+                                    exact=False)
         except Exception as err:  # noqa: BLE001 - a candidate that cannot play is recorded, not fatal
             rows.append({**row, "status": f"failed: {type(err).__name__}: {err}"[:300],
                          "seconds": time.time() - start})
