@@ -210,9 +210,17 @@ def _gdp_valid(claim: targets.Claim, attack: str, declared: dict[str, Any] | Non
     trade-off is then the declared Gaussian one), the rule ``--estimator gdp`` follows by hand."""
     if claim.gdp_mu is not None:
         return "the claim is μ-GDP"
-    if attacks.get(attack).rests_on_declared_model() and declared and declared.get("allows_declared_model"):
+    if attacks.get(attack).rests_on_declared_model() and _model_passed(declared):
         return "an exact likelihood ratio of a declared model that passed its check"
     return None
+
+
+def _model_passed(declared: dict[str, Any] | None) -> bool:
+    """The declared model passed its check, undeclared steps aside (``DeclaredCheck.allows(strict=False)``,
+    what ``--estimator gdp`` needs for its a-priori threshold)."""
+    if not declared or not declared.get("checked") or not declared.get("ok") or declared.get("deviations"):
+        return False
+    return all(s.get("status") in ("pass", "undeclared") for s in declared.get("steps") or [])
 
 
 # ---------------------------------------------------------------------------------------------
