@@ -20,10 +20,11 @@ def rownorm(x: torch.Tensor) -> torch.Tensor:
     return F.normalize(x, p=2, dim=-1)
 
 
-def unit_rows(x: torch.Tensor) -> torch.Tensor:
+def unit_rows(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """:func:`rownorm` (F.normalize's own formula, so the same floats) without its Python layers,
-    for tensors outside autograd."""
-    return x / torch.linalg.vector_norm(x, 2, -1, True).clamp_min(1e-12)
+    for tensors outside autograd; into `out` where given (a division rounds the same wherever it
+    is written)."""
+    return torch.div(x, torch.linalg.vector_norm(x, 2, -1, True).clamp_min(1e-12), out=out)
 
 
 def sum_aggregate(h: torch.Tensor, edge_index: torch.Tensor, num_nodes: int) -> torch.Tensor:
