@@ -9,7 +9,7 @@ from audit.data import add_directed_edge, add_edge, remove_edge
 from canaries.edge import CanaryPair
 from targets.base import build, seeded
 from targets.gap import GAP, GAPConfig, _Classifier, sum_aggregate, transposed_adjacency
-from targets.gap.model import csr_rows, differing_rows, narrow_columns, rownorm, unit_rows
+from targets.gap.model import aggregate_together, csr_rows, differing_rows, narrow_columns, rownorm, unit_rows
 from targets.gap.stacked import _classifier_init
 
 SMALL = dict(encoder_epochs=5, epochs=3, hops=2)
@@ -235,7 +235,7 @@ def test_aggregate_together_equals_one_product_per_trial(csbm):
     blocks = [side[:, 16 * j:16 * (j + 1)] for j in range(11)]  # column blocks of one buffer (read in place)
     apart = [torch.randn(csbm.num_nodes, 16) for _ in range(3)]  # separate tensors (concatenated)
     for hs in (blocks, apart, blocks[:1]):
-        together = GAP._aggregate_together(lambda h: adj @ h, hs, group=8)
+        together = aggregate_together(lambda h: adj @ h, hs, group=8)
         assert len(together) == len(hs)
         for h, agg in zip(hs, together):
             assert torch.equal(agg, adj @ h.contiguous())

@@ -21,6 +21,7 @@ from targets.gap.model import (
     _Classifier,
     _Encoder,
     _per_example_flat_grads,
+    aggregate_together,
     bound_out_degree,
     csr_rows,
     differing_rows,
@@ -222,29 +223,6 @@ class GAP(Target[GAPConfig]):
             return (adj if adj.dtype == h.dtype else adj.to(h.dtype)) @ h
 
         return aggregate
-
-    @staticmethod
-    def _aggregate_together(aggregate: Callable[[torch.Tensor], torch.Tensor], hs: list[torch.Tensor],
-                            group: int = 8) -> list[torch.Tensor]:
-        """[aggregate(h) for h in hs], up to `group` trials per product: a CSR product adds each
-        output entry's terms in its row's entry order whatever the other columns, so each trial's
-        columns are the floats of its own product. `hs` that are column blocks of one buffer (as
-        the hops' loop writes them) are read in place."""
-        out: list[torch.Tensor] = []
-        for lo in range(0, len(hs), group):
-            part = hs[lo:lo + group]
-            if len(part) == 1:
-                out.append(aggregate(part[0]))
-                continue
-            width = part[0].size(1)
-            base = part[0]
-            adjacent = all(h.storage_offset() == base.storage_offset() + i * width and h.stride() == base.stride()
-                           and h.untyped_storage().data_ptr() == base.untyped_storage().data_ptr()
-                           for i, h in enumerate(part))
-            x = base.as_strided((base.size(0), width * len(part)), base.stride()) if adjacent else torch.cat(part, 1)
-            wide = aggregate(x)
-            out += [wide[:, i * width:(i + 1) * width] for i in range(len(part))]
-        return out
 
     # ------------------------------------------------------------------ training
     def _train(self, model: nn.Module, inputs: torch.Tensor, t: dict[str, torch.Tensor], epochs: int,
@@ -533,14 +511,14 @@ class GAP(Target[GAPConfig]):
         first = self._first_hops.get((graph.edge_index, h0), lambda: aggregate(h0)) if cached else None
         # hop by hop over the trials: each trial's generator still draws its hops in order, and a
         # hop's aggregates of several trials are one product over their H side by side
-        # (:meth:`_aggregate_together`: the same floats as one product per trial, fewer passes
+        # (:func:`aggregate_together`: the same floats as one product per trial, fewer passes
         # over the edges)
         gens = [noise_generator(r, h0.device if cached else h0[0].device) for r in rngs]
         trial_hs = [[h0 if cached else h0[j]] for j in range(b)]  # H_0..H_{K-1}
         trial_sums: list[list[torch.Tensor]] = [[] for _ in range(b)]  # S_1..S_K on the run's device
         for k in range(cfg.hops):
             wide = k + 1 < cfg.hops and b > 1  # H_{k+1} written side by side for the next product
-            aggs = [first] * b if k == 0 and cached else self._aggregate_together(aggregate, [hs[-1] for hs in trial_hs])
+            aggs = [first] * b if k == 0 and cached else aggregate_together(aggregate, [hs[-1] for hs in trial_hs])
             side = torch.empty(aggs[0].size(0), b * aggs[0].size(1), dtype=aggs[0].dtype,
                                device=aggs[0].device) if wide else None
             for j, (agg, g) in enumerate(zip(aggs, gens)):
