@@ -172,8 +172,9 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
     # the exact LLR, its threshold 0 and gdp rest on the target's declared noise model: test it on
     # held-out releases first, and fall back to what assumes nothing where it fails
     def checked() -> declared.DeclaredCheck | None:
+        # releases fitted `batch` at a time, as the trials hold them (the memory plan's batch)
         return declared.check_declared(target, pair, seed=spec.seed, attack=attack, graph=graph,
-                                       n=DECLARED_CHECK_N) if level in ("mechanism", "trace") else None
+                                       n=DECLARED_CHECK_N, chunk=setup.batch) if level in ("mechanism", "trace") else None
 
     probe = functools.cache(lambda: _probe(spec, target, pair) if attack.reads_probe else None)
     t_trials = time.time()
