@@ -170,6 +170,9 @@ CATALOGUE = (
 
 class DPSGDGCN(Target[DPSGDGCNConfig]):
     name = "dpsgd-gcn"
+    #: reference-machine seconds (benchmarks/calibrate_costs.py, default config on csbm)
+    trial_costs = {"trace": 0.004, "api": 0.03, "weights": 0.03}
+    setup_seconds = 0.5
     Config = DPSGDGCNConfig
     levels = ("api", "weights", "trace")
     batched: ClassVar[bool] = True

@@ -75,6 +75,9 @@ CATALOGUE = (
 
 class GaussianMechanism(Target[GaussianConfig]):
     name = "gaussian"
+    #: reference-machine seconds (benchmarks/calibrate_costs.py, default config on csbm)
+    trial_costs = {"mechanism": 0.0002, "api": 0.001}
+    setup_seconds = 0.5
     Config = GaussianConfig
     levels = ("mechanism", "api")
     batched = True

@@ -144,6 +144,9 @@ class NonPrivateGCN(Target[GCNConfig]):
     """A non-private 2-layer GCN (ε = ∞); see the module docstring."""
 
     name: ClassVar[str] = "gcn"
+    #: reference-machine seconds (benchmarks/calibrate_costs.py, default config on csbm)
+    trial_costs = {"api": 0.07, "weights": 0.07}
+    setup_seconds = 0.5
     Config: ClassVar[type[TargetConfig]] = GCNConfig
     levels: tuple[str, ...] = ("api", "weights")
     batched: ClassVar[bool] = True

@@ -74,6 +74,9 @@ class LapGraph(PerturbedGraphGCN):
     """LapGraph + GCN; see the module docstring."""
 
     name: ClassVar[str] = "lapgraph"
+    #: reference-machine seconds (benchmarks/calibrate_costs.py, default config on csbm)
+    trial_costs = {"mechanism": 0.004, "api": 0.08, "weights": 0.08}
+    setup_seconds = 0.5
     Config: ClassVar[type[TargetConfig]] = LapGraphConfig
     catalogue: ClassVar[tuple[Entry, ...]] = CATALOGUE
     accountant: ClassVar[str] = "Laplace + noisy top-T, sequential composition (pure ε-DP; δ formal)"

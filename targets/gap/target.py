@@ -54,6 +54,9 @@ class GAP(Target[GAPConfig]):
     """GAP (aggregation perturbation) at edge or node level; see :mod:`targets.gap`."""
 
     name: ClassVar[str] = "gap"
+    #: reference-machine seconds (benchmarks/calibrate_costs.py, default config on csbm)
+    trial_costs = {"mechanism": 0.001, "api": 0.08, "weights": 0.08}
+    setup_seconds = 1.0
     Config: ClassVar[type[TargetConfig]] = GAPConfig
     #: the views some configuration offers (``trace``: node level only); an instance's ``levels``
     #: are its unit's
@@ -92,6 +95,14 @@ class GAP(Target[GAPConfig]):
         ("squirrel", "node", 16): 33.82, ("chameleon", "node", 16): 38.68, ("pubmed", "node", 16): 85.28,
         ("computers", "node", 16): 77.50, ("cora", "node", 16): 54.36, ("photo", "node", 16): 81.27,
     }
+
+    #: node level: the encoder trains with DP-SGD in every trial (measured with hops 1-2, 1-8 epochs)
+    node_trial_costs = {"mechanism": 0.12, "trace": 0.12, "api": 0.15, "weights": 0.15}
+
+    def trial_cost(self, level: str) -> float:
+        if self.config.unit == "node":
+            return self.node_trial_costs[level]
+        return super().trial_cost(level)
 
     def __init__(self, config: TargetConfig | None = None, **overrides: Any) -> None:
         super().__init__(config, **overrides)

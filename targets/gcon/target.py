@@ -29,6 +29,9 @@ class GCON(Target[GCONConfig]):
     """GCON (Wei et al., ICDE 2025): edge-DP linear GCN by objective perturbation."""
 
     name: ClassVar[str] = "gcon"
+    #: reference-machine seconds (benchmarks/calibrate_costs.py, default config on csbm)
+    trial_costs = {"mechanism": 0.005, "api": 0.01, "weights": 0.01}
+    setup_seconds = 2.0
     Config: ClassVar[type[TargetConfig]] = GCONConfig
     levels: tuple[str, ...] = ("api", "weights", "mechanism")
     batched: ClassVar[bool] = True

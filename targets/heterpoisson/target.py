@@ -45,6 +45,9 @@ class HeterPoisson(Target[HeterPoissonConfig]):
     """HeterPoisson + SML node-level DP-SGD (see :mod:`targets.heterpoisson`)."""
 
     name: ClassVar[str] = "heterpoisson"
+    #: reference-machine seconds (benchmarks/calibrate_costs.py, default config on csbm)
+    trial_costs = {"trace": 0.006, "api": 0.035, "weights": 0.035}
+    setup_seconds = 0.5
     Config: ClassVar[type[TargetConfig]] = HeterPoissonConfig
     levels: tuple[str, ...] = ("api", "weights", "trace")
     batched: ClassVar[bool] = True
