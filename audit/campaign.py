@@ -376,6 +376,8 @@ def _row_record(row: Row, result: Result | None, *, util: float | None, wall: fl
                     "tpr_at_fpr": result.tpr_at_fpr, "gdp_mu": claim.get("gdp_mu"),
                     "max_certifiable_eps": result.max_certifiable_eps, "trials": result.trials,
                     "audit_wall_time_s": result.wall_time_s, "roc": roc})
+        if result.pair_epsilon is not None:
+            rec["pair_epsilon"], rec["slack"] = result.pair_epsilon, result.slack
         code = getattr(result, "code", None)
         power = getattr(result, "power", None)
         if code:

@@ -26,7 +26,8 @@ import numpy as np
 import torch
 
 from attacks import base as attacks
-from audit import declared, declared_joint, estimators, memory_plan, provenance, relation, sequential_run
+from attacks.mechanism import MechanismLRT
+from audit import declared, declared_joint, estimators, memory_plan, pair_epsilon, provenance, relation, sequential_run
 from audit.shared_setup import SharedSetup, once
 from audit.trial_runner import (TrialSetup, batch_size, cached_work, chunk_indices, play_chunks, release_worker,
                                 shared_target, worker_objects)
@@ -79,7 +80,7 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
               scheduler: str | None = None, progress: bool = True,
               on_chunk: Callable[[int], None] | None = None, pipeline: bool | None = None,
               fresh: bool = False, sequential: bool = False, setup: RunSetup | None = None,
-              shared: SharedSetup | None = None) -> Result:
+              shared: SharedSetup | None = None, exact: bool = True) -> Result:
     """Play (or resume) the games of `spec`, estimate, and write the result. Returns the result.
 
     Stored trials are reused only for the same options and the same code (:func:`audit.store.run_key`);
@@ -89,6 +90,8 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
     built it already (under :func:`targets.one_torch_thread`, as the run would), so it is built once.
     `shared`: a setup shared with other runs of the same target (:mod:`audit.shared_setup`, the
     portfolio's pilots): its pairs, checks and targets are built once for them all.
+    `exact`: compute the exact ε of the played pair (:mod:`audit.pair_epsilon`); a pilot, which is
+    never reported, says "not computed" instead.
 
     The whole run uses one torch thread, as its trials always did (``TrialSetup.threads``); the
     caller's setting is restored after. The canary probe, the declared-model check and the setup
@@ -98,12 +101,13 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
     with targets.one_torch_thread():
         return _run_audit(spec, out=out, jobs=jobs, backend=backend, scheduler=scheduler, progress=progress,
                           on_chunk=on_chunk, pipeline=pipeline, fresh=fresh, sequential=sequential,
-                          setup=shared.setup if shared is not None else setup, shared=shared)
+                          setup=shared.setup if shared is not None else setup, shared=shared, exact=exact)
 
 
 def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, scheduler: str | None,
                progress: bool, on_chunk: Callable[[int], None] | None, pipeline: bool | None, fresh: bool,
-               sequential: bool, setup: RunSetup | None, shared: SharedSetup | None = None) -> Result:
+               sequential: bool, setup: RunSetup | None, shared: SharedSetup | None = None,
+               exact: bool = True) -> Result:
     if spec.mode == "one-run":
         from audit.one_run_audit import run_one_run  # it builds on this module's setup and result
 
@@ -187,9 +191,10 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
     def checked() -> declared.DeclaredCheck | None:
         if level not in ("mechanism", "trace"):
             return None
+        # releases fitted `batch` at a time, as the trials hold them (the memory plan's batch)
         return once(shared, ("declared", run_spec.setup_key(), canary_name, level, tuple(attack.levels)),
                     lambda: declared.check_declared(target, pair, seed=spec.seed, attack=attack, graph=graph,
-                                                    n=DECLARED_CHECK_N))
+                                                    n=DECLARED_CHECK_N, chunk=setup.batch))
 
     probe = functools.cache(lambda: _probe(spec, target, pair) if attack.reads_probe else None)
     t_trials = time.time()
@@ -218,6 +223,13 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
     scores = np.array([s for _, _, s in rows])
     method = est.method
     used = len(rows)
+    # the exact ε of the played pair on this view; the exact LLR's own trials are its loss samples
+    pair_exact = pair_epsilon.of_run(
+        target, pair, level=level, delta=claim.delta, confidence=spec.confidence, seed=spec.seed,
+        declared_ok=pair_epsilon.declared_state(check),
+        trial_losses=(-scores[bits == 0], scores[bits == 1]) if isinstance(attack, MechanismLRT) else None,
+        mc_releases=max(pair_epsilon.CHECK_RELEASES, used // 2)  # what a Monte Carlo may cost: the trials' own
+    ) if exact else pair_epsilon.not_computable(claim.delta, "a pilot: not computed (the certified run computes it)")
     run_id = f"{spec.target.replace(':', '.').replace('/', '.')}-{key}-{spec.trials}-{method}" \
         + (f"-seq{used}" if seq is not None else "")
     result = make_result(spec, key, target, claim, pair.info, attack_name, level, est, scores, bits,
@@ -226,7 +238,7 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
                          cached_per_worker=cached_work(target), trials_played=played,
                          trials_wall_s=trials_wall, code=code, reused_trials=used - played,
                          declared=_declared_record(check, policy, est, scores, bits), estimator_choice=why,
-                         sequential=record)
+                         sequential=record, exact=pair_exact)
     if seq is not None:
         result = result.replace(confidence=spec.confidence)  # the looks' levels add up to it (record)
         if result.verdict != seq.verdict:

@@ -175,6 +175,10 @@ class MechanismStep:
             auditor computes whole means); ``mean_rows(graph, rows)`` = ``mean(graph)[rows]``,
             bitwise, without the other rows (for the graphs and rows of a ``support`` call). An auditor that reads only the rows where the worlds
             differ computes those.
+        gaussian_law: where ``output``'s law is Gaussian with a full covariance (e.g. the end of
+            several hidden linear noisy hops), ``gaussian_law(graph) -> (mean, cov)``: each column
+            of ``output`` is independently N(mean[:, c], cov) on that graph (mean n × h, cov n × n,
+            float64). The exact ε of a pair then follows from the two laws.
     """
 
     output: torch.Tensor
@@ -186,6 +190,7 @@ class MechanismStep:
     log_density: Callable[[Any], float] | None = None
     support: Callable[[Any, Any], torch.Tensor | None] | None = None
     mean_rows: Callable[[Any, torch.Tensor], torch.Tensor] | None = None
+    gaussian_law: Callable[[Any], tuple[torch.Tensor, torch.Tensor]] | None = None
 
 
 class Lazy:

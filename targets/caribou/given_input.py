@@ -89,6 +89,7 @@ class CaribouGivenInput(Caribou):
             std = self.claim(graph).details["noise_std"]
             output = step.output.cpu()
             step.log_density = lambda g: self.chain_law(g).log_density(output, std)
+            step.gaussian_law = lambda g: (self.chain_law(g).mean, std**2 * self.chain_law(g).cov)
             step.name += "; log-density of the linear chain (exact while no row is projected)"
         return release
 
