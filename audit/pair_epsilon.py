@@ -75,7 +75,8 @@ class PairEpsilon:
         samples: Monte Carlo: releases per world.
         confidence: Monte Carlo: the interval's level.
         upper: where the exact ε is not computable, an upper bound on it where one is (e.g. a
-            row-projected Gaussian step: its pre-projection μ-GDP, by post-processing).
+            row-projected Gaussian step: its pre-projection μ-GDP, by post-processing), and
+            ``upper_why``: what the bound is.
     """
 
     value: float | None
@@ -90,6 +91,7 @@ class PairEpsilon:
     samples: int | None = None
     confidence: float | None = None
     upper: float | None = None
+    upper_why: str = ""
 
     @property
     def computable(self) -> bool:
@@ -114,7 +116,8 @@ class PairEpsilon:
                    interval=None if interval is None else (_read_float(interval[0]), _read_float(interval[1])),
                    mu=d.get("mu"), covers=tuple(d.get("covers") or ()), not_covered=tuple(d.get("not_covered") or ()),
                    caveats=tuple(d.get("caveats") or ()), note=d.get("note", ""), samples=d.get("samples"),
-                   confidence=d.get("confidence"), upper=_read_float(d.get("upper")))
+                   confidence=d.get("confidence"), upper=_read_float(d.get("upper")),
+                   upper_why=d.get("upper_why", ""))
 
 
 def _json_float(x: float | None) -> float | str | None:
@@ -234,13 +237,14 @@ Losses = tuple[np.ndarray, np.ndarray]
 
 def of_releases(views_0: list[list[MechanismStep]], views_1: list[list[MechanismStep]], pair: Any, *,
                 delta: float, confidence: float, losses: Callable[[], Losses] | None = None,
-                monte_carlo: bool = False, seed: int = 0) -> PairEpsilon:
+                monte_carlo: bool = False, seed: int = 0, closed_only: bool = False) -> PairEpsilon:
     """The exact ε of `pair` on the mechanism view, from a few releases of each world (`views_b`:
     their step lists). Gaussian steps whose μ_k agree across these releases: closed form (unless
     `monte_carlo` asks for the Monte Carlo, e.g. to check one against the other). Otherwise, where
     every step's loss is exact: Monte Carlo on `losses()` (samples of log p0/p1 on world-0
     releases and of log p1/p0 on world-1 releases), or on the given releases' losses. A single
-    step that declares its full Gaussian law: :func:`of_gaussian_laws` (`seed`: its samples)."""
+    step that declares its full Gaussian law: :func:`of_gaussian_laws` (`seed`: its samples).
+    `closed_only`: never a Monte Carlo over releases (not computable instead)."""
     views = views_0 + views_1
     steps = views[0]
     names = [_step_name(s, k) for k, s in enumerate(steps)]
@@ -261,6 +265,8 @@ def of_releases(views_0: list[list[MechanismStep]], views_1: list[list[Mechanism
                else "asked for the Monte Carlo")
         if not moving and not monte_carlo:
             return _closed_form(names, steps, mu2[0], delta, len(views_0), len(views_1))
+    if closed_only:
+        return not_computable(delta, f"mechanism view: {why}: a Monte Carlo, not run here", covers=names)
     loss_0, loss_1 = losses() if losses is not None else exact_losses(views_0, views_1, pair)
     return from_losses(loss_0, loss_1, names, delta=delta, confidence=confidence, why=why)
 
@@ -325,7 +331,7 @@ def _projection_bound(views: list[list[MechanismStep]], names: list[str], pair: 
     if moving:
         return {"note": f"no upper bound either: μ_k of {', '.join(moving)} moves with earlier noise"}
     mu = math.sqrt(float(mu2[0].sum()))
-    return {"upper": gdp_pair_epsilon(mu, delta), "mu": mu,
+    return {"upper": gdp_pair_epsilon(mu, delta), "mu": mu, "upper_why": f"μ {mu:.3g} before the projection",
             "note": f"upper bound ε ≤ {gdp_pair_epsilon(mu, delta):.4g}: the steps before their row projection are "
                     f"μ-GDP with μ = {mu:.4g}, and the projection is post-processing"}
 
@@ -364,15 +370,19 @@ def from_losses(loss_0: np.ndarray, loss_1: np.ndarray, names: Sequence[str], *,
                        caveats=caveats, note=note, samples=min(len(loss_0), len(loss_1)), confidence=confidence)
 
 
-def draw_views(target: Any, pair: Any, n: int, seed: int) -> tuple[list[list[MechanismStep]], list[list[MechanismStep]]]:
-    """The mechanism views of `n` releases of each world, from seeds of their own (apart from
-    every trial's)."""
+def draw_releases(target: Any, pair: Any, n: int, seed: int) -> tuple[list[Any], list[Any]]:
+    """`n` releases of each world, from seeds of their own (apart from every trial's)."""
     states = np.random.SeedSequence([seed, 0x9A12E]).generate_state(2 * n, dtype=np.uint64)
     out = []
     for b in (0, 1):
         rngs = [torch.Generator().manual_seed(int(s) & ((1 << 63) - 1)) for s in states[b * n:(b + 1) * n]]
-        out.append([r.view("mechanism") for r in target.fit_batch(pair.world(b), rngs)])
+        out.append(target.fit_batch(pair.world(b), rngs))
     return out[0], out[1]
+
+
+def draw_views(target: Any, pair: Any, n: int, seed: int) -> tuple[list[list[MechanismStep]], list[list[MechanismStep]]]:
+    """The mechanism views of :func:`draw_releases`."""
+    return tuple([r.view("mechanism") for r in releases] for releases in draw_releases(target, pair, n, seed))
 
 
 def declared_state(check: Any) -> bool | None:
@@ -394,8 +404,8 @@ def of_run(target: Any, pair: Any, *, level: str, delta: float, confidence: floa
     others = tuple(f"{v} view: not observed by this run (the exact ε is of the {level} view)"
                    for v in target.levels if v != level)
     if level != "mechanism":
-        return not_computable(delta, f"{level} view: not computable (only the mechanism view's steps declare "
-                                     "their law)", *others)
+        why = f"{level} view: not computable (only the mechanism view's steps declare their law)"
+        return replace(not_computable(delta, why, *others), **_mechanism_bound(target, pair, level, delta, confidence, seed))
     if declared_ok is False:
         return not_computable(delta, "mechanism view: the declared noise model failed its check against the real "
                                      "releases, so the releases' law is unknown: not computable", *others)
@@ -413,6 +423,27 @@ def of_run(target: Any, pair: Any, *, level: str, delta: float, confidence: floa
     found = replace(found, note=found.note + "".join(source))
     unverified = () if declared_ok or not found.computable else ("the declared noise model is not verified on every step",)
     return replace(found, not_covered=found.not_covered + others, caveats=found.caveats + unverified)
+
+
+def _mechanism_bound(target: Any, pair: Any, level: str, delta: float, confidence: float, seed: int
+                     ) -> dict[str, Any]:
+    """For a run on another view: the mechanism view's exact ε in closed form, where the target
+    offers one. The mechanism view is the noisy intermediate the target's DP proof is about, which
+    makes every other view its post-processing: its ε bounds theirs (if the proof is right)."""
+    if "mechanism" not in target.levels:
+        return {}
+    releases = draw_releases(target, pair, CHECK_RELEASES, seed)
+    if level == "api" and any(r.info.get("fresh_noise_per_query") for rs in releases for r in rs):
+        return {"note": "no bound from the mechanism view: each api query is a fresh noisy release"}
+    views = tuple([r.view("mechanism") for r in rs] for rs in releases)
+    found = of_releases(*views, pair, delta=delta, confidence=confidence, seed=seed, closed_only=True)
+    if not found.computable:
+        return {"note": "no bound from the mechanism view: " + "; ".join(found.not_covered)}
+    return {"upper": found.value, "mu": found.mu,
+            "upper_why": f"the mechanism view's exact ε; the DP proof makes the {level} view its post-processing",
+            "note": f"upper bound ε ≤ {found.value:.4g}: the mechanism view's exact ε ({found.method}, "
+                    f"{found.note}), of which the target's DP proof makes this view a post-processing"
+                    + (f"; its caveats: {'; '.join(found.caveats)}" if found.caveats else "")}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -440,7 +471,7 @@ def slack_line(claimed: float, exact: PairEpsilon | dict[str, Any] | None, eps_l
     elif exact.value is None:
         middle = f"exact not computable: {'; '.join(r for r in exact.not_covered if 'not observed' not in r)}"
         if exact.upper is not None:
-            middle += f"; exact ≤ {_g(exact.upper)} (μ {_g(exact.mu)} before the projection)"
+            middle += f"; exact ≤ {_g(exact.upper)} ({exact.upper_why})"
     elif exact.method == MONTE_CARLO:
         lo, hi = exact.interval
         middle = f"exact {_g(exact.value)} [{_g(lo)}, {_g(hi)}] (monte-carlo)"

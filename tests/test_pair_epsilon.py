@@ -226,12 +226,17 @@ def test_steps_without_a_computable_law_are_named_with_the_reason():
 
 
 def test_views_other_than_mechanism_and_failed_declarations_are_not_computable(csbm):
+    """The api view is not computable; the Gaussian reference's api answers from its one release
+    (no fresh noise per query), so the mechanism view's exact ε bounds it: its edge moves A·X̂ by
+    the claimed Δ = √2, so that bound is the claim itself."""
+    from audit.data import add_edge
     from targets.base import build
 
     target = build("gaussian", epsilon=1)
-    pair = CanaryPair(csbm, csbm)
+    pair = CanaryPair(csbm, add_edge(csbm, 0, 599))
     got = pe.of_run(target, pair, level="api", delta=1e-5, confidence=0.95, seed=0, declared_ok=True)
     assert got.value is None and got.not_covered[0].startswith("api view: not computable")
+    assert got.upper == pytest.approx(1.0, rel=1e-5) and "post-processing" in got.upper_why
     got = pe.of_run(target, pair, level="mechanism", delta=1e-5, confidence=0.95, seed=0, declared_ok=False)
     assert got.value is None and "failed its check" in got.not_covered[0]
     assert any(r.startswith("api view: not observed") for r in got.not_covered)
