@@ -11,6 +11,7 @@ import torch
 from scipy.stats import norm
 
 from audit import pair_epsilon as pe
+from audit import privacy_loss as pl
 from canaries.base import CanaryPair
 from targets.base import MechanismStep
 
@@ -66,9 +67,9 @@ def test_gaussian_reference_closed_form_is_delta_over_sigma():
     assert got.method == pe.CLOSED_FORM and got.exact
     assert got.mu == pytest.approx(d / sigma, rel=1e-12)
     assert gdp_delta_by_hand(got.value, d / sigma) == pytest.approx(delta, rel=1e-6)
-    assert pe.gaussian_mu([(np.array([d, 0.0]), sigma)]) == pytest.approx(d / sigma)
+    assert pl.gaussian_mu([(np.array([d, 0.0]), sigma)]) == pytest.approx(d / sigma)
     # per-coordinate scales: Σ (d_i/s_i)²
-    assert pe.gaussian_mu([(np.array([3.0, 4.0]), np.array([1.0, 2.0]))]) == pytest.approx(math.sqrt(9 + 4))
+    assert pl.gaussian_mu([(np.array([3.0, 4.0]), np.array([1.0, 2.0]))]) == pytest.approx(math.sqrt(9 + 4))
 
 
 def test_gaussian_monte_carlo_agrees_with_the_closed_form():
@@ -79,8 +80,8 @@ def test_gaussian_monte_carlo_agrees_with_the_closed_form():
     mu = 0.75
     for delta in (1e-2, 1e-3, 1e-4):
         losses = [mu * mu / 2 + mu * rng.standard_normal(1_000_000) for _ in range(2)]
-        value, (lo, hi), beyond = pe.monte_carlo_epsilon(*losses, delta, 0.95)
-        exact = pe.gdp_pair_epsilon(mu, delta)
+        value, (lo, hi), beyond = pl.monte_carlo_epsilon(*losses, delta, 0.95)
+        exact = pl.gdp_pair_epsilon(mu, delta)
         assert lo <= exact <= hi, (delta, lo, exact, hi)
         assert hi - lo < 0.1 * exact and beyond >= 30
     a0 = _path(5)
@@ -174,12 +175,12 @@ def test_laplace_closed_form_at_delta_zero_and_its_curve():
     d, b = 1.0, 0.8
     eps0 = d / b
     losses = _laplace_losses(rng, d, b, 1_000_000)
-    value, (lo, hi), _ = pe.monte_carlo_epsilon(*losses, 0.0, 0.95)
+    value, (lo, hi), _ = pl.monte_carlo_epsilon(*losses, 0.0, 0.95)
     # the loss has an atom at ε₀ (mass 1/2): the interval collapses onto it, up to the floats of L
     assert value == pytest.approx(eps0, rel=1e-12) and lo == pytest.approx(eps0, rel=1e-12) == hi
     for delta in (0.02, 0.1, 0.3):
         exact = eps0 + 2 * math.log1p(-delta)
-        value, (lo, hi), _ = pe.monte_carlo_epsilon(*losses, delta, 0.95)
+        value, (lo, hi), _ = pl.monte_carlo_epsilon(*losses, delta, 0.95)
         assert lo <= exact <= hi and hi - lo < 0.05, (delta, lo, exact, hi)
 
 
