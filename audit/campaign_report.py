@@ -350,13 +350,13 @@ def campaign_texts(out: str | Path, *, plots: bool = True) -> dict[str, str]:
     discussion = notes.read_text() if notes.exists() else None
     return {"README.md": campaign_markdown(doc, images, discussion),
             "results/README.md": campaign_markdown(doc, images, discussion, folder=f"{out.name}/"),
-            "_quick": "1" if doc.get("quick") else ""}
+            "_quick": "1" if doc.get("quick") else "", "_name": str(doc.get("name", ""))}
 
 
 def write_campaign_report(out: str | Path, results_readme: str | Path | None = None) -> Path:
     """Plots and README.md from ``out/campaign.json`` alone (no store, no rerun). The repository's
-    ``results/README.md`` (the full campaign's report, paths into its folder) is written too when
-    ``out`` is a folder of ``results/`` and not a --quick campaign, or to ``results_readme``."""
+    ``results/README.md`` (the full default campaign's report, paths into its folder) is written too when
+    ``out`` is a folder of ``results/`` and the campaign is ``default`` run in full, or to ``results_readme``."""
     out = Path(out)
     texts = campaign_texts(out)
     readme = out / "README.md"
@@ -364,6 +364,6 @@ def write_campaign_report(out: str | Path, results_readme: str | Path | None = N
     results = (REPO / "results").resolve()
     if results_readme is not None:
         Path(results_readme).write_text(texts["results/README.md"])
-    elif out.resolve().parent == results and not texts["_quick"]:
+    elif out.resolve().parent == results and not texts["_quick"] and texts["_name"] == "default":
         (results / "README.md").write_text(texts["results/README.md"])
     return readme

@@ -191,9 +191,10 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
     def checked() -> declared.DeclaredCheck | None:
         if level not in ("mechanism", "trace"):
             return None
+        # releases fitted `batch` at a time, as the trials hold them (the memory plan's batch)
         return once(shared, ("declared", run_spec.setup_key(), canary_name, level, tuple(attack.levels)),
                     lambda: declared.check_declared(target, pair, seed=spec.seed, attack=attack, graph=graph,
-                                                    n=DECLARED_CHECK_N))
+                                                    n=DECLARED_CHECK_N, chunk=setup.batch))
 
     probe = functools.cache(lambda: _probe(spec, target, pair) if attack.reads_probe else None)
     t_trials = time.time()

@@ -180,20 +180,39 @@ def _probe_release(target: targets.Target, graph: Any, probes: dict[str, targets
 # ---------------------------------------------------------------------------------------------
 def heldout_statistic(out_s: np.ndarray, in_s: np.ndarray, *, delta: float, confidence: float) -> dict[str, Any]:
     """Direction and cp threshold chosen on the first half of each world's trials (index order);
-    the cp lower bound at that threshold, and the AUC, on the second half."""
+    the cp lower bound at that threshold, and the AUC, on the second half. Beside it the same for
+    ``gdp`` (its own threshold rule on the first half, its bound on the second), which the portfolio
+    reads only where gdp is valid for the candidate (:func:`_gdp_valid`)."""
     h0, h1 = len(out_s) // 2, len(in_s) // 2
     fit_out, fit_in, held_out, held_in = out_s[:h0], in_s[:h1], out_s[h0:], in_s[h1:]
     sign = 1.0 if estimators.auc(fit_out, fit_in) >= 0.5 else -1.0
     threshold = estimators.select_threshold("cp", sign * fit_out, sign * fit_in, delta=delta, confidence=confidence)
     fp, fn = (int(c[0]) for c in rates_at(sign * held_out, sign * held_in, np.array([threshold])))
     lb = float(estimators.cp_bound(fp, fn, len(held_out), len(held_in), delta, 1.0 - confidence))
-    return {"heldout_eps_lb": float(lb), "heldout_auc": float(estimators.auc(sign * held_out, sign * held_in)),
+    g_threshold = estimators.select_threshold("gdp", sign * fit_out, sign * fit_in, delta=delta, confidence=confidence)
+    gfp, gfn = (int(c[0]) for c in rates_at(sign * held_out, sign * held_in, np.array([g_threshold])))
+    mu = float(estimators.gdp_mu_bound(gfp, gfn, len(held_out), len(held_in), 1.0 - confidence))
+    return {"heldout_eps_lb": float(lb), "heldout_gdp_eps_lb": float(estimators.gdp_epsilon(mu, delta)), "heldout_auc": float(estimators.auc(sign * held_out, sign * held_in)),
             "direction": "higher = IN" if sign > 0 else "lower = IN", "threshold": float(sign * threshold),
             "n_per_world_heldout": int(len(held_out))}
 
 
 def _rank(row: dict[str, Any]) -> tuple[float, float]:
-    return row["heldout_eps_lb"], row["heldout_auc"]
+    """A pilot's held-out statistic: its cp bound, or its gdp bound where gdp is valid and larger."""
+    gdp = row.get("heldout_gdp_eps_lb", 0.0) if row.get("gdp_valid") else 0.0
+    return max(row["heldout_eps_lb"], gdp), row["heldout_auc"]
+
+
+def _gdp_valid(claim: targets.Claim, attack: str, declared: dict[str, Any] | None) -> str | None:
+    """Why ``gdp`` is a valid estimator for this candidate, or None: the claim is μ-GDP (it then
+    bounds every test's error pair by its Gaussian curve, whatever the score), or the score is the
+    declared model's exact likelihood ratio and the model passed its check at the view (the
+    trade-off is then the declared Gaussian one), the rule ``--estimator gdp`` follows by hand."""
+    if claim.gdp_mu is not None:
+        return "the claim is μ-GDP"
+    if attacks.get(attack).rests_on_declared_model() and declared and declared.get("allows_declared_model"):
+        return "an exact likelihood ratio of a declared model that passed its check"
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -218,7 +237,9 @@ def run(spec: game.AuditSpec, budget: Budget, *, out: str | Path = "results", jo
         winner, why = _choose(piloted, next((c for c in pool if (c.level, c.attack, c.canary) not in barred), pool[0]))
         trials, sizing = _certification_trials(meter, winner, piloted, claim, spec)
         attack = winner.attack if _direction(piloted, winner) > 0 else attacks.REVERSED + winner.attack
-        final = replace(spec, attack=attack, canary=winner.canary, level=winner.level, trials=trials, trial_stream=0)
+        estimator, estimator_why = _estimator(spec, piloted, winner)
+        final = replace(spec, attack=attack, canary=winner.canary, level=winner.level, trials=trials, trial_stream=0,
+                        estimator=estimator)
         if progress:
             print(f"portfolio: certifying {winner.label} on {trials:,} fresh trials ({why})", file=sys.stderr)
         result = game.run_audit(final, out=out, jobs=jobs, progress=progress, fresh=fresh, sequential=True,
@@ -229,7 +250,7 @@ def run(spec: game.AuditSpec, budget: Budget, *, out: str | Path = "results", jo
               "candidates": rows, "not_applicable": skipped,
               "winner": {"level": winner.level, "attack": winner.attack, "canary": winner.canary,
                          "certified_as": attack},
-              "why": why, "certification_trials": trials, "certification_sizing": sizing,
+              "why": why, "estimator": estimator, "estimator_why": estimator_why, "certification_trials": trials, "certification_sizing": sizing,
               "replay": {"pilots": {_label(r): r["trials"] for r in rows if "trials" in r},
                          "certification_trials": trials},
               "setups_built": shared.counts(), "wall_s": time.time() - t0}
@@ -308,8 +329,9 @@ def _pilots(spec: game.AuditSpec, pool: list[Candidate], meter: Meter, claim: ta
         with Store(result.store) as store:
             out_s, in_s = game.worlds(store.trials(result.key, limit=n))
         stat = heldout_statistic(out_s, in_s, delta=claim.delta, confidence=spec.confidence)
+        valid = _gdp_valid(claim, cand.attack, result.declared)
         rows.append({**row, "status": "piloted", "trials": n, "seconds": time.time() - start,
-                     "canary_chosen": result.canary.get("canary"), **stat})
+                     "canary_chosen": result.canary.get("canary"), **stat, "gdp_valid": valid})
         failed = _deviation(result.declared)
         if failed and cand.level not in acted:
             acted.add(cand.level)
@@ -365,11 +387,27 @@ def _choose(piloted: list[dict[str, Any]], first: Candidate) -> tuple[Candidate,
     cand = Candidate(best["level"], best["attack"], best["canary"])
     others = sorted((_rank(r) for r in piloted if r is not best), reverse=True)
     runner = f"; runner-up {others[0][0]:.3f} / AUC {others[0][1]:.3f}" if others else ""
-    if best["heldout_eps_lb"] <= 0:
+    top = _rank(best)[0]
+    if top <= 0:
         return cand, (f"no pilot of {len(piloted)} certified anything on its held-out half: the highest held-out "
                       f"AUC, {best['heldout_auc']:.3f}{runner}")
-    return cand, (f"highest held-out statistic of {len(piloted)} pilots: cp ε_lb {best['heldout_eps_lb']:.3f} at "
-                  f"the threshold chosen on the pilot's other half, AUC {best['heldout_auc']:.3f}{runner}")
+    how = "gdp" if top > best["heldout_eps_lb"] else "cp"
+    return cand, (f"highest held-out statistic of {len(piloted)} pilots: {how} ε_lb {top:.3f} at the threshold "
+                  f"chosen on the pilot's other half, AUC {best['heldout_auc']:.3f}{runner}")
+
+
+def _estimator(spec: game.AuditSpec, piloted: list[dict[str, Any]], winner: Candidate) -> tuple[str, str]:
+    """The certification's estimator, chosen on the winner's held-out pilot trials: ``gdp`` where it
+    is valid (:func:`_gdp_valid`) and its held-out bound beats cp's; else the run's own (``auto``)."""
+    row = next((r for r in piloted if (r["level"], r["attack"], r["canary"]) ==
+                (winner.level, winner.attack, winner.canary)), None)
+    if spec.estimator != "auto" or row is None or not row.get("gdp_valid"):
+        return spec.estimator, "the run's estimator (gdp is not valid for the winner, or it was named)"
+    if row["heldout_gdp_eps_lb"] <= row["heldout_eps_lb"]:
+        return spec.estimator, (f"the run's estimator: gdp's held-out bound {row['heldout_gdp_eps_lb']:.3f} does not "
+                                f"beat cp's {row['heldout_eps_lb']:.3f}")
+    return "gdp", (f"gdp ({row['gdp_valid']}): its held-out bound {row['heldout_gdp_eps_lb']:.3f} beats cp's "
+                   f"{row['heldout_eps_lb']:.3f} on the winner's pilot")
 
 
 def _direction(piloted: list[dict[str, Any]], winner: Candidate) -> float:

@@ -1,7 +1,7 @@
 """Measure each built-in target's seconds per trial, by view, at its default configuration on csbm:
 the numbers behind the targets' ``trial_cost`` tables (run alone on an idle machine, ``--jobs 1``).
 
-    python benchmarks/calibrate_costs.py [target ...] > costs.json
+    python benchmarks/calibrate_costs.py [target[,key=value...] ...] > costs.json
 """
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ from targets import base as targets
 TRIALS = {"mechanism": 100, "trace": 40, "weights": 16, "api": 16}
 
 
-def measure(name: str) -> dict[str, dict[str, float]]:
-    spec = AuditSpec(target=name, trial_stream=7)
+def measure(arg: str) -> dict[str, dict[str, float]]:
+    name, *pairs = arg.split(",")
+    spec = AuditSpec(target=name, trial_stream=7, params=dict(p.split("=", 1) for p in pairs))
     setup = game.setup_run(spec)
     pool, _ = portfolio.candidates(setup.target, setup.graph)
     out: dict[str, dict[str, float]] = {}
@@ -41,4 +42,4 @@ def measure(name: str) -> dict[str, dict[str, float]]:
 
 if __name__ == "__main__":
     names = sys.argv[1:] or targets.available()
-    print(json.dumps({n: measure(n) for n in names}, indent=1))
+    print(json.dumps({n: measure(n) for n in names}, indent=1))  # noqa: T201

@@ -86,7 +86,8 @@ class Canary:
 # registry
 # ---------------------------------------------------------------------------------------------
 #: canaries written ``name:ARGS`` (the class's ``parse(ARGS)`` builds one), e.g. ``edge:12-272``
-_PARAMETRISED: dict[str, str] = {"edge": "canaries.edge:ExplicitEdge", "witness": "canaries.witness:WitnessCanary"}
+_PARAMETRISED: dict[str, str] = {"edge": "canaries.edge:ExplicitEdge", "witness": "canaries.witness:WitnessCanary",
+                                  "hub-with-gradient": "canaries.joint:HubWithGradient"}
 REGISTRY: Registry[Canary] = Registry("canary", Canary, reserved=tuple(_PARAMETRISED))
 # registration order is the order a portfolio pilots canaries in: each half of the relation early
 REGISTRY.register("random-edge", "canaries.edge:RandomEdge")

@@ -282,3 +282,35 @@ def test_the_default_acts_on_a_deviation_end_to_end(tmp_path):
     assert aside and all(attacks.get(c["attack"]).rests_on_declared_model() for c in aside)
     assert not attacks.get(rec["winner"]["attack"]).rests_on_declared_model()
     assert r.verdict == "VIOLATION"
+
+
+# ---------------------------------------------------------------------------------------------
+# the estimator: gdp where it is valid and the stronger test on the winner's held-out pilot
+# ---------------------------------------------------------------------------------------------
+def test_gdp_is_valid_only_for_a_gdp_claim_or_a_checked_exact_llr():
+    from targets.base import Claim
+
+    plain = Claim(epsilon=8.0, delta=1e-3, accountant="rdp", unit="node")
+    gdp_claim = Claim(epsilon=8.0, delta=1e-3, accountant="gdp", unit="node", gdp_mu=3.0)
+    passed, failed = {"checked": True, "allows_declared_model": True}, {"checked": True, "allows_declared_model": False}
+    assert portfolio._gdp_valid(gdp_claim, "learned-trace", None)
+    assert portfolio._gdp_valid(plain, "gradient-lrt", passed)
+    assert portfolio._gdp_valid(plain, "gradient-lrt", failed) is None
+    assert portfolio._gdp_valid(plain, "learned-trace", passed) is None      # not the declared model's LLR
+    assert portfolio._gdp_valid(plain, "gradient-lrt", None) is None
+
+
+def test_the_estimator_is_gdp_where_its_held_out_bound_beats_cp():
+    """Gaussian scores at μ = 4 on 2 × 300 held-out trials: cp's bound is capped by the trial count,
+    gdp's is not; the winner is certified by gdp only where gdp is valid for it."""
+    rng = np.random.default_rng(3)
+    stat = portfolio.heldout_statistic(rng.normal(0, 1, 600), rng.normal(4, 1, 600), delta=1e-3, confidence=0.95)
+    assert stat["heldout_gdp_eps_lb"] > stat["heldout_eps_lb"] > 0
+    spec = game.AuditSpec()
+    win = portfolio.Candidate("trace", "gradient-lrt", "dirac-gradient")
+    row = {"level": "trace", "attack": "gradient-lrt", "canary": "dirac-gradient", **stat}
+    assert portfolio._estimator(spec, [{**row, "gdp_valid": "the claim is μ-GDP"}], win)[0] == "gdp"
+    assert portfolio._estimator(spec, [{**row, "gdp_valid": None}], win)[0] == "auto"
+    assert portfolio._estimator(game.AuditSpec(estimator="cp"), [{**row, "gdp_valid": "x"}], win)[0] == "cp"
+    assert portfolio._rank({**row, "gdp_valid": "x"})[0] == stat["heldout_gdp_eps_lb"]
+    assert portfolio._rank({**row, "gdp_valid": None})[0] == stat["heldout_eps_lb"]

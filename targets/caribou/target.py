@@ -62,6 +62,11 @@ class Caribou(Target[CaribouConfig]):
         **{("photo", "node", e): a for e, a in [(1, 93.7), (2, 94.7), (4, 95.0), (8, 95.3)]},
     }
 
+    def trial_cost(self, level: str) -> float:
+        """The default configuration's cost, the mechanism's scaled by its hops."""
+        cost = super().trial_cost(level)
+        return cost * self.config.hops / type(self.config)().hops if level == "mechanism" else cost
+
     def __init__(self, config: CaribouConfig | None = None, **overrides: Any) -> None:
         super().__init__(config, **overrides)
         self._encoder_cache: dict[str, Encoder] = {}

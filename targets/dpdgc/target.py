@@ -79,6 +79,21 @@ class DPDGC(Target[DPDGCConfig]):
                                                          ("photo", 94.98)]},
     }
 
+    #: node level (k-neighbour, DP-Adam trace), measured at k 25, batch 1000, 4 + 1 epochs
+    node_trial_costs = {"mechanism": 0.006, "trace": 0.02, "api": 0.13, "weights": 0.13}
+
+    def trial_cost(self, level: str) -> float:
+        """The default configuration's cost, scaled by the epochs a trial trains (DP-Emb's for the
+        mechanism and trace, both models' for the weights and api); the node level's own table."""
+        c, default = self.config, type(self.config)()
+        if c.unit == "node":
+            return self.node_trial_costs[level]
+        if level in ("mechanism", "trace"):
+            scale = c.epochs_encoder / default.epochs_encoder
+        else:
+            scale = (c.epochs_encoder + c.epochs_classifier) / (default.epochs_encoder + default.epochs_classifier)
+        return max(0.002, super().trial_cost(level) * scale)
+
     def __init__(self, config: TargetConfig | None = None, **overrides: Any) -> None:
         super().__init__(config, **overrides)
         self._claims: dict[tuple, Claim] = {}
