@@ -352,3 +352,20 @@ def test_declared_gaussian_laws_with_unequal_covariances_by_quadrature():
                               confidence=0.95, seed=1)
     assert got.method == pe.MONTE_CARLO and "covariances that differ" in got.note
     assert got.interval[0] <= exact <= got.interval[1] and got.interval[1] - got.interval[0] < 0.1 * exact
+
+
+def test_a_real_randomised_response_run_gives_its_exact_epsilon(tmp_path):
+    """EdgeRand's released adjacency is randomised response on every pair (keep with p = e^ε/(1 + e^ε)):
+    one edge's privacy loss is ±ε, so the pair's exact ε at δ is ln((p − δ)/(1 − p)) (the
+    randomized-response ground truth of audit/estimators/known.py). The run's own trials (its score
+    is the exact LLR) are the Monte Carlo's samples; the interval covers the truth."""
+    from audit.game import AuditSpec, run_audit
+
+    result = run_audit(AuditSpec(target="edgerand", epsilon=1, attack="mechanism-lrt", canary="random-edge",
+                                 trials=100, seed=0), out=tmp_path, progress=False)
+    exact = result.pair_epsilon
+    p = math.e / (1 + math.e)
+    truth = math.log((p - result.claimed_delta) / (1 - p))
+    assert exact["method"] == "monte-carlo" and "the run's own trials" in exact["note"]
+    assert exact["interval"][0] <= truth <= exact["interval"][1]
+    assert exact["value"] == pytest.approx(truth, abs=1e-6)
