@@ -409,6 +409,22 @@ def slack_line(claimed: float, exact: PairEpsilon | dict[str, Any] | None, eps_l
     return f"claim {_g(claimed)} → {middle} → ε_lb {_g(eps_lb)}; {ratios}{caveats}"
 
 
+def exact_cell(record: dict[str, Any] | None, fmt: Callable[[Any], str] | None = None) -> str:
+    """A table cell: ``0.27 cf`` (closed form), ``0.27 [0.25, 0.29] mc`` (Monte Carlo), ``n/c``
+    or ``n/c (≤ 0.5)`` (not computable, with an upper bound), † where a caveat applies; ``not
+    computed`` for a record written before the field existed."""
+    fmt = fmt or _g
+    if record is None:
+        return "not computed"
+    if record.get("value") is None:
+        return "n/c" if record.get("upper") is None else f"n/c (≤ {fmt(record['upper'])})"
+    mark = "†" if record.get("caveats") else ""
+    if record.get("method") == MONTE_CARLO:
+        lo, hi = record["interval"]
+        return f"{fmt(record['value'])} [{fmt(lo)}, {fmt(hi)}] mc{mark}"
+    return f"{fmt(record['value'])} cf{mark}"
+
+
 def _g(x: float | None) -> str:
     if x is None:
         return "-"

@@ -219,6 +219,7 @@ def test_steps_without_a_computable_law_are_named_with_the_reason():
     # the projection is post-processing: each step moves by ‖d‖² = 2 before it, so ε ≤ that of μ = 2
     assert got.mu == pytest.approx(2.0) and gdp_delta_by_hand(got.upper, 2.0) == pytest.approx(1e-5, rel=1e-6)
     assert "exact ≤ " in pe.slack_line(1.0, got, 0.2)
+    assert pe.exact_cell(got.to_dict()) == f"n/c (≤ {got.upper:.3g})"
     hidden = [MechanismStep(output=out, mean=lambda g: g.A, name="X(K)")]
     got = pe.of_releases([hidden], [hidden], pair, delta=1e-5, confidence=0.95)
     assert got.value is None and "no noise law declared" in got.not_covered[0]
