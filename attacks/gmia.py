@@ -25,7 +25,7 @@ Two uses:
 
   ``score`` = the attack model's logit for the canary node's posterior (one API call). The target
   is found as in :mod:`attacks.lira` (``shadow_target=``, :meth:`GMIA.bind_target`, or
-  ``release.info["target"]`` / ``["target_class"]`` + ``["target_config"]``).
+  the target the release carries, ``Release.target``).
   ``label_feature=True`` appends the true label's probability to the sorted vector (not in the
   paper; useful when a canary's posterior is confident in both worlds but on different labels).
 

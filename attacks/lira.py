@@ -53,8 +53,8 @@ Scores (higher = canary IN):
 Gaussian fits use the mean and the sample std (ddof 1 when ≥ 2 values) with a floor ``min_std``.
 
 The shadow target. The attack must build the target under audit. In order: the ``shadow_target``
-constructor argument; a target given to :meth:`LiRA.bind_target`; ``release.info["target"]`` (a
-:class:`targets.base.Target`); ``release.info["target_class"]`` + ``["target_config"]``. Otherwise
+constructor argument; a target given to :meth:`LiRA.bind_target`; the target the release carries
+(``Release.target``, a :class:`targets.base.Target`). Otherwise
 ``score`` raises and says so. (The game needs one line to provide it: see ``bind_target``.)
 """
 from __future__ import annotations

@@ -43,6 +43,10 @@ class Level(str, Enum):
 LEVELS: tuple[str, ...] = tuple(level.value for level in Level)
 
 
+#: how a witness reaches a step declared through ``Target.declared_steps`` (the default witness plan)
+DECLARED_WITNESS_HOW = "the witness graph, whose features are the declared step's input X"
+
+
 class Unit(str, Enum):
     """What a target's DP guarantee protects."""
 
@@ -107,7 +111,9 @@ class Claim:
 
     ``gdp_mu`` is set when the claim is a μ-GDP claim (the tightest estimator then assumes a
     Gaussian trade-off curve). ``details`` carries the accountant's internals (σ, sensitivity,
-    steps, orders, ...) so that every ε can be explained.
+    steps, orders, ...) so that every ε can be explained. ``per_world_epsilon`` is set on a claim
+    charged at the worse of a pair's two worlds (:meth:`Target.charged_claim`) where they differ:
+    each world's ε, world 0 first.
     """
 
     epsilon: float
@@ -117,10 +123,15 @@ class Claim:
     gdp_mu: float | None = None
     details: dict[str, Any] = field(default_factory=dict)
     queries: int = 1
+    per_world_epsilon: tuple[float, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """The claim as JSON: its fields, with ``per_world_epsilon`` (where set) among the details."""
         d = dataclasses.asdict(self)
+        per_world = d.pop("per_world_epsilon")
         d["details"] = {k: _jsonable(v) for k, v in self.details.items()}
+        if per_world is not None:
+            d["details"]["per_world_epsilon"] = list(per_world)
         d["epsilon"] = _jsonable(self.epsilon)
         return d
 
@@ -491,13 +502,12 @@ class Target(ABC, Generic[C]):
 
     def charged_claim(self, g0: Any, g1: Any) -> Claim:
         """The claim an audit of the pair compares against: the claim on each world, the worse (the
-        larger ε, then δ) taken, with both worlds' ε in ``details["per_world_epsilon"]``."""
+        larger ε, then δ) taken, with both worlds' ε in ``per_world_epsilon`` where they differ."""
         claims = [self.claim(g0), self.claim(g1)]
         worse = max(claims, key=lambda c: (c.epsilon, c.delta))
         if claims[0].epsilon == claims[1].epsilon and claims[0].delta == claims[1].delta:
             return worse
-        return dataclasses.replace(worse, details={**worse.details,
-                                                   "per_world_epsilon": [c.epsilon for c in claims]})
+        return dataclasses.replace(worse, per_world_epsilon=(claims[0].epsilon, claims[1].epsilon))
 
     def preprocess(self, graph: Any) -> tuple[Any, str | None]:
         """The paper's own preprocessing of a dataset (e.g. isolated nodes dropped), applied by
@@ -529,17 +539,29 @@ class Target(ABC, Generic[C]):
         search (e.g. a spec's tight canary); None where there is none (the default)."""
         return None
 
+    @classmethod
+    def probed_by_declaration(cls) -> bool:
+        """Whether the probe reads this target through its declared steps alone (it declares
+        :meth:`declared_steps` and keeps the default :meth:`step_maps`)."""
+        return cls.step_maps is Target.step_maps and cls.declared_steps is not Target.declared_steps
+
     def takes_witness(self) -> bool:
         """Whether a mechanism-level witness of this configuration can be played through the
-        target's own pipeline (``--canary auto`` runs the probe only then). Default: no."""
-        return False
+        target's own pipeline (``--canary auto`` runs the probe only then). Default: where the
+        target is probed by its declarations, whose steps read the features a witness graph carries."""
+        return self.probed_by_declaration()
 
     @classmethod
     def witness_plan(cls, doc: dict[str, Any], params: dict[str, str]) -> WitnessPlan | None:
         """How the game plays the witness `doc` (a loaded witness file, its ``path`` included) with the
-        run's own ``--set`` `params`; None where the target cannot take the witness's input (the
-        default)."""
-        return None
+        run's own ``--set`` `params`; None where the target cannot take the witness's input. Default:
+        for a target probed by its declarations, the witness graph as the dataset and the witness pair
+        as the canary (a declared step's input X is the features, which the witness graph stores);
+        otherwise None."""
+        if not cls.probed_by_declaration():
+            return None
+        path = doc["path"]
+        return WitnessPlan(doc["target"], f"witness:{path}", f"witness:{path}", params, DECLARED_WITNESS_HOW)
 
     def bug(self, name: str) -> bool:
         return self.config.bug == name
