@@ -68,7 +68,7 @@ import torch
 from attacks.base import Attack
 from attacks.shadow import (ShadowModels, canary_node, count_query, logit_confidence, query_posteriors,
                             true_label_probability)
-from targets.base import Release, Target
+from targets.base import Level, Release, Target
 
 
 def _gauss_logpdf(x: float, mu: float, sigma: float) -> float:
@@ -101,7 +101,7 @@ class LiRA(Attack):
     """
 
     name = "lira"
-    levels = ("api",)
+    levels = (Level.API,)
     units = ("node",)
     queries_per_score = 1
 
@@ -183,7 +183,7 @@ class LiRA(Attack):
                 world = _resample(world, z, self.keep, np.random.default_rng([self.seed, base, i, 0x4EE9]))
             seed = int(np.random.SeedSequence([self.seed, base, i, 0x54AD]).generate_state(1, np.uint64)[0] >> 2)
             rel = target.fit(world, torch.Generator().manual_seed(seed))
-            post = query_posteriors(rel.view("api"), self.query, pair.g1, pair.g0, nodes)
+            post = query_posteriors(rel.view(Level.API), self.query, pair.g1, pair.g0, nodes)
             phis.append(float(logit_confidence(post[:1], labels[:1])[0]))
             py = true_label_probability(post, labels)
             pys.append(float(py[0]))
@@ -198,7 +198,7 @@ class LiRA(Attack):
         z = stats["node"]
         nodes = np.concatenate([[z], stats["population"]]).astype(np.int64)
         labels = pair.g1.y.cpu()[torch.as_tensor(nodes)]
-        post = query_posteriors(release.view("api"), self.query, pair.g1, pair.g0, nodes)
+        post = query_posteriors(release.view(Level.API), self.query, pair.g1, pair.g0, nodes)
         self.queries += 1
         count_query(release, 1)
         if self.method == "rmia":

@@ -88,7 +88,7 @@ import torch
 from scipy import stats
 
 from audit import declared_joint
-from targets.base import LEVELS, Lazy, LazyDict, MechanismStep, Release, Target, resolve
+from targets.base import LEVELS, Lazy, LazyDict, Level, MechanismStep, Release, Target, resolve
 from targets.common.noise import NoiseLaw
 
 #: the SeedSequence tag of the check's generators (never used by a trial)
@@ -180,7 +180,7 @@ class DeclaredCheck:
     tests: int
     unread_views: list[str] = field(default_factory=list)
     leaks: list[str] = field(default_factory=list)
-    attack_levels: tuple[str, ...] | None = None
+    attack_levels: tuple[Level, ...] | None = None
     wall_s: float = 0.0
     #: what the joint tests found (shared noise across steps, noise-free entries, reused noise): no
     #: score may rest on the declared model; a portfolio picks one exploiting these, or a learned one
@@ -263,7 +263,7 @@ def _leaks(release: Release, means: dict[int, torch.Tensor], read: tuple[str, ..
     """Tensors in unread ``weights`` or in ``info`` equal to a step's noiseless mean."""
     found = []
     places: list[tuple[str, Any]] = []
-    if "weights" not in read and release.weights is not None and not isinstance(release.weights, Lazy):
+    if Level.WEIGHTS not in read and release.weights is not None and not isinstance(release.weights, Lazy):
         weights = release.weights
         shapes = {tuple(m.shape) for m in means.values()}
         if isinstance(weights, LazyDict) and weights.rest_shapes is not None \
@@ -421,7 +421,7 @@ def check_declared(target: Target, pair: Any, *, seed: int, n: int = DEFAULT_N, 
         raise ValueError(f"check_declared needs n >= 4 releases per world, got {n}")
     t0 = time.time()
     levels = attack_levels(attack)
-    if not {"mechanism", "trace"} & set(target.levels):
+    if not {Level.MECHANISM, Level.TRACE} & set(target.levels):
         # nothing declared to test: no fit is spent (the unread views come from the target's levels)
         unread = [lvl for lvl in target.levels if levels is not None and lvl not in levels]
         reason = "no mechanism or trace view: no declared noise model to test"
@@ -439,7 +439,7 @@ def check_declared(target: Target, pair: Any, *, seed: int, n: int = DEFAULT_N, 
     structure: list[str] = []
 
     # mechanism steps
-    mech = {b: [r.view("mechanism") if r.mechanism is not None else None for r in releases[b]] for b in (0, 1)}
+    mech = {b: [r.view(Level.MECHANISM) if r.mechanism is not None else None for r in releases[b]] for b in (0, 1)}
     counts = {len(m) if m is not None else -1 for b in (0, 1) for m in mech[b]}
     noiseless_means: dict[int, dict[int, torch.Tensor]] = {0: {}, 1: {}}
     step_residuals: dict[int, dict[int, np.ndarray]] = {}
@@ -509,7 +509,7 @@ def _check_step(k: int, by_world: dict[int, list[MechanismStep]], worlds: tuple[
                 step_residuals: dict[int, dict[int, np.ndarray]] | None = None) -> StepCheck:
     """The battery on step k; its residuals per world go to `step_residuals[k]` (the joint tests)."""
     first = by_world[0][0]
-    check = StepCheck("mechanism", k, first.name or f"step {k}")
+    check = StepCheck(Level.MECHANISM, k, first.name or f"step {k}")
     world_stds = {b: {s.noise_std for s in by_world[b]} for b in (0, 1)}
     projected = {bool(s.row_projected) for b in (0, 1) for s in by_world[b]}
     dens = {s.log_density is not None for b in (0, 1) for s in by_world[b]}
@@ -649,7 +649,7 @@ def _check_trace(traces: dict[int, list[Any]], info: dict[str, Any], rng: np.ran
     dims = sorted({d for b in (0, 1) for g in groups[b] for d in g})
     checks = []
     for gi, d in enumerate(dims):
-        check = StepCheck("trace", gi, f"trace steps of dim {d} ({noise} noise)",
+        check = StepCheck(Level.TRACE, gi, f"trace steps of dim {d} ({noise} noise)",
                           declared_std=None if std is None else float(std))
         if note:
             check.notes.append(note)

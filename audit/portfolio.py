@@ -48,17 +48,18 @@ from audit.result import Result
 from audit.store import Store
 from canaries import base as canaries
 from targets import base as targets
+from targets.base import Level
 
 #: share of the budget the pilots may spend
 PILOT_SHARE = 0.3
 #: trials one pilot plays, by level (views that train a model cost more per trial)
-PILOT_TRIALS = {"mechanism": 200, "trace": 200, "weights": 60, "api": 60}
+PILOT_TRIALS = {Level.MECHANISM: 200, Level.TRACE: 200, Level.WEIGHTS: 60, Level.API: 60}
 #: the fewest trials a pilot is worth playing (half of them choose, half are held out)
 PILOT_MIN = 40
 #: strongest first: the order candidates of one canary are piloted in
-LEVEL_ORDER = ("mechanism", "trace", "weights", "api")
+LEVEL_ORDER = (Level.MECHANISM, Level.TRACE, Level.WEIGHTS, Level.API)
 #: views whose trials are cheap: every canary is piloted on them before any view that trains a model
-CHEAP_LEVELS = ("mechanism", "trace")
+CHEAP_LEVELS = (Level.MECHANISM, Level.TRACE)
 #: a time budget may extend the certification up to this multiple of the view's fixed-budget cap
 EXTEND = 4
 #: the default budget of ``run`` (the README's main job takes about this long on 2 cores)
@@ -67,7 +68,7 @@ DEFAULT_BUDGET = Budget(seconds=120.0)
 
 @dataclass(frozen=True)
 class Candidate:
-    level: str
+    level: Level
     attack: str
     canary: str
 
@@ -82,11 +83,10 @@ class Candidate:
 def candidates(target: targets.Target, graph: Any) -> tuple[list[Candidate], list[dict[str, Any]]]:
     """The candidates the target's views allow, in the order they are piloted, and the attacks left
     out with the reason (an attack whose ``applies_to`` refuses the target's probe release)."""
-    unit = target.unit.value
     gradient_ok = target.takes_gradient_canary(graph)
     names = [c for c in canaries.available() if not c.startswith("witness")]
     gradient = {c for c in names if canaries.get(c).relation == "gradient"}
-    graph_canaries = ["auto"] + [c for c in names if c not in gradient and canaries.get(c).unit == unit]
+    graph_canaries = ["auto"] + [c for c in names if c not in gradient and canaries.get(c).unit == target.unit]
     gradient_canaries = [c for c in names if c in gradient] if gradient_ok else []
     classic = _classic(target, graph)
     probes: dict[str, targets.Release | None] = {}
@@ -123,15 +123,15 @@ def _classic(target: targets.Target, graph: Any) -> list[tuple[str, str]]:
         return []
 
 
-def _canaries_for(kind: str, level: str, graph_canaries: list[str], gradient_canaries: list[str]) -> list[str]:
+def _canaries_for(kind: str, level: Level, graph_canaries: list[str], gradient_canaries: list[str]) -> list[str]:
     if kind == "gradient":
         return gradient_canaries
-    if kind == "any" and level == "trace" and gradient_canaries:
+    if kind == "any" and level == Level.TRACE and gradient_canaries:
         return gradient_canaries
     return graph_canaries
 
 
-def _applies(cls: type[attacks.Attack], level: str, target: targets.Target, graph: Any,
+def _applies(cls: type[attacks.Attack], level: Level, target: targets.Target, graph: Any,
              probes: dict[str, targets.Release | None]) -> bool:
     """The attack's ``applies_to`` on one probe release of the base graph (drawn once, only for an
     attack that overrides the default, from a generator no trial uses)."""
@@ -263,7 +263,7 @@ def _certification_trials(budget: Budget, winner: Candidate, piloted: list[dict[
         n = max(8, (budget.trials - spent) // 2 * 2)
         return n, f"the trial budget less the {spent:,} pilot trials"
     fixed, _ = game.auto_trials(claim, winner.level, spec.confidence)
-    cap = EXTEND * game.BUDGET_CAP["mechanism" if winner.level == "mechanism" else "training"]
+    cap = EXTEND * game.BUDGET_CAP["mechanism" if winner.level == Level.MECHANISM else "training"]
     rate = [r["seconds"] / r["trials"] for r in piloted
             if (r["level"], r["attack"], r["canary"]) == (winner.level, winner.attack, winner.canary)]
     left = (budget.seconds or 0.0) - (time.time() - t0)

@@ -25,6 +25,7 @@ from torch_geometric.data import Data
 
 from canaries.base import Canary, CanaryPair
 from graphs.ops import degrees, remove_edge
+from targets.base import Unit
 
 
 def existing_edges(graph: Data) -> np.ndarray:
@@ -77,7 +78,7 @@ def _low_degree_edges(graph: Data, rng: np.random.Generator) -> np.ndarray:
 
 class RandomRemovedEdge(Canary):
     name = "remove-edge"
-    unit = "edge"
+    unit = Unit.EDGE
     relation = "remove"
 
     def worlds(self, graph: Data, rng: np.random.Generator, target: Any = None) -> CanaryPair:
@@ -90,7 +91,7 @@ class RandomRemovedEdge(Canary):
 
 class IsolatingEdge(Canary):
     name = "isolating-edge"
-    unit = "edge"
+    unit = Unit.EDGE
     relation = "remove"
 
     def worlds(self, graph: Data, rng: np.random.Generator, target: Any = None) -> CanaryPair:
@@ -116,7 +117,7 @@ class IsolatingEdge(Canary):
 
 class MinDegreeEdge(Canary):
     name = "min-degree-edge"
-    unit = "edge"
+    unit = Unit.EDGE
     relation = "remove"
 
     def worlds(self, graph: Data, rng: np.random.Generator, target: Any = None) -> CanaryPair:
@@ -136,7 +137,7 @@ class MinDegreeEdge(Canary):
 
 class WorstRemovedEdge(Canary):
     name = "worst-remove-edge"
-    unit = "edge"
+    unit = Unit.EDGE
     relation = "remove"
     needs_map = True
 

@@ -31,6 +31,7 @@ from torch_geometric.data import Data
 from torch_geometric.utils import coalesce
 
 from canaries.base import Canary, CanaryPair
+from targets.base import Unit
 
 _MASKS = ("train_mask", "val_mask", "test_mask")
 
@@ -69,7 +70,7 @@ def removal_worlds(graph: Data, z: int, name: str, how: str, **extra: Any) -> Ca
 
 class RemoveNode(Canary):
     name = "remove-node"
-    unit = "node"
+    unit = Unit.NODE
     relation = "remove"
 
     def worlds(self, graph: Data, rng: np.random.Generator, target: Any = None) -> CanaryPair:
@@ -87,7 +88,7 @@ class RemoveNode(Canary):
 
 class IsolatingNode(Canary):
     name = "isolating-node"
-    unit = "node"
+    unit = Unit.NODE
     relation = "remove"
 
     def worlds(self, graph: Data, rng: np.random.Generator, target: Any = None) -> CanaryPair:
@@ -108,7 +109,7 @@ class IsolatingNode(Canary):
 
 class InsertNode(Canary):
     name = "insert-node"
-    unit = "node"
+    unit = Unit.NODE
 
     def __init__(self, degree: int = 3, scale: float = 3.0) -> None:
         self.degree = degree

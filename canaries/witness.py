@@ -42,6 +42,7 @@ from torch_geometric.data import Data
 from canaries.base import Canary
 from canaries.edge import CanaryPair
 from canaries.node import isolate
+from targets.base import Unit
 from targets.common.probe import StepMap, WitnessPlan, with_features
 from graphs.datasets import graph_from_dict, graph_to_dict, tensor_from_dict
 from graphs.ops import add_directed_edge, add_edge
@@ -159,8 +160,8 @@ class WitnessCanary(Canary):
         return self._doc
 
     @property
-    def unit(self) -> str:
-        return "node" if self.doc["canary"]["kind"] == "node" else "edge"
+    def unit(self) -> Unit:
+        return Unit.NODE if self.doc["canary"]["kind"] == "node" else Unit.EDGE
 
     def worlds(self, graph: Data, rng: np.random.Generator | None = None, target: Any = None) -> CanaryPair:
         from graphs.ops import fingerprint

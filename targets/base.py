@@ -15,7 +15,6 @@ import typing
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any, ClassVar, Generic, TypeVar, cast
 
 import torch
@@ -23,6 +22,7 @@ import torch
 from targets.common.accounting import check_delta, check_epsilon
 from targets.common.catalogue import Entry
 from targets.common.noise import NoiseLaw
+from targets.common.value_enum import ValueEnum
 from targets.common.probe import (SampledStep, StepDeclaration, StepMap, TightPair, WitnessPlan,
                                   derived_step_maps)
 from targets.common.config_keys import config_fields, config_help, parse_assignments, replace_config  # noqa: F401
@@ -30,7 +30,7 @@ from targets.common.registry import Registry
 from targets.common.runtime import (GLOBAL_RNG_LOCK, child_generator, noise_generator, one_torch_thread,  # noqa: F401
                                     resolve_device, seeded, split_accuracies)
 
-class Level(str, Enum):
+class Level(ValueEnum):
     """A release view an adversary may observe (its threat level), by the name results and flags use."""
 
     API = "api"
@@ -40,14 +40,14 @@ class Level(str, Enum):
 
 
 #: the views' names, weakest first
-LEVELS: tuple[str, ...] = tuple(level.value for level in Level)
+LEVELS: tuple[Level, ...] = tuple(Level)
 
 
 #: how a witness reaches a step declared through ``Target.declared_steps`` (the default witness plan)
 DECLARED_WITNESS_HOW = "the witness graph, whose features are the declared step's input X"
 
 
-class Unit(str, Enum):
+class Unit(ValueEnum):
     """What a target's DP guarantee protects."""
 
     EDGE = "edge"
@@ -326,13 +326,13 @@ class Release:
         return self.info.get("target")
 
     @property
-    def levels(self) -> tuple[str, ...]:
-        return tuple(level for level in LEVELS if getattr(self, level) is not None)
+    def levels(self) -> tuple[Level, ...]:
+        return tuple(level for level in LEVELS if getattr(self, level.value) is not None)
 
-    def view(self, level: str) -> Any:
+    def view(self, level: Level | str) -> Any:
         if level not in LEVELS:
             raise ValueError(f"unknown level {level!r}; known: {', '.join(LEVELS)}")
-        value = getattr(self, level)
+        value = getattr(self, Level(level).value)
         if value is None:
             raise ValueError(f"this release offers no {level!r} view; it offers {', '.join(self.levels)}")
         return resolve(value)
@@ -375,7 +375,7 @@ class Target(ABC, Generic[C]):
     name: ClassVar[str] = ""
     Config: ClassVar[type[TargetConfig]] = TargetConfig
     #: the views the target offers (a class attribute; an instance may narrow it to its config's)
-    levels: tuple[str, ...] = ("api",)
+    levels: tuple[Level, ...] = (Level.API,)
     bugs: ClassVar[dict[str, str]] = {}
     #: this target's entries in the bug catalogue (``python -m audit regress``), and its planted bugs
     #: that no attack of this version catches yet, with the reason (bug → why)
@@ -395,6 +395,11 @@ class Target(ABC, Generic[C]):
     device: torch.device
 
     config: C
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if isinstance(cls.__dict__.get("levels"), tuple):  # a user's names become levels
+            cls.levels = tuple(Level(level) for level in cls.levels)
 
     def __init__(self, config: C | TargetConfig | None = None, **overrides: Any) -> None:
         config = config if config is not None else self.Config()
@@ -449,7 +454,7 @@ class Target(ABC, Generic[C]):
         """Whether a gradient canary can join this configuration's ``trace`` (what ``--attack auto``
         asks before choosing a trace attack). Default: the target offers a trace and declares its
         :meth:`dimension`; targets whose trace takes a canary only in some configurations say so."""
-        return "trace" in self.levels and self.overrides("dimension")
+        return Level.TRACE in self.levels and self.overrides("dimension")
 
     def dimension(self, graph: Any) -> int:
         """The length of one clipped gradient in the ``trace`` (what a gradient canary adds to). A

@@ -62,7 +62,7 @@ from torch import nn
 
 from targets.common.accounting import calibrate_decreasing, rdp_to_dp, subsampled_gaussian_rdp
 from targets.common import stacked_mlp
-from targets.base import Claim, Lazy, Release, Target, TargetConfig, child_generator, split_accuracies
+from targets.base import Claim, Lazy, Level, Release, Target, TargetConfig, child_generator, split_accuracies
 from targets.common.dpsgd import canary_from
 from targets.common.trace import DPSGDTrace, TraceStep
 from targets.common.catalogue import Entry
@@ -171,7 +171,7 @@ CATALOGUE = (
 class DPSGDGCN(Target[DPSGDGCNConfig]):
     name = "dpsgd-gcn"
     Config = DPSGDGCNConfig
-    levels = ("api", "weights", "trace")
+    levels = (Level.API, Level.WEIGHTS, Level.TRACE)
     batched: ClassVar[bool] = True
     bugs: ClassVar[dict[str, str]] = {"no-noise": "adds no noise to the clipped sum while claiming the calibrated ε"}
     catalogue: ClassVar[tuple[Entry, ...]] = CATALOGUE

@@ -56,7 +56,7 @@ from typing import Any, Callable, ClassVar
 import torch
 from torch_geometric.data import Data
 
-from targets.base import Claim, Lazy, LazyDict, MechanismStep, Release, Target, TargetConfig, child_generator
+from targets.base import Claim, Lazy, LazyDict, Level, MechanismStep, Release, Target, TargetConfig, child_generator
 from targets.gcn import GCNConfig, NonPrivateGCN
 from targets.common.catalogue import Entry
 
@@ -183,7 +183,7 @@ class PerturbedGraphGCN(Target[PerturbedGCNConfig]):
     perturbed graph the first time either is read; a batch's GCNs train stacked).
     """
 
-    levels: tuple[str, ...] = ("mechanism", "api", "weights")
+    levels: tuple[Level, ...] = (Level.MECHANISM, Level.API, Level.WEIGHTS)
     batched: ClassVar[bool] = True
     bugs: ClassVar[dict[str, str]] = {
         "no-noise": "trains on the true adjacency (no perturbation) while claiming the calibrated ε",

@@ -14,8 +14,8 @@ from targets.common import dpsgd
 from targets.common.accounting import (
     DEFAULT_ORDERS, calibrate_decreasing, gap_delta, gaussian_rdp, gdp_epsilon, gdp_mu, rdp_to_dp,
     subsampled_gaussian_rdp)
-from targets.base import (Claim, Lazy, MechanismStep, Release, Target, TargetConfig, child_generator, noise_generator,
-                          seeded, split_accuracies)
+from targets.base import (Claim, Lazy, Level, MechanismStep, Release, Target, TargetConfig, child_generator,
+                          noise_generator, seeded, split_accuracies)
 from targets.caribou.accountant import compositions, edge_sensitivity, node_sensitivity
 from targets.caribou.config import CaribouConfig
 from targets.caribou.model import (
@@ -31,7 +31,7 @@ class Caribou(Target[CaribouConfig]):
 
     name: ClassVar[str] = "caribou"
     Config: ClassVar[type[TargetConfig]] = CaribouConfig
-    levels: tuple[str, ...] = ("api", "weights", "mechanism")
+    levels: tuple[Level, ...] = (Level.API, Level.WEIGHTS, Level.MECHANISM)
     batched: ClassVar[bool] = True
     bugs: ClassVar[dict[str, str]] = {
         "no-noise": "PCMP adds no noise while claiming the calibrated ε",

@@ -13,7 +13,7 @@ from torch import nn
 from graphs import ops as graph_ops
 from graphs.ops import drop_isolated_with_notice
 from targets.common.accounting import gap_delta, gaussian_rdp, gdp_epsilon
-from targets.base import Claim, Lazy, LazyDict, MechanismStep, Release, Target, TargetConfig, seeded
+from targets.base import Claim, Lazy, LazyDict, Level, MechanismStep, Release, Target, TargetConfig, seeded
 from targets.dpdgc.accountant import ORDERS, calibrated_sigma, dpdgc_epsilon, dpdgc_rdp, lemma_f1_epsilon
 from targets.dpdgc import dpemb
 from targets.dpdgc.config import DPDGCConfig
@@ -35,7 +35,7 @@ class DPDGC(Target[DPDGCConfig]):
 
     name: ClassVar[str] = "dpdgc"
     Config: ClassVar[type[TargetConfig]] = DPDGCConfig
-    levels: tuple[str, ...] = ("api", "weights", "mechanism", "trace")
+    levels: tuple[Level, ...] = (Level.API, Level.WEIGHTS, Level.MECHANISM, Level.TRACE)
     batched: ClassVar[bool] = True
     #: fit_batch trains on one thread per core while the game's thread waits: it scores the
     #: previous batch meanwhile (audit.game.play_chunk's pipeline)

@@ -11,7 +11,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from graphs.ops import drop_isolated_with_notice, fingerprint
-from targets.base import Claim, Lazy, MechanismStep, Release, Target, TargetConfig, child_generator, noise_generator, seeded
+from targets.base import (Claim, Lazy, Level, MechanismStep, Release, Target, TargetConfig, child_generator,
+                          noise_generator, seeded)
 from targets.common.dpsgd import assign_flat_grad, canary_from, clip_rows, noisy_sum, poisson_sample
 from targets.gap.accountant import dpsgd_schedule, gap_claim
 from targets.gap.config import GAPConfig
@@ -56,7 +57,7 @@ class GAP(Target[GAPConfig]):
     Config: ClassVar[type[TargetConfig]] = GAPConfig
     #: the views some configuration offers (``trace``: node level only); an instance's ``levels``
     #: are its unit's
-    levels: tuple[str, ...] = ("api", "weights", "mechanism", "trace")
+    levels: tuple[Level, ...] = (Level.API, Level.WEIGHTS, Level.MECHANISM, Level.TRACE)
     bugs: ClassVar[dict[str, str]] = {
         "no-noise": "PMA (and, at node level, DP-SGD) adds no noise while claiming the calibrated ε",
         "fresh-inference-noise": "every api query re-runs encoder + PMA over the private graph with "
@@ -95,7 +96,7 @@ class GAP(Target[GAPConfig]):
     def __init__(self, config: TargetConfig | None = None, **overrides: Any) -> None:
         super().__init__(config, **overrides)
         if not self.config.node_level:
-            self.levels = ("api", "weights", "mechanism")
+            self.levels = (Level.API, Level.WEIGHTS, Level.MECHANISM)
         self._prepared: dict[str, Any] | None = None
         self._adjacencies = _ByIdentity(8)  # Aᵀ per graph (edge level)
         self._supports = _ByIdentity(4)  # rows where two graphs' Aᵀ differ

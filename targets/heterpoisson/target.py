@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from targets.common.accounting import calibrate_decreasing
-from targets.base import Claim, Lazy, LazyDict, Release, Target, TargetConfig, split_accuracies
+from targets.base import Claim, Lazy, LazyDict, Level, Release, Target, TargetConfig, split_accuracies
 from targets.common.dpsgd import canary_from
 from targets.common import stacked_mlp
 from targets.heterpoisson import stacked
@@ -46,7 +46,7 @@ class HeterPoisson(Target[HeterPoissonConfig]):
 
     name: ClassVar[str] = "heterpoisson"
     Config: ClassVar[type[TargetConfig]] = HeterPoissonConfig
-    levels: tuple[str, ...] = ("api", "weights", "trace")
+    levels: tuple[Level, ...] = (Level.API, Level.WEIGHTS, Level.TRACE)
     batched: ClassVar[bool] = True
     bugs: ClassVar[dict[str, str]] = {
         "no-noise": "adds no noise to the summed gradients while claiming the calibrated epsilon",
