@@ -16,7 +16,7 @@ import numpy as np
 
 from targets import base as targets
 from targets.common.registry import Registry
-from targets.base import Level, Release, Target
+from targets.base import Level, Release, Target, Unit
 
 
 class Attack:
@@ -31,7 +31,7 @@ class Attack:
         queries_per_score: API queries one score makes (None: not an API attack).
         reads_probe: set automatically where a subclass overrides :meth:`natural_threshold_for` or
             :meth:`model_scores`: the game then draws one probe release (apart from every trial).
-        units: the neighbouring units (``"edge"``, ``"node"``) whose canaries it scores.
+        units: the neighbouring units (:class:`targets.base.Unit`) whose canaries it scores.
         canary_kind: ``"graph"`` (edge and node canaries), ``"gradient"`` (canaries of relation
             ``"gradient"``, inserted into a DP-SGD trace) or ``"any"``; the portfolio pairs attacks
             and canaries by it.
@@ -42,12 +42,13 @@ class Attack:
     natural_threshold: ClassVar[float | None] = None
     queries_per_score: int | None = None
     reads_probe: ClassVar[bool] = False
-    units: ClassVar[tuple[str, ...]] = ("edge", "node")
+    units: ClassVar[tuple[Unit, ...]] = (Unit.EDGE, Unit.NODE)
     canary_kind: ClassVar[str] = "graph"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        cls.levels = tuple(Level(level) for level in cls.levels)  # a user's names become levels
+        cls.levels = tuple(Level(level) for level in cls.levels)  # a user's names become enums
+        cls.units = tuple(Unit(unit) for unit in cls.units)
         cls.reads_probe = (cls.natural_threshold_for is not Attack.natural_threshold_for
                            or cls.model_scores is not Attack.model_scores)
 

@@ -19,13 +19,13 @@ from __future__ import annotations
 from typing import Any
 
 from attacks.base import Attack
-from targets.base import Level, Release
+from targets.base import Level, Release, Unit
 
 
 class EdgeCorrelation(Attack):
     name = "edge-correlation"
     levels = (Level.MECHANISM,)
-    units = ("edge",)
+    units = (Unit.EDGE,)
 
     def score(self, release: Release, pair: Any, graph: Any = None) -> float:
         if "edge" not in pair.info:

@@ -47,7 +47,7 @@ import torch
 from attacks.base import Attack
 from attacks.linkteller import query_graph
 from attacks.shadow import count_query
-from targets.base import Level, Release
+from targets.base import Level, Release, Unit
 
 _TINY = 1e-30  # floor for posteriors before the log (float32 softmax can underflow)
 
@@ -92,7 +92,7 @@ class FreshQuery(Attack):
 
     name = "fresh-query"
     levels = (Level.API,)
-    units = ("edge",)
+    units = (Unit.EDGE,)
 
     def __init__(self, queries: int = 64) -> None:
         if isinstance(queries, bool) or not isinstance(queries, int) or queries < 2:

@@ -51,7 +51,7 @@ from attacks.base import Attack
 from attacks.metrics import auc as _auc
 from attacks.metrics import tpr_at_fpr as _tpr_at_fpr
 from attacks.shadow import ShadowModels, canary_node, count_query, query_posteriors, true_label_probability
-from targets.base import GLOBAL_RNG_LOCK, Level, Release, Target
+from targets.base import GLOBAL_RNG_LOCK, Level, Release, Target, Unit
 
 _MASKS = ("train_mask", "val_mask", "test_mask")
 
@@ -190,7 +190,7 @@ class GMIA(Attack):
 
     name = "gmia"
     levels = (Level.API,)
-    units = ("node",)
+    units = (Unit.NODE,)
     queries_per_score = 1
 
     def __init__(self, shadow_models: int = 2, fraction: float = 0.5, epochs: int = 100, lr: float = 0.01,

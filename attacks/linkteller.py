@@ -50,7 +50,7 @@ from attacks.base import Attack
 from attacks.metrics import auc as _auc
 from attacks.metrics import tpr_at_fpr as _tpr_at_fpr
 from attacks.shadow import count_query
-from targets.base import Level, Release, resolve
+from targets.base import Level, Release, Unit, resolve
 
 SYMMETRISATIONS = ("mean", "max", "as_code")
 
@@ -155,7 +155,7 @@ class LinkTeller(Attack):
 
     name = "linkteller"
     levels = (Level.API,)
-    units = ("edge",)
+    units = (Unit.EDGE,)
     queries_per_score = 3
 
     def __init__(self, step: float = 1e-4, sym: str = "mean", query_edges: str = "known",

@@ -68,7 +68,7 @@ import torch
 from attacks.base import Attack
 from attacks.shadow import (ShadowModels, canary_node, count_query, logit_confidence, query_posteriors,
                             true_label_probability)
-from targets.base import Level, Release, Target
+from targets.base import Level, Release, Target, Unit
 
 
 def _gauss_logpdf(x: float, mu: float, sigma: float) -> float:
@@ -102,7 +102,7 @@ class LiRA(Attack):
 
     name = "lira"
     levels = (Level.API,)
-    units = ("node",)
+    units = (Unit.NODE,)
     queries_per_score = 1
 
     def __init__(self, shadows: int = 8, online: bool = False, method: str = "lira", offline_score: str = "logpdf",

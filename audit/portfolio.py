@@ -94,7 +94,7 @@ def candidates(target: targets.Target, graph: Any) -> tuple[list[Candidate], lis
     found: list[tuple[tuple[int, ...], Candidate]] = []
     for a_rank, name in enumerate(attacks.available()):
         cls = attacks.get(name)
-        if unit not in cls.units:
+        if target.unit not in cls.units:
             continue
         for level in cls.levels:
             if level not in target.levels:
