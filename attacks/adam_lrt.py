@@ -190,6 +190,11 @@ class AdamLRT(Attack):
     def applies_to(self, release: Release) -> bool:
         return (release.info.get("solver") or {}).get("name") == "adam"
 
+    def pointed_by(self, release: Release) -> str | None:
+        if self.applies_to(release):
+            return "the release declares its solver (Adam): this is the solver's exact likelihood ratio"
+        return None
+
     def _world_laws(self, release: Release, pair: Any) -> list[list[ColumnLaw]]:
         solver = release.solver or {}
         if solver.get("name") != "adam":

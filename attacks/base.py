@@ -44,6 +44,15 @@ class Attack:
     reads_probe: ClassVar[bool] = False
     units: ClassVar[tuple[Unit, ...]] = (Unit.EDGE, Unit.NODE)
     canary_kind: ClassVar[str] = "graph"
+    #: the declared-model check's deviations (``audit.declared_joint.JOINT_TESTS``, or ``"any"``) this
+    #: score exploits: where the check fails, the portfolio pilots it before the others
+    exploits: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def rests_on_declared_model(cls) -> bool:
+        """Whether the score is the declared noise model's likelihood ratio (an a-priori threshold):
+        once the declared-model check fails, no audit may rest on it."""
+        return cls.natural_threshold is not None or cls.natural_threshold_for is not Attack.natural_threshold_for
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -79,6 +88,11 @@ class Attack:
         """Whether the attack can score this target's releases, read off one probe release (the
         portfolio asks before piloting it). Default: True."""
         return True
+
+    def pointed_by(self, release: Release) -> str | None:
+        """Why this target's release points to the attack (the portfolio pilots it early), read off one
+        probe release; None (the default) where it declares nothing this attack reads specially."""
+        return None
 
     def queries_for(self, pair: Any) -> int | None:
         """API queries one score makes on `pair` (recorded in the result). Default:

@@ -39,6 +39,7 @@ def _equal_rows(o: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
 class ExactRows(Attack):
     name = "exact-rows"
     levels = (Level.MECHANISM,)
+    exploits = ("noise-free",)
 
     def __init__(self) -> None:
         self._means: dict[tuple[int, int, int], tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}

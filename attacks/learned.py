@@ -67,6 +67,7 @@ class LearnedDistinguisher(Attack):
 
     canary_kind: ClassVar[str] = "any"
     view: ClassVar[str] = ""
+    exploits: ClassVar[tuple[str, ...]] = ("any",)
 
     def __init__(self) -> None:
         self.target: targets.Target | None = None

@@ -69,6 +69,12 @@ def _means(step: MechanismStep, pair: Any) -> _Means:
     return _batch_means([step], pair)[0]
 
 
+def shift_norm2(step: MechanismStep, pair: Any) -> float:
+    """Σ d² of the step's mean shift d = mean(g1) − mean(g0), over the rows the score reads (the
+    canary node's own row left out, module docstring)."""
+    return float(_means(step, pair).dd)
+
+
 def _batch_means(steps: list[MechanismStep], pair: Any, support: torch.Tensor | None = None) -> list[_Means]:
     """:func:`_means` of each step; with ``support`` (every step's own), the conversions and
     differences run on the steps' stacked rows (elementwise, so each step's floats are its own)."""

@@ -225,7 +225,7 @@ def load(config: str | Path, *, quick: bool = False, only: str | None = None) ->
                 raise CampaignError(f"{where}: every ε must be a finite number > 0, got {e!r}")
         data = _list(b.get("datasets", head.get("datasets")), where, "datasets", str)
         for d in data:
-            if d not in known_data:
+            if d not in known_data and not d.startswith("witness:"):
                 raise CampaignError(f"{where}: unknown dataset {d!r}; known: {', '.join(sorted(known_data))}")
         params = b.get("params", {})
         if not isinstance(params, dict):
@@ -240,7 +240,7 @@ def load(config: str | Path, *, quick: bool = False, only: str | None = None) ->
         if attacks == ["auto"]:
             attacks = attacks_registry.auto_attacks(probe)
         for a in attacks:
-            if a not in known_attacks:
+            if a not in known_attacks and ":" not in a:
                 raise CampaignError(f"{where}: unknown attack {a!r}; known: {', '.join(sorted(known_attacks))}")
             level = b.get("level", "auto")
             need = attacks_registry.get(a).levels
@@ -376,6 +376,8 @@ def _row_record(row: Row, result: Result | None, *, util: float | None, wall: fl
                     "tpr_at_fpr": result.tpr_at_fpr, "gdp_mu": claim.get("gdp_mu"),
                     "max_certifiable_eps": result.max_certifiable_eps, "trials": result.trials,
                     "audit_wall_time_s": result.wall_time_s, "roc": roc})
+        if result.pair_epsilon is not None:
+            rec["pair_epsilon"], rec["slack"] = result.pair_epsilon, result.slack
         code = getattr(result, "code", None)
         power = getattr(result, "power", None)
         if code:

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from audit.pair_epsilon import slack_line
 from audit.power import record_power
 from audit.result import number
 from audit.run_report import claim_tpr_limit, roc_axes
@@ -163,6 +164,35 @@ def _commit_of(r: dict[str, Any], doc: dict[str, Any]) -> str | None:
     return r.get("commit") or (doc.get("git") or {}).get("commit")
 
 
+def _exact_cell(r: dict[str, Any]) -> str:
+    """The row's exact ε of the played pair: value and method, or why there is none."""
+    pe = r.get("pair_epsilon")
+    if pe is None:
+        return "–" if r.get("verdict") == "ERROR" else "not computed"
+    if pe.get("value") is None:
+        return "n/c" if pe.get("upper") is None else f"n/c (≤ {short(number(pe['upper']))})"
+    value, mark = number(pe["value"]), "†" if pe.get("caveats") else ""
+    if pe.get("method") == "monte-carlo":
+        lo, hi = (number(x) for x in pe["interval"])
+        return f"{short(value)} [{short(lo)}, {short(hi)}] mc{mark}"
+    return f"{short(value)} cf{mark}"
+
+
+def _slack_section(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per row: claim → exact ε of the pair → ε_lb, or why the middle number is missing."""
+    lines = ["## Slack: claim → exact ε of the played pair → ε_lb", ""]
+    finished = [r for r in rows if r.get("verdict") != "ERROR"]
+    for r in finished:
+        if r.get("pair_epsilon") is not None:
+            line = slack_line(number(r["claimed_epsilon"]), r["pair_epsilon"], number(r["eps_lb"]))
+            lines.append(f"* {row_tag(r)} ε={short(r['epsilon'])}: {line}")
+    older = len([r for r in finished if r.get("pair_epsilon") is None])
+    if older:
+        lines.append(f"* {older} row{'s' if older > 1 else ''} played before the exact ε was recorded: not computed "
+                     "(rerun the campaign to fill it in)")
+    return lines + [""]
+
+
 def campaign_markdown(doc: dict[str, Any], images: dict[str, list[str]], discussion: str | None = None,
              folder: str = "") -> str:
     """The README. `discussion`: hand-written findings (the folder's ``discussion.md``), placed
@@ -201,16 +231,17 @@ def campaign_markdown(doc: dict[str, Any], images: dict[str, list[str]], discuss
         "",
         *([discussion.strip(), ""] if discussion else []),
         "## Results", "",
-        "| target | dataset | level | attack | canary | claimed ε | ε_lb [interval] | method | tightness | verdict | "
-        "power | AUC | max cert. ε | trials | utility % | s |" + (" commit |" if many else ""),
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if many else ""),
+        "| target | dataset | level | attack | canary | claimed ε | exact ε (pair) | ε_lb [interval] | method | "
+        "tightness | exact / claim | verdict | power | AUC | max cert. ε | trials | utility % | s |"
+        + (" commit |" if many else ""),
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if many else ""),
     ]
     for r in rows:
         tail = f" `{(_commit_of(r, doc) or 'unknown')[:7]}` |" if many else ""
         canary = r.get("canary") or "–"
         if r.get("verdict") == "ERROR":
             lines.append(f"| {_who_full(r)} | {r['dataset']} | – | {r['attack']} | {canary} | {short(r['epsilon'])} | "
-                         f"ERROR: {str(r.get('error'))[:80]} | | | ERROR | | | | {r['trials']} | | "
+                         f"| ERROR: {str(r.get('error'))[:80]} | | | | ERROR | | | | {r['trials']} | | "
                          f"{short(r.get('wall_time_s'), 0)} |" + tail)
             continue
         ci = r.get("ci") or [None, None]
@@ -218,10 +249,10 @@ def campaign_markdown(doc: dict[str, Any], images: dict[str, list[str]], discuss
         pw = record_power(r, conf) or {}
         lines.append(
             f"| {_who_full(r)} | {r['dataset']} | {unit}/{r['level']} | {r['attack']} | {canary} | "
-            f"{short(number(r['claimed_epsilon']))} | "
+            f"{short(number(r['claimed_epsilon']))} | {_exact_cell(r)} | "
             f"{short(number(r['eps_lb']))} [{short(number(ci[0]) if ci[0] is not None else None)}, "
             f"{short(number(ci[1]) if ci[1] is not None else None)}] | {r['method']} | {short(r.get('tightness'))} | "
-            f"{_verdict_cell(r)} | {pw.get('reading', '–')} | {short(r.get('auc'), 3)} | "
+            f"{short((r.get('slack') or {}).get('exact_over_claim'))} | {_verdict_cell(r)} | {pw.get('reading', '–')} | {short(r.get('auc'), 3)} | "
             f"{short(number(r['max_certifiable_eps']))} | {r['trials']} | "
             f"{short(r.get('utility'), 1)} | {short(r.get('wall_time_s'), 0)} |" + tail)
     lines += ["", "Utility: val-selected test accuracy (%) of one private fit with the row's parameters and ε "
@@ -234,7 +265,13 @@ def campaign_markdown(doc: dict[str, Any], images: dict[str, list[str]], discuss
                   "contains 0.5; *conclusive*: the budget could certify the claim and the attack separates the "
                   "worlds (or the bound exceeds the claim). "
                   "The target cell names the parameters the campaign block sets; canary: the neighbouring "
-                  "worlds' difference.", ""]
+                  "worlds' difference. "
+                  "exact ε (pair): the exact ε of the pair the row played, on the view its attack observes "
+                  "(cf: closed form, the pair is μ-GDP; mc: Monte Carlo of the exact privacy loss, with its "
+                  "interval; n/c: not computable, the reason under *Slack*; †: a caveat, named under *Slack*): "
+                  "the best any test of that view could certify. tightness = ε_lb / claim; exact / claim is the accounting's slack on this "
+                  "pair, ε_lb / exact the attack's and the estimator's.", ""]
+    lines += _slack_section(rows)
     lines += ["## Violations", ""]
     viol = [r for r in rows if r.get("verdict") == "VIOLATION" and math.isfinite(number(r.get("claimed_epsilon")))]
     if not viol:
@@ -313,13 +350,13 @@ def campaign_texts(out: str | Path, *, plots: bool = True) -> dict[str, str]:
     discussion = notes.read_text() if notes.exists() else None
     return {"README.md": campaign_markdown(doc, images, discussion),
             "results/README.md": campaign_markdown(doc, images, discussion, folder=f"{out.name}/"),
-            "_quick": "1" if doc.get("quick") else ""}
+            "_quick": "1" if doc.get("quick") else "", "_name": str(doc.get("name", ""))}
 
 
 def write_campaign_report(out: str | Path, results_readme: str | Path | None = None) -> Path:
     """Plots and README.md from ``out/campaign.json`` alone (no store, no rerun). The repository's
-    ``results/README.md`` (the full campaign's report, paths into its folder) is written too when
-    ``out`` is a folder of ``results/`` and not a --quick campaign, or to ``results_readme``."""
+    ``results/README.md`` (the full default campaign's report, paths into its folder) is written too when
+    ``out`` is a folder of ``results/`` and the campaign is ``default`` run in full, or to ``results_readme``."""
     out = Path(out)
     texts = campaign_texts(out)
     readme = out / "README.md"
@@ -327,6 +364,6 @@ def write_campaign_report(out: str | Path, results_readme: str | Path | None = N
     results = (REPO / "results").resolve()
     if results_readme is not None:
         Path(results_readme).write_text(texts["results/README.md"])
-    elif out.resolve().parent == results and not texts["_quick"]:
+    elif out.resolve().parent == results and not texts["_quick"] and texts["_name"] == "default":
         (results / "README.md").write_text(texts["results/README.md"])
     return readme

@@ -81,8 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "portfolio within --budget; else enough for a perfect attack to certify 1.5x the claim, "
                         "capped at 20,000 mechanism-level / 4,000 training trials (one-run: 1,000 canaries)")
     p.add_argument("--budget", default=None,
-                   help="the portfolio's budget, pilots included: a trial count (2000) or a duration (90s, 5m, "
-                        "1h; default 2m)")
+                   help="the portfolio's budget, pilots included: a trial count (2000), work units of the "
+                        "target's declared trial costs (120u; the default, the same trials on any machine) or a "
+                        "duration (90s, 5m, 1h)")
     p.add_argument("--confidence", type=_confidence, default=0.95)
     p.add_argument("--estimator", default="auto", choices=["auto", "cp", "gdp", "bayes", "fdp"])
     p.add_argument("--jobs", type=int, default=1)
@@ -135,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--auto", action="store_true",
                    help="each entry's configuration (target, --set, dataset, ε, bug) by the default command: the "
                         "portfolio chooses attack, canary, estimator and trials within --budget")
-    p.add_argument("--budget", default=None, help="with --auto: each entry's budget (trials or a duration; default 2m)")
+    p.add_argument("--budget", default=None, help="with --auto: each entry's budget (trials, work units or a duration; default 120u)")
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("attack", help="a stand-alone attack with its own metrics (AUC, TPR at low FPR)")

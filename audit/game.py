@@ -26,9 +26,11 @@ import numpy as np
 import torch
 
 from attacks import base as attacks
-from audit import declared, declared_joint, estimators, memory_plan, provenance, relation, sequential_run
+from attacks.mechanism import MechanismLRT
+from audit import declared, declared_joint, estimators, memory_plan, pair_epsilon, provenance, relation, sequential_run
+from audit.shared_setup import SharedSetup, once
 from audit.trial_runner import (TrialSetup, batch_size, cached_work, chunk_indices, play_chunks, release_worker,
-                                worker_objects)
+                                shared_target, worker_objects)
 from audit.trial_runner import trial_seed
 from audit.result import Result
 from audit.run_outcome import make_result, save_result
@@ -78,7 +80,8 @@ def auto_trials(claim: targets.Claim, level: Level, confidence: float) -> tuple[
 def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, backend: str = "loky",
               scheduler: str | None = None, progress: bool = True,
               on_chunk: Callable[[int], None] | None = None, pipeline: bool | None = None,
-              fresh: bool = False, sequential: bool = False, setup: RunSetup | None = None) -> Result:
+              fresh: bool = False, sequential: bool = False, setup: RunSetup | None = None,
+              shared: SharedSetup | None = None, exact: bool = True) -> Result:
     """Play (or resume) the games of `spec`, estimate, and write the result. Returns the result.
 
     Stored trials are reused only for the same options and the same code (:func:`audit.store.run_key`);
@@ -86,6 +89,10 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
     None = on iff CUDA. `sequential`: stop as soon as the verdict is settled (:mod:`audit.sequential_run`);
     ``spec.trials`` is then the most it plays. `setup`: :func:`setup_run` of `spec` where the caller
     built it already (under :func:`targets.one_torch_thread`, as the run would), so it is built once.
+    `shared`: a setup shared with other runs of the same target (:mod:`audit.shared_setup`, the
+    portfolio's pilots): its pairs, checks and targets are built once for them all.
+    `exact`: compute the exact ε of the played pair (:mod:`audit.pair_epsilon`); a pilot, which is
+    never reported, says "not computed" instead.
 
     The whole run uses one torch thread, as its trials always did (``TrialSetup.threads``); the
     caller's setting is restored after. The canary probe, the declared-model check and the setup
@@ -94,12 +101,14 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
     """
     with targets.one_torch_thread():
         return _run_audit(spec, out=out, jobs=jobs, backend=backend, scheduler=scheduler, progress=progress,
-                          on_chunk=on_chunk, pipeline=pipeline, fresh=fresh, sequential=sequential, setup=setup)
+                          on_chunk=on_chunk, pipeline=pipeline, fresh=fresh, sequential=sequential,
+                          setup=shared.setup if shared is not None else setup, shared=shared, exact=exact)
 
 
 def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, scheduler: str | None,
                progress: bool, on_chunk: Callable[[int], None] | None, pipeline: bool | None, fresh: bool,
-               sequential: bool, setup: RunSetup | None) -> Result:
+               sequential: bool, setup: RunSetup | None, shared: SharedSetup | None = None,
+               exact: bool = True) -> Result:
     if spec.mode == "one-run":
         from audit.one_run_audit import run_one_run  # it builds on this module's setup and result
 
@@ -107,7 +116,8 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
     t0 = time.time()
     graph, target, claim = setup or setup_run(spec)
     attack_name = attacks.auto_attack(target, graph) if spec.attack == "auto" else spec.attack
-    canary_name = canaries.auto_canary(target, graph, attack_name) if spec.canary == "auto" else spec.canary
+    canary_name = once(shared, ("auto-canary", attack_name), lambda: canaries.auto_canary(target, graph, attack_name)) \
+        if spec.canary == "auto" else spec.canary
     attack = attacks.make(attack_name)
     level = attack.levels[0] if spec.level == "auto" else spec.level
     if level not in target.levels:
@@ -120,19 +130,26 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
         from audit import witness_choice
 
         # on the CPU whatever the run's device: the canary is public and the same for every device
-        choice = witness_choice.choose(build_target(replace(spec, device="cpu")), graph, level=level,
-                                  dataset=spec.dataset, out=out, params=spec.params)
+        choice = once(shared, ("witness", level), lambda: witness_choice.choose(
+            build_target(replace(spec, device="cpu")), graph, level=level, dataset=spec.dataset, out=out,
+            params=spec.params))
         if choice.play:
             target_cls, canary_name = choice.target_name, choice.canary
             run_spec = replace(spec, target=target_cls, params=choice.params, dataset=choice.dataset)
-            graph, target, claim = setup_run(run_spec)
-    canary_rng = np.random.default_rng([spec.seed, 0xCA4A])
+            graph, target, claim = once(shared, ("setup", run_spec.setup_key()), lambda: setup_run(run_spec))
     canary = canaries.make(canary_name)
-    pair = canary.worlds(graph, canary_rng, targets.on_cpu(target))
-    # a quantity the calibration reads from private data is charged at the worse world of the pair
-    target, claim, pair.info["relation_charge"] = relation.charge(build_target(run_spec), pair, target, claim)
+
+    def charged_pair() -> tuple[Any, targets.Target, targets.Claim, dict[str, Any]]:
+        pair = canary.worlds(graph, np.random.default_rng([spec.seed, 0xCA4A]), targets.on_cpu(target))
+        # a quantity the calibration reads from private data is charged at the worse world of the pair
+        return pair, *relation.charge(build_target(run_spec), pair, target, claim)
+
+    pair, target, claim, charge_record = once(shared, ("pair", run_spec.setup_key(), canary_name), charged_pair)
+    pair.info["relation_charge"] = dict(charge_record)
     if choice is not None:
         pair.info["input_choice"] = choice.record
+    if shared is not None:  # one target per config in this process: its per-world caches serve every run
+        target = shared_target(target_cls, target.config)
 
     out = Path(out)
     store = Store(out / "audit.sqlite")
@@ -141,7 +158,7 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
     todo = _resume(store, key, spec, code, fresh=fresh, quiet=sequential)
     batch = batch_size(spec.batch, target, level)
     setup = TrialSetup(target_cls, target.config, pair, graph, attack_name, stream_seed(spec), batch=batch,
-                       pipeline=pipeline,
+                       pipeline=pipeline, share_target=shared is not None,
                    token=f"{key}:{os.getpid()}:{time.time_ns()}")
     if spec.batch == 0 and level == Level.MECHANISM and batch > 1 and todo:  # --batch auto: fit the free memory
         memory = memory_plan.plan(worker_objects(setup)[0], pair.world(1), batch, jobs)
@@ -173,8 +190,12 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
     # the exact LLR, its threshold 0 and gdp rest on the target's declared noise model: test it on
     # held-out releases first, and fall back to what assumes nothing where it fails
     def checked() -> declared.DeclaredCheck | None:
-        return declared.check_declared(target, pair, seed=spec.seed, attack=attack, graph=graph,
-                                       n=DECLARED_CHECK_N) if level in (Level.MECHANISM, Level.TRACE) else None
+        if level not in (Level.MECHANISM, Level.TRACE):
+            return None
+        # releases fitted `batch` at a time, as the trials hold them (the memory plan's batch)
+        return once(shared, ("declared", run_spec.setup_key(), canary_name, level, tuple(attack.levels)),
+                    lambda: declared.check_declared(target, pair, seed=spec.seed, attack=attack, graph=graph,
+                                                    n=DECLARED_CHECK_N, chunk=setup.batch))
 
     probe = functools.cache(lambda: _probe(spec, target, pair) if attack.reads_probe else None)
     t_trials = time.time()
@@ -203,6 +224,13 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
     scores = np.array([s for _, _, s in rows])
     method = est.method
     used = len(rows)
+    # the exact ε of the played pair on this view; the exact LLR's own trials are its loss samples
+    pair_exact = pair_epsilon.of_run(
+        target, pair, level=level, delta=claim.delta, confidence=spec.confidence, seed=spec.seed,
+        declared_ok=pair_epsilon.declared_state(check),
+        trial_losses=(-scores[bits == 0], scores[bits == 1]) if isinstance(attack, MechanismLRT) else None,
+        mc_releases=max(pair_epsilon.CHECK_RELEASES, used // 2)  # what a Monte Carlo may cost: the trials' own
+    ) if exact else pair_epsilon.not_computable(claim.delta, "a pilot: not computed (the certified run computes it)")
     run_id = f"{spec.target.replace(':', '.').replace('/', '.')}-{key}-{spec.trials}-{method}" \
         + (f"-seq{used}" if seq is not None else "")
     result = make_result(spec, key, target, claim, pair.info, attack_name, level, est, scores, bits,
@@ -211,7 +239,7 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
                          cached_per_worker=cached_work(target), trials_played=played,
                          trials_wall_s=trials_wall, code=code, reused_trials=used - played,
                          declared=_declared_record(check, policy, est, scores, bits), estimator_choice=why,
-                         sequential=record)
+                         sequential=record, exact=pair_exact)
     if seq is not None:
         result = result.replace(confidence=spec.confidence)  # the looks' levels add up to it (record)
         if result.verdict != seq.verdict:

@@ -13,6 +13,7 @@ import torch
 
 from attacks import base as attacks
 from audit import estimators, provenance
+from audit.pair_epsilon import not_computable
 from audit.run_outcome import make_result, save_result
 from audit.run_spec import AuditSpec, RunSetup, setup_run
 from audit.result import Result
@@ -71,7 +72,8 @@ def run_one_run(spec: AuditSpec, *, out: str | Path = "results", progress: bool 
     run_id = f"{spec.target.replace(':', '.').replace('/', '.')}-{key}-{spec.trials}-one-run"
     result = make_result(spec, key, target, claim, info, attack_name, attack.levels[0], est, scores, bits,
                          wall=time.time() - t0, store_path=store.path, run_id=run_id, mode="one-run", code=code,
-                         one_run=one_run)
+                         one_run=one_run, exact=not_computable(
+                             claim.delta, "one-run mode: many canaries played at once, not one pair: not computable"))
     save_result(store, out, result)
     return result
 

@@ -10,30 +10,37 @@ each, and a certification on trials the choice never saw.
    sensitivity probe's witness, where it is playable). Every view gets a learned distinguisher
    (:mod:`attacks.learned`), the fallback wherever no exact score exists.
 2. **Pilots**: each candidate, in a fixed order of priority (the single-attack default of earlier
-   versions first, then every canary on the cheap views, then the views that train a model), plays a small number of trials from
+   versions first, then what the target's declarations point to (``Canary.pointed_by``,
+   ``Attack.pointed_by``), then every canary on the cheap views, then the views that train a model),
+   plays a small number of trials from
    trial stream 1, independent of the run's own stream 0, until the pilot share of the budget is
    spent. Its statistic is computed on held-out pilot trials: the score's direction and a cp
    threshold are chosen on the first half of each world's pilot trials, and the statistic is the
-   cp lower bound at that one threshold on the second half (ties broken by the held-out AUC).
+   cp lower bound at that one threshold on the second half (ties broken by the held-out AUC). A
+   failed declared-model check at a view sets aside that view's scores that rest on the declared
+   model and moves the scores that exploit the deviation to the front (:func:`_act_on_deviation`).
 3. **Certification**: the winner plays the rest of the budget from stream 0, sequentially (looks
    at growing trial counts, the confidence spent across them: :mod:`audit.sequential_run`), so the run
    stops early when the verdict is settled, a gross bug at the first looks, no signal once the
    claim could not be refuted within the budget. No pilot trial is ever read by the certificate,
    so the choice costs nothing in confidence.
 
-A time budget (``--budget 5m``) gives the pilots :data:`PILOT_SHARE` of it and sizes the
-certification from the winner's measured seconds per trial (up to :data:`EXTEND` times the
-fixed-budget cap of its view): a bound that is budget-limited is extended, and the sequential
-looks stop it as soon as it is settled. The fixed-budget default of the winner's view
-(:func:`audit.game.auto_trials`) is the floor: on a slow or loaded machine the run takes longer than
-its time budget rather than certify on fewer trials than a named audit would.
+The pilots get :data:`PILOT_SHARE` of the budget, and the certification what is left, sized at the
+winner's cost per trial (up to :data:`EXTEND` times the fixed-budget cap of its view): a bound that is
+budget-limited is extended, and the sequential looks stop it as soon as it is settled. The
+fixed-budget default of the winner's view (:func:`audit.game.auto_trials`) is the floor. The default
+budget is in work units (:class:`Meter`: the target's declared costs), so it plays the same trials on
+any machine and the same seed gives the same result; a time budget (``--budget 5m``) spends what the
+machine affords, and the record's ``replay`` lists the trials it played. Pilots and certification
+share one setup (:mod:`audit.shared_setup`): a canary's pair, the declared check and the target's
+per-world caches are built once for them all.
 """
 from __future__ import annotations
 
 import math
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +52,9 @@ from attacks.metrics import rates_at
 from audit import estimators, game
 from audit.budget import Budget
 from audit.result import Result
+from audit.shared_setup import SharedSetup
 from audit.store import Store
+from audit.trial_runner import release_shared
 from canaries import base as canaries
 from targets import base as targets
 from targets.base import Level
@@ -62,8 +71,9 @@ LEVEL_ORDER = (Level.MECHANISM, Level.TRACE, Level.WEIGHTS, Level.API)
 CHEAP_LEVELS = (Level.MECHANISM, Level.TRACE)
 #: a time budget may extend the certification up to this multiple of the view's fixed-budget cap
 EXTEND = 4
-#: the default budget of ``run`` (the README's main job takes about this long on 2 cores)
-DEFAULT_BUDGET = Budget(seconds=120.0)
+#: the default budget of ``run``: work units, so the same seed gives the same result on any machine
+#: (the README's main job takes about two minutes on 2 cores)
+DEFAULT_BUDGET = Budget(units=120.0)
 
 
 @dataclass(frozen=True)
@@ -71,6 +81,8 @@ class Candidate:
     level: Level
     attack: str
     canary: str
+    #: why the target's declarations put it early (:func:`candidates`); empty where nothing did
+    pointed_by: str = field(default="", compare=False)
 
     @property
     def label(self) -> str:
@@ -92,6 +104,8 @@ def candidates(target: targets.Target, graph: Any) -> tuple[list[Candidate], lis
     probes: dict[str, targets.Release | None] = {}
     skipped: list[dict[str, Any]] = []
     found: list[tuple[tuple[int, ...], Candidate]] = []
+    pointed = {c: why for c in graph_canaries[1:] + gradient_canaries
+               if (why := canaries.get(c).pointed_by(target, graph))}
     for a_rank, name in enumerate(attacks.available()):
         cls = attacks.get(name)
         if target.unit not in cls.units:
@@ -105,11 +119,15 @@ def candidates(target: targets.Target, graph: Any) -> tuple[list[Candidate], lis
             if not _applies(cls, level, target, graph, probes):
                 skipped.append({"attack": name, "level": level, "why": "its applies_to refuses this target's release"})
                 continue
+            attack_why = _pointed_attack(cls, target, graph, probes)
             for c_rank, canary in enumerate(pool):
                 first = next((k for k, (a, c) in enumerate(classic) if a == name and canary in ("auto", c)),
                              len(classic))
+                why = "; ".join(w for w in (attack_why, pointed.get(canary)) if w)
+                tier = 0 if first == 0 else 1 if why else 2
                 cost = 0 if level in CHEAP_LEVELS else 1
-                found.append(((first, cost, c_rank, LEVEL_ORDER.index(level), a_rank), Candidate(level, name, canary)))
+                found.append(((tier, first, cost, c_rank, LEVEL_ORDER.index(level), a_rank),
+                              Candidate(level, name, canary, why)))
     found.sort(key=lambda item: item[0])
     return [c for _, c in found], skipped
 
@@ -137,11 +155,24 @@ def _applies(cls: type[attacks.Attack], level: Level, target: targets.Target, gr
     attack that overrides the default, from a generator no trial uses)."""
     if cls.applies_to is attacks.Attack.applies_to:
         return True
-    if "release" not in probes:
+    return bool(cls().applies_to(_probe_release(target, graph, probes)))
+
+
+def _pointed_attack(cls: type[attacks.Attack], target: targets.Target, graph: Any,
+                    probes: dict[str, targets.Release | None]) -> str | None:
+    """Why the target's release points to the attack (:meth:`attacks.base.Attack.pointed_by`)."""
+    if cls.pointed_by is attacks.Attack.pointed_by:
+        return None
+    return cls().pointed_by(_probe_release(target, graph, probes))
+
+
+def _probe_release(target: targets.Target, graph: Any, probes: dict[str, targets.Release | None]) -> targets.Release:
+    """One release of the base graph, drawn once, from a generator no trial uses."""
+    if probes.get("release") is None:
         target.prepare(graph)
         rng = torch.Generator().manual_seed(int(np.random.SeedSequence([0xA991, 1]).generate_state(1)[0]))
         probes["release"] = targets.check_release(target.fit(graph, rng), target)
-    return bool(cls().applies_to(probes["release"]))
+    return probes["release"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -149,20 +180,39 @@ def _applies(cls: type[attacks.Attack], level: Level, target: targets.Target, gr
 # ---------------------------------------------------------------------------------------------
 def heldout_statistic(out_s: np.ndarray, in_s: np.ndarray, *, delta: float, confidence: float) -> dict[str, Any]:
     """Direction and cp threshold chosen on the first half of each world's trials (index order);
-    the cp lower bound at that threshold, and the AUC, on the second half."""
+    the cp lower bound at that threshold, and the AUC, on the second half. Beside it the same for
+    ``gdp`` (its own threshold rule on the first half, its bound on the second), which the portfolio
+    reads only where gdp is valid for the candidate (:func:`_gdp_valid`)."""
     h0, h1 = len(out_s) // 2, len(in_s) // 2
     fit_out, fit_in, held_out, held_in = out_s[:h0], in_s[:h1], out_s[h0:], in_s[h1:]
     sign = 1.0 if estimators.auc(fit_out, fit_in) >= 0.5 else -1.0
     threshold = estimators.select_threshold("cp", sign * fit_out, sign * fit_in, delta=delta, confidence=confidence)
     fp, fn = (int(c[0]) for c in rates_at(sign * held_out, sign * held_in, np.array([threshold])))
     lb = float(estimators.cp_bound(fp, fn, len(held_out), len(held_in), delta, 1.0 - confidence))
-    return {"heldout_eps_lb": float(lb), "heldout_auc": float(estimators.auc(sign * held_out, sign * held_in)),
+    g_threshold = estimators.select_threshold("gdp", sign * fit_out, sign * fit_in, delta=delta, confidence=confidence)
+    gfp, gfn = (int(c[0]) for c in rates_at(sign * held_out, sign * held_in, np.array([g_threshold])))
+    mu = float(estimators.gdp_mu_bound(gfp, gfn, len(held_out), len(held_in), 1.0 - confidence))
+    return {"heldout_eps_lb": float(lb), "heldout_gdp_eps_lb": float(estimators.gdp_epsilon(mu, delta)), "heldout_auc": float(estimators.auc(sign * held_out, sign * held_in)),
             "direction": "higher = IN" if sign > 0 else "lower = IN", "threshold": float(sign * threshold),
             "n_per_world_heldout": int(len(held_out))}
 
 
 def _rank(row: dict[str, Any]) -> tuple[float, float]:
-    return row["heldout_eps_lb"], row["heldout_auc"]
+    """A pilot's held-out statistic: its cp bound, or its gdp bound where gdp is valid and larger."""
+    gdp = row.get("heldout_gdp_eps_lb", 0.0) if row.get("gdp_valid") else 0.0
+    return max(row["heldout_eps_lb"], gdp), row["heldout_auc"]
+
+
+def _gdp_valid(claim: targets.Claim, attack: str, declared: dict[str, Any] | None) -> str | None:
+    """Why ``gdp`` is a valid estimator for this candidate, or None: the claim is μ-GDP (it then
+    bounds every test's error pair by its Gaussian curve, whatever the score), or the score is the
+    declared model's exact likelihood ratio and the model passed its check at the view (the
+    trade-off is then the declared Gaussian one), the rule ``--estimator gdp`` follows by hand."""
+    if claim.gdp_mu is not None:
+        return "the claim is μ-GDP"
+    if attacks.get(attack).rests_on_declared_model() and declared and declared.get("allows_declared_model"):
+        return "an exact likelihood ratio of a declared model that passed its check"
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -173,66 +223,161 @@ def run(spec: game.AuditSpec, budget: Budget, *, out: str | Path = "results", jo
     """Pilot every candidate the budget allows, choose on held-out pilot trials, certify the winner
     on stream 0. The result's ``portfolio`` records every candidate, its statistic and the choice."""
     t0 = time.time()
-    graph, target, claim = game.setup_run(spec)
+    with targets.one_torch_thread():
+        shared = SharedSetup(game.setup_run(spec))
+    graph, target, claim = shared.setup
     pool, skipped = candidates(target, graph)
     if not pool:
         raise ValueError(f"no (level, attack, canary) in this version fits target {spec.target!r}")
-    rows = _pilots(spec, pool, budget, claim, out=out, jobs=jobs, fresh=fresh, t0=t0, progress=progress)
-    piloted = [r for r in rows if r["status"] == "piloted"]
-    winner, why = _choose(piloted, pool[0])
-    spent_trials = sum(r.get("trials", 0) for r in rows)
-    trials, sizing = _certification_trials(budget, winner, piloted, claim, spec, spent_trials, t0)
-    attack = winner.attack if _direction(piloted, winner) > 0 else attacks.REVERSED + winner.attack
-    final = replace(spec, attack=attack, canary=winner.canary, level=winner.level, trials=trials, trial_stream=0)
-    if progress:
-        print(f"portfolio: certifying {winner.label} on {trials:,} fresh trials ({why})", file=sys.stderr)
-    result = game.run_audit(final, out=out, jobs=jobs, progress=progress, fresh=fresh, sequential=True)
+    meter = Meter(budget, target, t0)
+    try:
+        rows = _pilots(spec, pool, meter, claim, shared, out=out, jobs=jobs, fresh=fresh, progress=progress)
+        piloted = [r for r in rows if r["status"] == "piloted"]
+        barred = {(r["level"], r["attack"], r["canary"]) for r in rows if "declared model failed" in r["status"]}
+        winner, why = _choose(piloted, next((c for c in pool if (c.level, c.attack, c.canary) not in barred), pool[0]))
+        trials, sizing = _certification_trials(meter, winner, piloted, claim, spec)
+        attack = winner.attack if _direction(piloted, winner) > 0 else attacks.REVERSED + winner.attack
+        estimator, estimator_why = _estimator(spec, piloted, winner)
+        final = replace(spec, attack=attack, canary=winner.canary, level=winner.level, trials=trials, trial_stream=0,
+                        estimator=estimator)
+        if progress:
+            print(f"portfolio: certifying {winner.label} on {trials:,} fresh trials ({why})", file=sys.stderr)
+        result = game.run_audit(final, out=out, jobs=jobs, progress=progress, fresh=fresh, sequential=True,
+                                shared=shared)
+    finally:
+        release_shared()
     record = {"budget": budget.describe(), "pilot_share": PILOT_SHARE, "pilot_stream": 1,
               "candidates": rows, "not_applicable": skipped,
               "winner": {"level": winner.level, "attack": winner.attack, "canary": winner.canary,
                          "certified_as": attack},
-              "why": why, "certification_trials": trials, "certification_sizing": sizing,
-              "wall_s": time.time() - t0}
+              "why": why, "estimator": estimator, "estimator_why": estimator_why, "certification_trials": trials, "certification_sizing": sizing,
+              "replay": {"pilots": {_label(r): r["trials"] for r in rows if "trials" in r},
+                         "certification_trials": trials},
+              "setups_built": shared.counts(), "wall_s": time.time() - t0}
+    if budget.units is not None:
+        record["units_spent_on_pilots"] = round(meter.units, 6)
     result = result.replace(extra={**result.extra, "portfolio": record}, wall_time_s=time.time() - t0)
     game.save_result(Store(Path(out) / "audit.sqlite"), Path(out), result)
     return result
 
 
-def _pilots(spec: game.AuditSpec, pool: list[Candidate], budget: Budget, claim: targets.Claim, *,
-            out: str | Path, jobs: int, fresh: bool, t0: float, progress: bool) -> list[dict[str, Any]]:
-    """Play each candidate's pilot in order while the pilot share lasts; one row per candidate."""
-    rows: list[dict[str, Any]] = []
-    share_trials = int(PILOT_SHARE * budget.trials) if budget.trials is not None else None
-    share_seconds = PILOT_SHARE * budget.seconds if budget.seconds is not None else None
-    spent = 0
-    for cand in pool:
-        row: dict[str, Any] = {"level": cand.level, "attack": cand.attack, "canary": cand.canary}
+def _label(row: dict[str, Any]) -> str:
+    return f"{row['attack']} / {row['canary']} @ {row['level']}"
+
+
+class Meter:
+    """What the pilots have spent of the budget, in its own currency: trials, work units (each
+    candidate's declared cost: :meth:`targets.base.Target.trial_cost` per trial, and
+    :meth:`~targets.base.Target.setup_cost` for the first pilot on each (view, canary), whose pair,
+    check and caches the later ones share) or seconds. Trials and units spend the same on any
+    machine; seconds do not."""
+
+    def __init__(self, budget: Budget, target: targets.Target, t0: float) -> None:
+        self.budget, self.target, self.t0 = budget, target, t0
+        self.trials, self.units = 0, 0.0
+        self.setups: set[tuple[str, str]] = set()
+
+    def setup_units(self, cand: Candidate) -> float:
+        return 0.0 if (cand.level, cand.canary) in self.setups else self.target.setup_cost()
+
+    def pilot_size(self, cand: Candidate, rows_so_far: int) -> int:
+        """How many of the level's pilot trials fit in what is left of the pilot share (even; below
+        :data:`PILOT_MIN` the pilot is not played)."""
         n = PILOT_TRIALS[cand.level]
-        if share_trials is not None:
-            n = min(n, share_trials - spent) // 2 * 2
-        over_time = share_seconds is not None and time.time() - t0 >= share_seconds
-        if n < PILOT_MIN or (over_time and rows):
+        b = self.budget
+        if b.trials is not None:
+            n = min(n, int(PILOT_SHARE * b.trials) - self.trials)
+        elif b.units is not None:
+            left = PILOT_SHARE * b.units - self.units - self.setup_units(cand)
+            n = min(n, int(left / self.target.trial_cost(cand.level)))
+        elif rows_so_far and time.time() - self.t0 >= PILOT_SHARE * (b.seconds or 0.0):
+            return 0
+        return n // 2 * 2
+
+    def charge(self, cand: Candidate, n: int) -> None:
+        self.units += self.setup_units(cand) + n * self.target.trial_cost(cand.level)
+        self.setups.add((cand.level, cand.canary))
+        self.trials += n
+
+
+def _pilots(spec: game.AuditSpec, pool: list[Candidate], meter: Meter, claim: targets.Claim, shared: SharedSetup,
+            *, out: str | Path, jobs: int, fresh: bool, progress: bool) -> list[dict[str, Any]]:
+    """Play each candidate's pilot in order while the pilot share lasts; one row per candidate. Where
+    a pilot's declared-model check fails at its view, the rest of the order acts on it
+    (:func:`_act_on_deviation`)."""
+    rows: list[dict[str, Any]] = []
+    pool, acted = list(pool), set()
+    while pool:
+        cand = pool.pop(0)
+        row: dict[str, Any] = {"level": cand.level, "attack": cand.attack, "canary": cand.canary,
+                               **({"pointed_by": cand.pointed_by} if cand.pointed_by else {})}
+        n = meter.pilot_size(cand, len(rows))
+        if n < PILOT_MIN:
             rows.append({**row, "status": "not piloted: the pilot share of the budget was spent"})
             continue
         pilot = replace(spec, attack=cand.attack, canary=cand.canary, level=cand.level, trials=n, trial_stream=1,
                         estimator="cp")
         start = time.time()
+        meter.charge(cand, n)
         try:
-            result = game.run_audit(pilot, out=out, jobs=jobs, progress=False, fresh=fresh)
+            result = game.run_audit(pilot, out=out, jobs=jobs, progress=False, fresh=fresh, shared=shared,
+                                    exact=False)
         except Exception as err:  # noqa: BLE001 - a candidate that cannot play is recorded, not fatal
             rows.append({**row, "status": f"failed: {type(err).__name__}: {err}"[:300],
                          "seconds": time.time() - start})
             continue
-        spent += n
         with Store(result.store) as store:
             out_s, in_s = game.worlds(store.trials(result.key, limit=n))
         stat = heldout_statistic(out_s, in_s, delta=claim.delta, confidence=spec.confidence)
+        valid = _gdp_valid(claim, cand.attack, result.declared)
         rows.append({**row, "status": "piloted", "trials": n, "seconds": time.time() - start,
-                     "canary_chosen": result.canary.get("canary"), **stat})
+                     "canary_chosen": result.canary.get("canary"), **stat, "gdp_valid": valid})
+        failed = _deviation(result.declared)
+        if failed and cand.level not in acted:
+            acted.add(cand.level)
+            pool = _act_on_deviation(cand.level, failed, pool, rows)
         if progress:
             print(f"pilot {cand.label}: held-out ε_lb {stat['heldout_eps_lb']:.3f}, AUC {stat['heldout_auc']:.3f} "
                   f"({n} trials, {time.time() - start:.0f}s)", file=sys.stderr)
     return rows
+
+
+def _deviation(declared: dict[str, Any] | None) -> str | None:
+    """What the declared-model check found, where it failed (None where it passed or did not run)."""
+    if not declared or not declared.get("checked") or (declared.get("ok") and not declared.get("deviations")):
+        return None
+    found = declared.get("deviations") or []
+    return "; ".join(found) if found else str(declared.get("reason") or "the declared noise model failed its check")
+
+
+def _act_on_deviation(level: str, failed: str, pool: list[Candidate], rows: list[dict[str, Any]]
+                      ) -> list[Candidate]:
+    """The declared model failed its check at `level`: no score there may rest on it any longer.
+    Its pilots already played are set aside, those still to play are dropped, and the scores that
+    exploit the deviation (``Attack.exploits``: the named test, or any deviation for the learned
+    distinguisher) move to the front of the order. Returns the new order of what is left."""
+    why = f"the declared model failed its check at the {level} view ({failed})"
+    tests = {line.split(":")[0].strip() for line in failed.split(";")}
+
+    def rests(c: Candidate | dict[str, Any]) -> bool:
+        name, lvl = (c.attack, c.level) if isinstance(c, Candidate) else (c["attack"], c["level"])
+        return lvl == level and attacks.get(name).rests_on_declared_model()
+
+    for r in rows:
+        if r["status"] == "piloted" and rests(r):
+            r["status"] = f"set aside: {why}; the score rests on it"
+    for c in pool:
+        if rests(c):
+            rows.append({"level": c.level, "attack": c.attack, "canary": c.canary,
+                         "status": f"not piloted: {why}; the score rests on it"})
+
+    def exploits(c: Candidate) -> bool:
+        wanted = set(attacks.get(c.attack).exploits)
+        return c.level == level and ("any" in wanted or bool(wanted & tests))
+
+    kept = [c for c in pool if not rests(c)]
+    first = [replace(c, pointed_by=f"exploits what the check found ({failed})") for c in kept if exploits(c)]
+    return first + [c for c in kept if not exploits(c)]
 
 
 def _choose(piloted: list[dict[str, Any]], first: Candidate) -> tuple[Candidate, str]:
@@ -242,11 +387,27 @@ def _choose(piloted: list[dict[str, Any]], first: Candidate) -> tuple[Candidate,
     cand = Candidate(best["level"], best["attack"], best["canary"])
     others = sorted((_rank(r) for r in piloted if r is not best), reverse=True)
     runner = f"; runner-up {others[0][0]:.3f} / AUC {others[0][1]:.3f}" if others else ""
-    if best["heldout_eps_lb"] <= 0:
+    top = _rank(best)[0]
+    if top <= 0:
         return cand, (f"no pilot of {len(piloted)} certified anything on its held-out half: the highest held-out "
                       f"AUC, {best['heldout_auc']:.3f}{runner}")
-    return cand, (f"highest held-out statistic of {len(piloted)} pilots: cp ε_lb {best['heldout_eps_lb']:.3f} at "
-                  f"the threshold chosen on the pilot's other half, AUC {best['heldout_auc']:.3f}{runner}")
+    how = "gdp" if top > best["heldout_eps_lb"] else "cp"
+    return cand, (f"highest held-out statistic of {len(piloted)} pilots: {how} ε_lb {top:.3f} at the threshold "
+                  f"chosen on the pilot's other half, AUC {best['heldout_auc']:.3f}{runner}")
+
+
+def _estimator(spec: game.AuditSpec, piloted: list[dict[str, Any]], winner: Candidate) -> tuple[str, str]:
+    """The certification's estimator, chosen on the winner's held-out pilot trials: ``gdp`` where it
+    is valid (:func:`_gdp_valid`) and its held-out bound beats cp's; else the run's own (``auto``)."""
+    row = next((r for r in piloted if (r["level"], r["attack"], r["canary"]) ==
+                (winner.level, winner.attack, winner.canary)), None)
+    if spec.estimator != "auto" or row is None or not row.get("gdp_valid"):
+        return spec.estimator, "the run's estimator (gdp is not valid for the winner, or it was named)"
+    if row["heldout_gdp_eps_lb"] <= row["heldout_eps_lb"]:
+        return spec.estimator, (f"the run's estimator: gdp's held-out bound {row['heldout_gdp_eps_lb']:.3f} does not "
+                                f"beat cp's {row['heldout_eps_lb']:.3f}")
+    return "gdp", (f"gdp ({row['gdp_valid']}): its held-out bound {row['heldout_gdp_eps_lb']:.3f} beats cp's "
+                   f"{row['heldout_eps_lb']:.3f} on the winner's pilot")
 
 
 def _direction(piloted: list[dict[str, Any]], winner: Candidate) -> float:
@@ -256,26 +417,30 @@ def _direction(piloted: list[dict[str, Any]], winner: Candidate) -> float:
     return 1.0
 
 
-def _certification_trials(budget: Budget, winner: Candidate, piloted: list[dict[str, Any]], claim: targets.Claim,
-                          spec: game.AuditSpec, spent: int, t0: float) -> tuple[int, str]:
+def _certification_trials(meter: Meter, winner: Candidate, piloted: list[dict[str, Any]], claim: targets.Claim,
+                          spec: game.AuditSpec) -> tuple[int, str]:
     """The certification's trial budget (even, ≥ 8) and how it was sized."""
+    budget = meter.budget
     if budget.trials is not None:
-        n = max(8, (budget.trials - spent) // 2 * 2)
-        return n, f"the trial budget less the {spent:,} pilot trials"
+        n = max(8, (budget.trials - meter.trials) // 2 * 2)
+        return n, f"the trial budget less the {meter.trials:,} pilot trials"
     fixed, _ = game.auto_trials(claim, winner.level, spec.confidence)
     cap = EXTEND * game.BUDGET_CAP["mechanism" if winner.level == Level.MECHANISM else "training"]
-    rate = [r["seconds"] / r["trials"] for r in piloted
-            if (r["level"], r["attack"], r["canary"]) == (winner.level, winner.attack, winner.canary)]
-    left = (budget.seconds or 0.0) - (time.time() - t0)
-    if not rate:
-        return fixed, "the fixed-budget default (no pilot measured a trial's cost)"
-    n = int(left / max(rate[0], 1e-6)) // 2 * 2
+    if budget.units is not None:
+        cost = meter.target.trial_cost(winner.level)
+        left = budget.units - meter.units - meter.setup_units(winner)
+        n, what = int(left / cost) // 2 * 2, f"{max(left, 0):g} work units left at {cost:g} per {winner.level} trial"
+    else:
+        rate = [r["seconds"] / r["trials"] for r in piloted
+                if (r["level"], r["attack"], r["canary"]) == (winner.level, winner.attack, winner.canary)]
+        if not rate:
+            return fixed, "the fixed-budget default (no pilot measured a trial's cost)"
+        left = (budget.seconds or 0.0) - (time.time() - meter.t0)
+        n, what = int(left / max(rate[0], 1e-6)) // 2 * 2, \
+            f"{max(left, 0):.0f}s left at the pilot's {rate[0] * 1e3:.1f} ms per trial"
     if n <= fixed:
-        return fixed, (f"the fixed-budget default, the floor of a time budget ({max(left, 0):.0f}s left at the "
-                       f"pilot's {rate[0] * 1e3:.1f} ms per trial would give {max(n, 0):,})")
-    n = min(n, cap)
-    return n, (f"{left:.0f}s left at the pilot's {rate[0] * 1e3:.1f} ms per trial (capped at {cap:,}; the fixed "
-               f"default {fixed:,} is the floor)")
+        return fixed, f"the fixed-budget default, the floor ({what} would give {max(n, 0):,})"
+    return min(n, cap), f"{what} (capped at {cap:,}; the fixed default {fixed:,} is the floor)"
 
 
 def render(record: dict[str, Any]) -> str:

@@ -2,7 +2,7 @@
 
 A run's trials are reused only for the same options *and* the same code. The code identity is:
 
-* the package version;
+* the package version and the result record's format (:data:`audit.result.FORMAT`);
 * when the package runs from a git checkout: the git trees of the source folders at HEAD and a hash
   of the uncommitted diff (tracked changes and untracked source files). The commit is recorded for
   the reader but is not part of the key: a commit that touches only docs, benchmarks or results
@@ -27,6 +27,8 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from audit.result import FORMAT
 
 REPO = Path(__file__).resolve().parents[1]
 #: the project's own source folders (what a diff of the checkout covers)
@@ -151,7 +153,7 @@ def source_hash(*objs: Any) -> str:
 
 def code_identity(*objs: Any) -> dict[str, Any]:
     """The code identity of a run that uses ``objs`` (its target, attack and canary classes)."""
-    ident = {"version": package_version(), **checkout(), "sources": source_hash(*objs)}
+    ident = {"version": package_version(), "format": FORMAT, **checkout(), "sources": source_hash(*objs)}
     keyed = {k: v for k, v in ident.items() if k != "commit"}  # the code, not the history around it
     ident["key"] = hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:16]
     return ident

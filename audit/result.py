@@ -10,9 +10,15 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+#: the record's format: bumped when a field is added or changes meaning, and part of every run's code
+#: key (:func:`audit.provenance.code_identity`), so a stored result or campaign row of an older
+#: format never reads as current (2: ``pair_epsilon`` and ``slack``)
+FORMAT = 2
+
 #: keys written only by multi-run audits (a one-run audit writes ``mode`` instead)
 #: fields added later, written only when set
-_OPTIONAL = ("code", "power", "declared", "reused_trials", "estimator_choice", "sequential", "one_run")
+_OPTIONAL = ("code", "power", "declared", "reused_trials", "estimator_choice", "sequential", "one_run",
+             "pair_epsilon", "slack")
 _MULTI_ONLY = ("batch", "cached_per_worker", "trials_played", "trials_wall_s")
 
 
@@ -88,6 +94,11 @@ class Result:
     sequential: dict[str, Any] | None = None
     #: one-run audits: both analyses of the guesses, named (Steinke et al.'s, the verdict's; f-DP's)
     one_run: dict[str, Any] | None = None
+    #: the exact ε of the played pair on the run's view, or why it is not computable
+    #: (:class:`audit.pair_epsilon.PairEpsilon`)
+    pair_epsilon: dict[str, Any] | None = None
+    #: claim → exact ε of the played pair → ε_lb, and their ratios (:func:`audit.pair_epsilon.slack`)
+    slack: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

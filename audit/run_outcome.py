@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from audit import estimators
+from audit.pair_epsilon import PairEpsilon, slack
 from audit.power import power
 from audit.result import Result, verdict
 from audit.run_spec import AuditSpec
@@ -21,10 +22,12 @@ from targets import base as targets
 
 def make_result(spec: AuditSpec, key: str, target: targets.Target, claim: targets.Claim, canary: dict[str, Any],
                 attack: str, level: targets.Level, est: estimators.Estimate, scores: np.ndarray, bits: np.ndarray,
-                *, wall: float, store_path: Path, attack_queries: int | None = None, **run: Any) -> Result:
+                *, wall: float, store_path: Path, attack_queries: int | None = None,
+                exact: PairEpsilon | None = None, **run: Any) -> Result:
     """The result record (DESIGN.md). `attack_queries`: API queries per trial; where the target's
     inference is randomised each one is a fresh release that its claim (``queries``) must compose.
-    `run`: the run's own fields (``run_id``, ``mode``, and for multi-run audits ``batch``,
+    `exact`: the exact ε of the played pair (:mod:`audit.pair_epsilon`), written with the slack
+    claim → exact → ε_lb. `run`: the run's own fields (``run_id``, ``mode``, and for multi-run audits ``batch``,
     ``cached_per_worker``, ``trials_played``, ``trials_wall_s``)."""
     out_s, in_s = scores[bits == 0], scores[bits == 1]
     import torch_geometric
@@ -48,6 +51,8 @@ def make_result(spec: AuditSpec, key: str, target: targets.Target, claim: target
         tightness=(est.eps_lb / claim.epsilon)
         if 0 < claim.epsilon < math.inf and math.isfinite(est.eps_lb) else None,
         attack_queries_per_trial=attack_queries,
+        pair_epsilon=None if exact is None else exact.to_dict(),
+        slack=None if exact is None else slack(claim.epsilon, exact, est.eps_lb),
         verdict=found, power=reading.to_dict(),
         wall_time_s=wall, store=str(store_path),
         versions={"python": platform.python_version(), "torch": torch.__version__,

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from audit import estimators
+from audit.pair_epsilon import slack_line
 from audit.power import power, record_power
 from audit.result import Result, number
 
@@ -100,6 +101,8 @@ def table(result: Result, scores: tuple[np.ndarray, np.ndarray] | None = None) -
                           f"({result.method}); two-sided interval [{_fmt(ci[0])}, {_fmt(ci[1])}]"),
         ("max certifiable ε", _fmt(result.max_certifiable_eps)),
         ("tightness", _fmt(result.tightness)),
+        ("slack", slack_line(number(result.claimed_epsilon), result.pair_epsilon, number(result.eps_lb))),
+        *([("exact ε how", result.pair_epsilon["note"])] if (result.pair_epsilon or {}).get("note") else []),
         ("AUC", _fmt(result.auc)),
         ("TPR @ FPR 1%", _fmt(result.tpr_at_fpr.get("0.01"))),
         ("verdict", result.verdict),

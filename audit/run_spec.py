@@ -72,6 +72,12 @@ class AuditSpec:
             d.pop("trial_stream")  # stream 0 keeps the keys of runs stored before streams existed
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
+    def setup_key(self) -> tuple[Any, ...]:
+        """The fields :func:`setup_run` reads (runs that differ only in attack, canary, level, trials,
+        estimator or trial stream share a setup: :mod:`audit.shared_setup`)."""
+        return (self.target, self.epsilon, self.delta, self.bug, tuple(sorted(self.params.items())), self.dataset,
+                self.seed, self.device, self.data_root)
+
 
 def stream_seed(spec: AuditSpec) -> int:
     """The seed of the spec's trials: the run seed for stream 0, else one derived from (seed, stream)."""

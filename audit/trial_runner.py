@@ -84,6 +84,9 @@ class TrialSetup:
     batch: int = 1
     pipeline: bool | None = None
     token: str = ""  # names the run: a process's later chunks of it reuse its target and attack
+    #: reuse one target per (class, config) across runs in this process (the portfolio's pilots and
+    #: certification: a target's per-world caches, e.g. a trained encoder, then serve every run)
+    share_target: bool = False
 
 
 #: this process's target and attack of the run it plays, by ``TrialSetup.token`` (one run at a time):
@@ -107,7 +110,8 @@ def worker_objects(setup: TrialSetup) -> tuple[targets.Target, Any]:
     identity of) the graphs it was computed from, and a trial draws only from its own generator."""
     hit = _WORKER.get(setup.token) if setup.token else None
     if hit is None:
-        target = targets.get(setup.target_cls)(setup.config)
+        target = shared_target(setup.target_cls, setup.config) if setup.share_target \
+            else targets.get(setup.target_cls)(setup.config)
         attack = attacks.make(setup.attack)
         attack.bind_target(target)  # shadow-model attacks train copies of the target (never on trials)
         hit = (target, attack)
@@ -116,6 +120,29 @@ def worker_objects(setup: TrialSetup) -> tuple[targets.Target, Any]:
             _WORKER[setup.token] = hit
     hit[0].prepare(setup.graph)  # every chunk: a worker process unpickles a new graph object per chunk
     return hit
+
+
+#: this process's targets shared across runs (:attr:`TrialSetup.share_target`), by (class, config)
+_SHARED: dict[tuple[str, str], targets.Target] = {}
+#: the most targets :data:`_SHARED` holds (the oldest is dropped first)
+SHARED_MAX = 4
+
+
+def shared_target(target_cls: str, config: Any) -> targets.Target:
+    """One target per (class, config) in this process, reused by every run that shares it. As for a
+    run's later chunks (:func:`worker_objects`), reuse cannot change a trial's floats: a target's
+    caches are keyed by what they were computed from, and a trial draws only from its own generator."""
+    key = (target_cls, repr(config))
+    if key not in _SHARED:
+        while len(_SHARED) >= SHARED_MAX:
+            _SHARED.pop(next(iter(_SHARED)))
+        _SHARED[key] = targets.get(target_cls)(config)
+    return _SHARED[key]
+
+
+def release_shared() -> None:
+    """Drop every shared target (the runs that shared them have ended)."""
+    _SHARED.clear()
 
 
 def world_batches(setup: TrialSetup, bits: dict[int, int]) -> list[tuple[int, list[int]]]:

@@ -74,6 +74,12 @@ class Canary:
         """The two worlds; ``target`` (optional) lets worst-case canaries read its noiseless map."""
         raise NotImplementedError
 
+    @classmethod
+    def pointed_by(cls, target: Any, graph: Any) -> str | None:
+        """Why the target's declarations point to this canary (the portfolio pilots it early), or None
+        (the default). Read from the target's hooks and claim alone, never from a trial."""
+        return None
+
     def many(self, graph: Any, m: int, rng: np.random.Generator, hops: int | None = None) -> list[CanaryPair]:
         """m canaries for a one-run audit, each a pair (base graph, base graph with it). ``hops``:
         the target's receptive field, which a canary may use to keep its canaries apart (None:
@@ -85,7 +91,8 @@ class Canary:
 # registry
 # ---------------------------------------------------------------------------------------------
 #: canaries written ``name:ARGS`` (the class's ``parse(ARGS)`` builds one), e.g. ``edge:12-272``
-_PARAMETRISED: dict[str, str] = {"edge": "canaries.edge:ExplicitEdge", "witness": "canaries.witness:WitnessCanary"}
+_PARAMETRISED: dict[str, str] = {"edge": "canaries.edge:ExplicitEdge", "witness": "canaries.witness:WitnessCanary",
+                                  "hub-with-gradient": "canaries.joint:HubWithGradient"}
 REGISTRY: Registry[Canary] = Registry("canary", Canary, reserved=tuple(_PARAMETRISED))
 # registration order is the order a portfolio pilots canaries in: each half of the relation early
 REGISTRY.register("random-edge", "canaries.edge:RandomEdge")

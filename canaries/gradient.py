@@ -178,6 +178,13 @@ class DiracNode(DiracGradient):
     name = "dirac-node"
     unit = Unit.NODE
 
+    @classmethod
+    def pointed_by(cls, target: Any, graph: Any) -> str | None:
+        if target.overrides("neighbour_sample_size"):
+            return (f"the target samples up to {target.neighbour_sample_size()} neighbour(s) per node: a whole "
+                    "node's gradient can enter other nodes' stars")
+        return None
+
     def worlds(self, graph: Data, rng: np.random.Generator, target: Any = None) -> CanaryPair:
         pair = super().worlds(graph, rng, target)
         neighbors = float(target.neighbour_sample_size())

@@ -176,5 +176,12 @@ class InsertHubNode(InsertNode):
 
     name = "insert-hub-node"
 
+    @classmethod
+    def pointed_by(cls, target: Any, graph: Any) -> str | None:
+        bound = target.claim(graph).details.get("max_degree")
+        if isinstance(bound, (int, float)) and bound < graph.num_nodes - 1:
+            return f"the claim charges a degree bound D = {bound:g}: a hub's degree exceeds it"
+        return None
+
     def __init__(self, degree: int = 256, scale: float = 3.0) -> None:
         super().__init__(degree=degree, scale=scale)

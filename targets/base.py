@@ -186,6 +186,10 @@ class MechanismStep:
             auditor computes whole means); ``mean_rows(graph, rows)`` = ``mean(graph)[rows]``,
             bitwise, without the other rows (for the graphs and rows of a ``support`` call). An auditor that reads only the rows where the worlds
             differ computes those.
+        gaussian_law: where ``output``'s law is Gaussian with a full covariance (e.g. the end of
+            several hidden linear noisy hops), ``gaussian_law(graph) -> (mean, cov)``: each column
+            of ``output`` is independently N(mean[:, c], cov) on that graph (mean n × h, cov n × n,
+            float64). The exact ε of a pair then follows from the two laws.
     """
 
     output: torch.Tensor
@@ -197,6 +201,7 @@ class MechanismStep:
     log_density: Callable[[Any], float] | None = None
     support: Callable[[Any, Any], torch.Tensor | None] | None = None
     mean_rows: Callable[[Any, torch.Tensor], torch.Tensor] | None = None
+    gaussian_law: Callable[[Any], tuple[torch.Tensor, torch.Tensor]] | None = None
 
 
 class Lazy:
@@ -349,6 +354,12 @@ def sync_fields(obj: Any, record: dict[str, Any], names: tuple[str, ...]) -> Non
             record.setdefault(name, value)
 
 
+#: seconds one trial of a view takes on the reference machine, for a target that declares none
+#: (:meth:`Target.trial_cost`): on the high side of the built-in targets' measured costs
+TRIAL_COST = {Level.MECHANISM: 0.01, Level.TRACE: 0.05, Level.WEIGHTS: 0.5, Level.API: 0.5}
+#: seconds of a run's setup on the reference machine, for a target that declares none (:meth:`Target.setup_cost`)
+SETUP_COST = 2.0
+
 #: a target's config type (``class GAP(Target[GAPConfig])``: ``self.config`` is a GAPConfig)
 C = TypeVar("C", bound=TargetConfig)
 
@@ -364,7 +375,8 @@ class Target(ABC, Generic[C]):
     Every other thing the harness reads of a target is a hook declared here with a default, which
     a target overrides where it has something to say (README, "Adding a target"): the game's
     (``batched``/:meth:`fit_batch`, ``auto_batch``, ``score_alongside``, :meth:`prepare`,
-    :meth:`cached_work`, :meth:`public_params`, :meth:`preprocess`, :meth:`noiseless`,
+    :meth:`cached_work`, :meth:`public_params`, :meth:`preprocess`, :meth:`noiseless`, :meth:`trial_cost`,
+    :meth:`setup_cost`,
     ``receptive_hops``), the sensitivity probe's (:meth:`declared_steps`, :meth:`step_maps`,
     :meth:`tight_pair`, :meth:`takes_witness`, :meth:`witness_plan`), the gradient canaries'
     (:meth:`dimension`, :meth:`takes_gradient_canary`, :meth:`outdegrees`,
@@ -391,6 +403,11 @@ class Target(ABC, Generic[C]):
     #: True where :meth:`fit_batch` trains on one thread per core while the game's thread waits, so
     #: the game scores the previous batch meanwhile (its pipeline; on CUDA it always does)
     score_alongside: ClassVar[bool] = False
+    #: seconds one trial of each view takes at the default configuration on the reference machine
+    #: (:meth:`trial_cost`; measured by ``benchmarks/calibrate_costs.py``), and of a run's setup
+    #: on a new canary (:meth:`setup_cost`); a view left out costs :data:`TRIAL_COST`
+    trial_costs: ClassVar[dict[Level, float]] = {}
+    setup_seconds: ClassVar[float | None] = None
     #: the device the target trains on (from ``config.device``)
     device: torch.device
 
@@ -440,6 +457,20 @@ class Target(ABC, Generic[C]):
         Default: one :meth:`fit` per generator. Targets that vectorise it set ``batched = True``.
         """
         return [self.fit(graph, rng) for rng in rngs]
+
+    def trial_cost(self, level: Level) -> float:
+        """Seconds one trial of the `level` view takes at this configuration on the reference machine
+        (one core of the project's 2-core box, ``benchmarks/calibrate_costs.py``): what a budget in
+        work units spends per trial (:mod:`audit.budget`). A declared number, never a measurement, so
+        that a budget in units plays the same trials on any machine. Default: the class's
+        ``trial_costs`` table, else :data:`TRIAL_COST` by view."""
+        return float(self.trial_costs.get(level, TRIAL_COST[level]))
+
+    def setup_cost(self) -> float:
+        """Seconds, on the reference machine, of the work a run does on a new canary before its first
+        trial (the pair, the declared-model check, per-world caches): what a budget in work units
+        charges the first pilot of each (view, canary). Default: ``setup_seconds``, else :data:`SETUP_COST`."""
+        return float(SETUP_COST if self.setup_seconds is None else self.setup_seconds)
 
     def cached_work(self) -> str | None:
         """One line on the work :meth:`prepare` (or a per-worker cache) does once and every trial
@@ -577,7 +608,16 @@ class Target(ABC, Generic[C]):
 # ---------------------------------------------------------------------------------------------
 def charge_of(target: Target, g0: Any, g1: Any) -> tuple[float, ...]:
     """How much `target`'s claim charges a pair, for comparing pins: the largest (ε, δ, noise std,
-    sensitivity) of its claim on the two worlds."""
+    sensitivity) of its claim on the two worlds.
+
+    Where two pins tie in ε and δ, the larger noise std wins. That is deliberate, not the weaker
+    audit by accident: both pins are calibrated to the same claim and differ in which world's data
+    they were read from, and a pin read from a quantity the pair moves (a minimum degree, a degree
+    bound) is a valid public bound of both worlds only at the worse world, where it calibrates more
+    noise. The smaller-noise pin would play a world outside its own calibration (a degree below the
+    pinned minimum), which is a configuration the claim never covered, so its VIOLATION would be a
+    false alarm, not the adversary's worst case (tests/test_relation.py). The adversary's choice is
+    the pair (the canaries), not a calibration neither world admits."""
     def key(c: Claim) -> tuple[float, ...]:
         return (c.epsilon, c.delta, float(c.details.get("noise_std") or 0.0), float(c.details.get("sensitivity") or 0.0))
 

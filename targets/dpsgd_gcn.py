@@ -170,6 +170,9 @@ CATALOGUE = (
 
 class DPSGDGCN(Target[DPSGDGCNConfig]):
     name = "dpsgd-gcn"
+    #: reference-machine seconds (benchmarks/calibrate_costs.py, default config on csbm)
+    trial_costs = {Level.TRACE: 0.004, Level.API: 0.03, Level.WEIGHTS: 0.03}
+    setup_seconds = 0.5
     Config = DPSGDGCNConfig
     levels = (Level.API, Level.WEIGHTS, Level.TRACE)
     batched: ClassVar[bool] = True

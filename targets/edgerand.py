@@ -183,6 +183,9 @@ class PerturbedGraphGCN(Target[PerturbedGCNConfig]):
     perturbed graph the first time either is read; a batch's GCNs train stacked).
     """
 
+    #: reference-machine seconds (benchmarks/calibrate_costs.py, default config on csbm)
+    trial_costs = {Level.MECHANISM: 0.004, Level.API: 0.16, Level.WEIGHTS: 0.16}
+    setup_seconds = 0.5
     levels: tuple[Level, ...] = (Level.MECHANISM, Level.API, Level.WEIGHTS)
     batched: ClassVar[bool] = True
     bugs: ClassVar[dict[str, str]] = {

@@ -75,6 +75,9 @@ CATALOGUE = (
 
 class GaussianMechanism(Target[GaussianConfig]):
     name = "gaussian"
+    #: reference-machine seconds (benchmarks/calibrate_costs.py, default config on csbm)
+    trial_costs = {Level.MECHANISM: 0.0002, Level.API: 0.001}
+    setup_seconds = 0.5
     Config = GaussianConfig
     levels = (Level.MECHANISM, Level.API)
     batched = True

@@ -144,6 +144,9 @@ class NonPrivateGCN(Target[GCNConfig]):
     """A non-private 2-layer GCN (ε = ∞); see the module docstring."""
 
     name: ClassVar[str] = "gcn"
+    #: reference-machine seconds (benchmarks/calibrate_costs.py, default config on csbm)
+    trial_costs = {Level.API: 0.07, Level.WEIGHTS: 0.07}
+    setup_seconds = 0.5
     Config: ClassVar[type[TargetConfig]] = GCNConfig
     levels: tuple[Level, ...] = (Level.API, Level.WEIGHTS)
     batched: ClassVar[bool] = True

@@ -86,3 +86,33 @@ def test_search_keeps_the_hops_in_the_ball_and_reads_below_the_claim_at_default_
     assert found.max_norm <= 0.95 + 1e-9
     assert all(max_row_norm(g, found.x0, 5, 0.8, 1.0, found.beta) <= 0.95 + 1e-9 for g in (g0, g1))
     assert 0 < found.ratio < 1
+
+
+def test_given_input_declares_the_chain_density_and_it_separates_the_worlds(tmp_path):
+    """K > 1 on a given X⁽⁰⁾: the release's log-density ratio is the chain's, its mean moves from
+    −μ²/2 to +μ²/2 between the worlds (μ the pair's exact one), and with the noise off it is absent."""
+    import json
+
+    from targets.caribou.given_input import CaribouGivenInput
+
+    g0, g1, _ = antipodal_pair(8, 2, 2)
+    x0 = _x0(8, 2, 3)
+    path = tmp_path / "x0.json"
+    path.write_text(json.dumps({"input": {"x": {"dtype": "float64", "shape": [8, 2], "data": x0.reshape(-1).tolist()}}}))
+    params = dict(x0=str(path), hops=3, contraction=0.3, alpha1=1.0, beta=0.3, hidden=2, encoder_epochs=1,
+                  epsilon=4.0, d_max=3, bug="no-projection")
+    target = CaribouGivenInput(**params)
+    std = target.claim(g0).details["noise_std"]
+    laws = [chain_law(g, x0, 3, 0.3, 1.0, 0.3) for g in (g0, g1)]
+    mu = pair_mu(laws[0], laws[1], std)["mu_0"]
+    means = []
+    for b, g in enumerate((g0, g1)):
+        releases = target.fit_batch(g, [torch.Generator().manual_seed(100 * b + i) for i in range(300)])
+        steps = [r.mechanism[0] for r in releases]
+        assert all(s.log_density is not None for s in steps)
+        means.append(float(np.mean([s.log_density(g1) - s.log_density(g0) for s in steps])))
+    assert means[0] < 0 < means[1]
+    # the two worlds' covariances differ a little, so the centres are ±μ²/2 only up to that gap
+    assert math.isclose(means[1] - means[0], mu**2, rel_tol=0.25)
+    quiet = CaribouGivenInput(**{**params, "bug": "no-noise"}).fit(g0, torch.Generator().manual_seed(0))
+    assert quiet.mechanism[0].log_density is None

@@ -1,5 +1,6 @@
 """The default audit's portfolio (audit.portfolio), its budgets (audit.budget) and `regress --auto`."""
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -120,7 +121,7 @@ def test_choosing_on_pilots_then_certifying_fresh_trials_keeps_the_confidence():
 # ---------------------------------------------------------------------------------------------
 def test_the_portfolio_records_every_candidate_and_certifies_on_its_own_trials(tmp_path):
     spec = game.AuditSpec(target="gaussian", bug="no-noise", dataset=SMALL)
-    r = portfolio.run(spec, Budget(trials=600), out=tmp_path, progress=False)
+    r = portfolio.run(spec, Budget(trials=1200), out=tmp_path, progress=False)
     rec = r.extra["portfolio"]
     assert r.verdict == "VIOLATION" and r.sequential["on"]
     piloted = [c for c in rec["candidates"] if c["status"] == "piloted"]
@@ -128,8 +129,8 @@ def test_the_portfolio_records_every_candidate_and_certifies_on_its_own_trials(t
     w = rec["winner"]
     assert (w["level"], w["attack"]) == (r.level, r.attack.removeprefix(attacks.REVERSED))
     assert any((c["level"], c["attack"], c["canary"]) == (w["level"], w["attack"], w["canary"]) for c in piloted)
-    assert rec["certification_trials"] == 600 - sum(c["trials"] for c in piloted)
-    assert sum(c["trials"] for c in piloted) <= portfolio.PILOT_SHARE * 600
+    played = sum(c.get("trials", 0) for c in rec["candidates"])  # set-aside pilots played trials too
+    assert rec["certification_trials"] == 1200 - played and played <= portfolio.PILOT_SHARE * 1200
     assert "portfolio" in json.loads((tmp_path / f"{r.run_id}.json").read_text())
     # the pilots played another stream of trials: none of the certificate's keys is a pilot's
     assert game.stream_seed(game.AuditSpec(trial_stream=1)) != game.stream_seed(game.AuditSpec())
@@ -167,3 +168,149 @@ def test_a_reversed_attack_negates_every_score():
     assert flipped.name == "reversed:constant" and flipped.levels == ("mechanism",)
     assert flipped.score(None, None) == -2.0 and flipped.score_batch([None, None], None) == [-2.0, -2.0]
     assert isinstance(attacks.make("reversed:mechanism-lrt").inner, attacks.get("mechanism-lrt"))
+
+
+# ---------------------------------------------------------------------------------------------
+# same seed, same result; pilots share their setup
+# ---------------------------------------------------------------------------------------------
+#: what a run's JSON may differ in between two machines or two runs: timings and paths
+_TIMING = {"seconds", "wall_s", "wall_time_s", "trials_wall_s", "store", "probe_seconds", "created"}
+
+
+def _without_timing(value):
+    if isinstance(value, dict):
+        return {k: _without_timing(v) for k, v in value.items() if k not in _TIMING}
+    if isinstance(value, list):
+        return [_without_timing(v) for v in value]
+    return value
+
+
+def test_budget_parses_work_units():
+    assert parse("120u").units == 120.0 and parse(" 2.5 u ").units == 2.5
+    assert parse("120u").reproducible and parse("2000").reproducible and not parse("2m").reproducible
+    assert portfolio.DEFAULT_BUDGET.reproducible  # the default plays the same trials on any machine
+    with pytest.raises(BudgetError):
+        Budget(units=0.0)
+
+
+def test_the_default_budget_gives_the_same_result_for_the_same_seed(tmp_path, monkeypatch):
+    """Two runs of the same spec on a work-unit budget, one of them on a machine made 'slower' (every
+    clock reading later by a minute per call): the same JSON, timings aside, trial counts included."""
+    spec = game.AuditSpec(target="gaussian", bug="half-noise", epsilon=2.0, dataset=SMALL)
+    first = portfolio.run(spec, Budget(units=4.0), out=tmp_path / "a", progress=False)
+    clock = iter(range(10**9))
+    monkeypatch.setattr(portfolio.time, "time", lambda: 60.0 * next(clock))
+    second = portfolio.run(spec, Budget(units=4.0), out=tmp_path / "b", progress=False)
+    a, b = (json.loads(Path(r.store).parent.joinpath(f"{r.run_id}.json").read_text()) for r in (first, second))
+    assert _without_timing(a) == _without_timing(b)
+    rec = a["portfolio"]
+    piloted = [c for c in rec["candidates"] if c["status"] == "piloted"]
+    assert len(piloted) >= 2 and rec["units_spent_on_pilots"] <= portfolio.PILOT_SHARE * 4.0
+    assert rec["replay"] == {"pilots": {portfolio._label(c): c["trials"] for c in rec["candidates"] if "trials" in c},
+                             "certification_trials": rec["certification_trials"]}
+
+
+def test_a_time_budget_depends_on_the_clock_and_records_its_replay(tmp_path, monkeypatch):
+    """The same slowed clock exhausts a time budget's pilot share after the first pilot: what a time
+    budget plays depends on the machine, and the record says which trials reproduce it."""
+    spec = game.AuditSpec(target="gaussian", bug="half-noise", epsilon=2.0, dataset=SMALL)
+    clock = iter(range(10**9))
+    monkeypatch.setattr(portfolio.time, "time", lambda: 60.0 * next(clock))
+    r = portfolio.run(spec, Budget(seconds=120.0), out=tmp_path, progress=False)
+    rec = r.extra["portfolio"]
+    assert len(rec["replay"]["pilots"]) == 1 and rec["replay"]["certification_trials"] == rec["certification_trials"]
+
+
+def test_pilots_share_their_setup_and_play_what_a_run_plays_alone(tmp_path):
+    """Pilots on one canary build its pair and check once; a pilot's trials on the shared setup (and
+    shared target, with its cached encoder) equal the same run played alone."""
+    params = {"encoder_epochs": "1"}
+    spec = game.AuditSpec(target="caribou", dataset=SMALL, params=params)
+    r = portfolio.run(spec, Budget(units=16.0), out=tmp_path / "p", progress=False)
+    rec = r.extra["portfolio"]
+    piloted = [c for c in rec["candidates"] if c["status"] == "piloted"]
+    canaries_played = {c["canary_chosen"] for c in piloted}
+    assert len(piloted) >= 3 and rec["setups_built"]["pair"] == len(canaries_played) < len(piloted)
+    row = next(c for c in piloted if c["canary"] == "worst-edge")
+    alone = game.run_audit(game.AuditSpec(target="caribou", dataset=SMALL, params=params,
+                                          attack=row["attack"], canary=row["canary"], level=row["level"],
+                                          trials=row["trials"], trial_stream=1, estimator="cp"),
+                           out=tmp_path / "alone", progress=False)
+    from audit.store import Store
+
+    with Store(r.store) as s1, Store(alone.store) as s2:
+        assert s1.trials(alone.key, limit=row["trials"]) == s2.trials(alone.key, limit=row["trials"])
+
+
+# ---------------------------------------------------------------------------------------------
+# the order follows what the target declares, and a failed declared-model check is acted on
+# ---------------------------------------------------------------------------------------------
+def test_candidates_the_target_points_to_come_right_after_the_classic_default():
+    pool, _ = _pool("heterpoisson", hidden="32", steps="1", sampling_rate="1", noise="gaussian")
+    assert not pool[0].pointed_by                                   # the classic default stays first
+    early = [c for c in pool[1:] if c.pointed_by]
+    assert early and {c.canary for c in early} == {"dirac-node"}    # it samples neighbours: a whole node
+    assert pool[1:1 + len(early)] == early
+    hub, _ = _pool("gap", unit="node", max_degree="2", encoder_epochs="1", epochs="1")
+    pointed = [c for c in hub if c.pointed_by]
+    assert pointed and all(c.canary == "insert-hub-node" and "D = 2" in c.pointed_by for c in pointed)
+    assert hub.index(pointed[0]) <= 2
+    plain, _ = _pool("gaussian")
+    assert not any(c.pointed_by for c in plain)                     # nothing declared, nothing moved
+
+
+def test_a_failed_check_sets_aside_declared_model_scores_and_promotes_what_exploits_it():
+    pool = [portfolio.Candidate("mechanism", a, "worst-edge")
+            for a in ("mechanism-lrt", "edge-correlation", "exact-rows", "learned-mechanism")]
+    pool.append(portfolio.Candidate("api", "linkteller", "worst-edge"))
+    rows = [{"level": "mechanism", "attack": "mechanism-lrt", "canary": "auto", "status": "piloted"}]
+    left = portfolio._act_on_deviation("mechanism", "noise-free: 40 entries without noise", pool, rows)
+    assert rows[0]["status"].startswith("set aside") and "noise-free" in rows[0]["status"]
+    assert [c.attack for c in left] == ["exact-rows", "learned-mechanism", "edge-correlation", "linkteller"]
+    assert all("exploits" in c.pointed_by for c in left[:2]) and not left[2].pointed_by
+    assert any(r["attack"] == "mechanism-lrt" and r["status"].startswith("not piloted") for r in rows[1:])
+
+
+def test_the_default_acts_on_a_deviation_end_to_end(tmp_path):
+    """A user target that releases the rows of non-training nodes without noise: the check names the
+    deviation, the exact LLR is set aside, and the certificate rests on a score that does not use the
+    declared model."""
+    spec = game.AuditSpec(target="tests/user_targets/train_rows_only.py:TrainRowsOnly", dataset=SMALL)
+    r = portfolio.run(spec, Budget(units=30.0), out=tmp_path, progress=False)
+    rec = r.extra["portfolio"]
+    aside = [c for c in rec["candidates"] if "declared model failed" in c["status"]]
+    assert aside and all(attacks.get(c["attack"]).rests_on_declared_model() for c in aside)
+    assert not attacks.get(rec["winner"]["attack"]).rests_on_declared_model()
+    assert r.verdict == "VIOLATION"
+
+
+# ---------------------------------------------------------------------------------------------
+# the estimator: gdp where it is valid and the stronger test on the winner's held-out pilot
+# ---------------------------------------------------------------------------------------------
+def test_gdp_is_valid_only_for_a_gdp_claim_or_a_checked_exact_llr():
+    from targets.base import Claim
+
+    plain = Claim(epsilon=8.0, delta=1e-3, accountant="rdp", unit="node")
+    gdp_claim = Claim(epsilon=8.0, delta=1e-3, accountant="gdp", unit="node", gdp_mu=3.0)
+    passed, failed = {"checked": True, "allows_declared_model": True}, {"checked": True, "allows_declared_model": False}
+    assert portfolio._gdp_valid(gdp_claim, "learned-trace", None)
+    assert portfolio._gdp_valid(plain, "gradient-lrt", passed)
+    assert portfolio._gdp_valid(plain, "gradient-lrt", failed) is None
+    assert portfolio._gdp_valid(plain, "learned-trace", passed) is None      # not the declared model's LLR
+    assert portfolio._gdp_valid(plain, "gradient-lrt", None) is None
+
+
+def test_the_estimator_is_gdp_where_its_held_out_bound_beats_cp():
+    """Gaussian scores at μ = 4 on 2 × 300 held-out trials: cp's bound is capped by the trial count,
+    gdp's is not; the winner is certified by gdp only where gdp is valid for it."""
+    rng = np.random.default_rng(3)
+    stat = portfolio.heldout_statistic(rng.normal(0, 1, 600), rng.normal(4, 1, 600), delta=1e-3, confidence=0.95)
+    assert stat["heldout_gdp_eps_lb"] > stat["heldout_eps_lb"] > 0
+    spec = game.AuditSpec()
+    win = portfolio.Candidate("trace", "gradient-lrt", "dirac-gradient")
+    row = {"level": "trace", "attack": "gradient-lrt", "canary": "dirac-gradient", **stat}
+    assert portfolio._estimator(spec, [{**row, "gdp_valid": "the claim is μ-GDP"}], win)[0] == "gdp"
+    assert portfolio._estimator(spec, [{**row, "gdp_valid": None}], win)[0] == "auto"
+    assert portfolio._estimator(game.AuditSpec(estimator="cp"), [{**row, "gdp_valid": "x"}], win)[0] == "cp"
+    assert portfolio._rank({**row, "gdp_valid": "x"})[0] == stat["heldout_gdp_eps_lb"]
+    assert portfolio._rank({**row, "gdp_valid": None})[0] == stat["heldout_eps_lb"]

@@ -41,7 +41,7 @@ def test_code_identity_names_version_checkout_and_sources():
     from targets.gaussian import GaussianMechanism
 
     ident = provenance.code_identity(GaussianMechanism)
-    assert set(ident) == {"version", "commit", "tree", "diff", "sources", "key"}
+    assert set(ident) == {"version", "format", "commit", "tree", "diff", "sources", "key"}
     assert len(ident["key"]) == 16
     assert provenance.code_identity(GaussianMechanism)["key"] == ident["key"]
     assert "code " + ident["key"][:8] in provenance.describe(ident)

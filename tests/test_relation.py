@@ -129,3 +129,21 @@ def test_an_insertion_on_a_covered_graph_keeps_the_runs_claim(small_csbm):
     same, charged, record = relation.charge(unpinned, pair, target, claim)
     assert same is target and charged is claim
     assert record["relation"] == "insert" and record["pins_from"] == "the given graph"
+
+
+def test_equal_claims_keep_the_pins_whose_bound_holds_on_both_worlds():
+    """pair_params' tie-break (equal ε and δ): the larger noise std, because that pin is the only
+    one that bounds both worlds; the smaller-noise pin's minimum degree is broken by one world."""
+    g = _ring(extra=[(0, 5), (1, 6), (2, 7), (3, 8), (4, 9)])   # 3-regular
+    pair = MinDegreeEdge().worlds(g, np.random.default_rng(0))
+    unpinned = DegreeCalibrated()
+    options = [unpinned.public_params(w) for w in (pair.g0, pair.g1)]
+    claims = [DegreeCalibrated(**o).claim(pair.g0) for o in options]
+    assert options[0] != options[1]
+    assert (claims[0].epsilon, claims[0].delta) == (claims[1].epsilon, claims[1].delta)   # a tie
+    pins = unpinned.pair_params(pair.g0, pair.g1)
+    chosen = DegreeCalibrated(**pins).claim(pair.g0).details["noise_std"]
+    assert chosen == max(c.details["noise_std"] for c in claims)
+    assert all(int(degrees(w).min()) >= pins["d_min"] for w in (pair.g0, pair.g1))
+    other = next(o for o in options if o != pins)
+    assert any(int(degrees(w).min()) < other["d_min"] for w in (pair.g0, pair.g1))

@@ -7,6 +7,11 @@ given the witness's X⁽⁰⁾: :class:`CaribouGivenInput` replaces only the emb
 target's own code. Only with one hop: hop k > 1 reads the previous noisy hop, not the witness's X,
 so the witness realises hop 1's Δ alone (on the 16-regular witness, ``release-all-hops`` at K = 20
 audits at ε_lb 3.19 against 8, on csbm at 9.8–11.4).
+
+With K > 1 the released X⁽ᴷ⁾ declares the linear chain's log-density
+(:mod:`targets.caribou.linear_chain`): exact while no row is projected, which a witness searched inside
+the ball (:mod:`targets.caribou.binding`) makes the rule; an attack then scores the hidden hops'
+propagation of the noise as well as the mean (issue #32).
 """
 from __future__ import annotations
 
@@ -17,7 +22,9 @@ import torch
 from torch_geometric.data import Data
 
 from graphs.datasets import load_witness_input
+from targets.base import Release
 from targets.caribou.config import CaribouConfig
+from targets.caribou.linear_chain import ChainLaw, chain_law
 from targets.caribou.target import Caribou
 
 
@@ -42,6 +49,7 @@ class CaribouGivenInput(Caribou):
         if self.config.unit != "edge":
             raise ValueError("CaribouGivenInput plays edge-level PCMP (X⁽⁰⁾ is an edge-free input only there)")
         self._given: torch.Tensor | None = None
+        self._laws: list[tuple[Data, ChainLaw]] = []
 
     def given_x0(self) -> torch.Tensor:
         if self._given is None:
@@ -62,6 +70,28 @@ class CaribouGivenInput(Caribou):
         if x.size(0) != graph.num_nodes:
             raise ValueError(f"the witness's X⁽⁰⁾ has {x.size(0)} rows, the graph {graph.num_nodes} nodes")
         return x
+
+    def chain_law(self, graph: Data) -> ChainLaw:
+        """X⁽ᴷ⁾'s law on `graph` while no row is projected (the last few graphs remembered, held)."""
+        for held, law in self._laws:
+            if held is graph:
+                return law
+        c = self.config
+        law = chain_law(graph, self.given_x0().cpu(), c.hops, c.contraction, c.alpha1, c.beta)
+        self._laws = [*self._laws[-3:], (graph, law)]
+        return law
+
+    def _release(self, graph: Data, work: Data, *args: Any, **kwargs: Any) -> Release:
+        release = super()._release(graph, work, *args, **kwargs)
+        c = self.config
+        if c.hops > 1 and not self.bug("release-all-hops") and not self.bug("no-noise"):
+            step = release.mechanism[0]
+            std = self.claim(graph).details["noise_std"]
+            output = step.output.cpu()
+            step.log_density = lambda g: self.chain_law(g).log_density(output, std)
+            step.gaussian_law = lambda g: (self.chain_law(g).mean, std**2 * self.chain_law(g).cov)
+            step.name += "; log-density of the linear chain (exact while no row is projected)"
+        return release
 
     def _encoder_key(self, graph: Data) -> str:
         return super()._encoder_key(graph) + f":x0={self.config.x0}"

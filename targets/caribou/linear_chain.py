@@ -32,12 +32,15 @@ class ChainLaw:
 
     mean: torch.Tensor  # n × h
     cov: torch.Tensor  # n × n, in units of s²
+    _chol: torch.Tensor | None = None
 
     def log_density(self, x: torch.Tensor, noise_std: float) -> float:
         """log N(x; mean, s² cov), columns independent (up to the 2π constant)."""
-        chol = torch.linalg.cholesky(self.cov * noise_std**2)
-        r = torch.linalg.solve_triangular(chol, x.double() - self.mean, upper=False)
-        return float(-0.5 * r.pow(2).sum() - x.size(1) * chol.diagonal().log().sum())
+        if self._chol is None:
+            self._chol = torch.linalg.cholesky(self.cov)
+        r = torch.linalg.solve_triangular(self._chol, (x.double() - self.mean) / noise_std, upper=False)
+        log_det = self._chol.diagonal().log().sum() + self.mean.size(0) * math.log(noise_std)
+        return float(-0.5 * r.pow(2).sum() - x.size(1) * log_det)
 
 
 def chain_law(graph: Data, x0: torch.Tensor, hops: int, contraction: float, alpha1: float,

@@ -30,6 +30,9 @@ class Caribou(Target[CaribouConfig]):
     """CARIBOU (PCMP + two-channel classifier); see :mod:`targets.caribou`."""
 
     name: ClassVar[str] = "caribou"
+    #: reference-machine seconds (benchmarks/calibrate_costs.py, default config on csbm)
+    trial_costs = {Level.MECHANISM: 0.005, Level.API: 0.2, Level.WEIGHTS: 0.2}
+    setup_seconds = 1.0
     Config: ClassVar[type[TargetConfig]] = CaribouConfig
     levels: tuple[Level, ...] = (Level.API, Level.WEIGHTS, Level.MECHANISM)
     batched: ClassVar[bool] = True
@@ -58,6 +61,11 @@ class Caribou(Target[CaribouConfig]):
         **{("cora", "node", e): a for e, a in [(1, 66.8), (2, 70.3), (4, 75.5), (8, 79.9)]},
         **{("photo", "node", e): a for e, a in [(1, 93.7), (2, 94.7), (4, 95.0), (8, 95.3)]},
     }
+
+    def trial_cost(self, level: str) -> float:
+        """The default configuration's cost, the mechanism's scaled by its hops."""
+        cost = super().trial_cost(level)
+        return cost * self.config.hops / type(self.config)().hops if level == Level.MECHANISM else cost
 
     def __init__(self, config: CaribouConfig | None = None, **overrides: Any) -> None:
         super().__init__(config, **overrides)

@@ -34,6 +34,9 @@ class DPDGC(Target[DPDGCConfig]):
     """DPDGC (see :mod:`targets.dpdgc`)."""
 
     name: ClassVar[str] = "dpdgc"
+    #: reference-machine seconds (benchmarks/calibrate_costs.py, default config on csbm)
+    trial_costs = {Level.MECHANISM: 0.13, Level.API: 0.65, Level.WEIGHTS: 0.65}
+    setup_seconds = 2.0
     Config: ClassVar[type[TargetConfig]] = DPDGCConfig
     levels: tuple[Level, ...] = (Level.API, Level.WEIGHTS, Level.MECHANISM, Level.TRACE)
     batched: ClassVar[bool] = True
@@ -75,6 +78,21 @@ class DPDGC(Target[DPDGCConfig]):
                                                          ("computers", 92.27), ("cora", 82.44),
                                                          ("photo", 94.98)]},
     }
+
+    #: node level (k-neighbour, DP-Adam trace), measured at k 25, batch 1000, 4 + 1 epochs
+    node_trial_costs = {Level.MECHANISM: 0.006, Level.TRACE: 0.02, Level.API: 0.13, Level.WEIGHTS: 0.13}
+
+    def trial_cost(self, level: str) -> float:
+        """The default configuration's cost, scaled by the epochs a trial trains (DP-Emb's for the
+        mechanism and trace, both models' for the weights and api); the node level's own table."""
+        c, default = self.config, type(self.config)()
+        if c.unit == "node":
+            return self.node_trial_costs[level]
+        if level in (Level.MECHANISM, Level.TRACE):
+            scale = c.epochs_encoder / default.epochs_encoder
+        else:
+            scale = (c.epochs_encoder + c.epochs_classifier) / (default.epochs_encoder + default.epochs_classifier)
+        return max(0.002, super().trial_cost(level) * scale)
 
     def __init__(self, config: TargetConfig | None = None, **overrides: Any) -> None:
         super().__init__(config, **overrides)

@@ -29,6 +29,9 @@ class GCON(Target[GCONConfig]):
     """GCON (Wei et al., ICDE 2025): edge-DP linear GCN by objective perturbation."""
 
     name: ClassVar[str] = "gcon"
+    #: reference-machine seconds (benchmarks/calibrate_costs.py, default config on csbm)
+    trial_costs = {Level.MECHANISM: 0.005, Level.API: 0.01, Level.WEIGHTS: 0.01}
+    setup_seconds = 2.0
     Config: ClassVar[type[TargetConfig]] = GCONConfig
     levels: tuple[Level, ...] = (Level.API, Level.WEIGHTS, Level.MECHANISM)
     batched: ClassVar[bool] = True

@@ -45,6 +45,9 @@ class HeterPoisson(Target[HeterPoissonConfig]):
     """HeterPoisson + SML node-level DP-SGD (see :mod:`targets.heterpoisson`)."""
 
     name: ClassVar[str] = "heterpoisson"
+    #: reference-machine seconds (benchmarks/calibrate_costs.py, default config on csbm)
+    trial_costs = {Level.TRACE: 0.006, Level.API: 0.035, Level.WEIGHTS: 0.035}
+    setup_seconds = 0.5
     Config: ClassVar[type[TargetConfig]] = HeterPoissonConfig
     levels: tuple[Level, ...] = (Level.API, Level.WEIGHTS, Level.TRACE)
     batched: ClassVar[bool] = True

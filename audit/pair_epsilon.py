@@ -1,0 +1,459 @@
+"""The exact ε of the played pair: what the best test of this run's view could certify.
+
+An audit's ε_lb sits below two numbers: the claim (what the accountant charges for *every*
+neighbouring pair) and the exact ε of the pair the run played, on the view its attack observes.
+The gap claim → exact is the accounting's slack on this pair; exact → ε_lb is the attack's and
+the estimator's. This module computes the middle number where the released steps' law is known.
+
+* **Closed form.** Every released step is Gaussian given what was released before it:
+  o_k = m_k(g) + N(0, s_k²). The privacy loss of step k given the past is then
+  N(μ_k²/2, μ_k²) with μ_k² = Σ_i (d_ki / s_ki)², d_k = m_k(g1) − m_k(g0) (Dong, Roth & Su 2019,
+  Gaussian mechanism). Where every μ_k is fixed given public state (it does not move with earlier
+  noise), the losses add to N(μ²/2, μ²): the pair is exactly μ-GDP with μ = sqrt(Σ_k μ_k²)
+  (adaptive composition of fixed-μ steps is tight, DRS 2019 Cor. 3.3), and
+  ε(δ) solves δ = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2) (DRS 2019, Cor. 2.13).
+* **Monte Carlo.** Where a step's law is not Gaussian but its log-density is known (Laplace
+  steps, randomized response), or where μ_k moves with earlier noise (then the loss is a mixture),
+  the exact privacy loss L = log p_P(o)/p_Q(o) is sampled on releases o ~ P, and
+  δ(ε) = E_P[(1 − e^{ε−L})₊] (Balle & Wang 2018, Thm. 5), for both orderings (P, Q) = (world 0,
+  world 1) and (world 1, world 0); ε(δ) is the larger of the two. Its error is a confidence
+  interval on ε, read from the normal-approximation interval of δ(ε) at each ε; n samples see no
+  loss beyond their largest, so a tail of mass below ~1/n is invisible to them (the result says
+  how many samples lay beyond ε).
+* **Not computable**, with the reason: a row-projected step (its output's law is not the
+  Gaussian's), a step that declares no noise law (e.g. the end of several hidden noisy hops), a
+  view other than ``mechanism`` (a trained model's law is not tractable), a declared noise model
+  that failed its check against the real releases.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+import numpy as np
+import torch
+from scipy.stats import norm
+
+from attacks.mechanism import MechanismLRT, shift_norm2
+from targets.base import Level, MechanismStep
+from targets.common.accounting import gdp_epsilon
+
+CLOSED_FORM = "closed-form"
+MONTE_CARLO = "monte-carlo"
+NOT_COMPUTABLE = "not computable"
+
+#: releases per world on which each step's μ_k is compared (a μ_k that moves with earlier noise
+#: shows on a few releases; one that does not is then assumed fixed, and the result says so)
+CHECK_RELEASES = 3
+#: releases per world for a Monte-Carlo ε (a run passes its own trial count: the cost stays the trials')
+MC_RELEASES = 4000
+#: draws per world from a step's declared Gaussian laws (no target runs: ~1 s for a 72-node output)
+LAW_SAMPLES = 1_000_000
+#: relative agreement of μ_k² across releases read as "fixed" (float64 sums of float32 releases)
+MU_RTOL = 1e-6
+
+
+@dataclass(frozen=True)
+class PairEpsilon:
+    """The exact ε of a run's played pair on its view (module docstring).
+
+    Args:
+        value: ε at ``delta``; None where not computable.
+        method: ``closed-form``, ``monte-carlo`` or ``not computable``.
+        delta: the run's δ.
+        interval: Monte Carlo: the two-sided interval on ε at ``confidence``; closed form:
+            (value, value).
+        mu: the pair's μ (closed form only).
+        covers: the released steps whose loss it includes.
+        not_covered: what it leaves out, each with its reason (never silently).
+        caveats: what the number rests on that the module could not prove (a μ_k seen fixed on the
+            releases checked, a declared noise model not verified, few Monte-Carlo samples beyond
+            ε); :attr:`exact` is a computed number with none.
+        note: how it was computed (adaptive steps, samples beyond ε, ...).
+        samples: Monte Carlo: releases per world.
+        confidence: Monte Carlo: the interval's level.
+        upper: where the exact ε is not computable, an upper bound on it where one is (e.g. a
+            row-projected Gaussian step: its pre-projection μ-GDP, by post-processing).
+    """
+
+    value: float | None
+    method: str
+    delta: float
+    interval: tuple[float, float] | None = None
+    mu: float | None = None
+    covers: tuple[str, ...] = ()
+    not_covered: tuple[str, ...] = ()
+    caveats: tuple[str, ...] = ()
+    note: str = ""
+    samples: int | None = None
+    confidence: float | None = None
+    upper: float | None = None
+
+    @property
+    def computable(self) -> bool:
+        return self.value is not None
+
+    @property
+    def exact(self) -> bool:
+        return self.computable and not self.caveats
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["value"], out["upper"] = _json_float(self.value), _json_float(self.upper)
+        out["interval"] = None if self.interval is None else [_json_float(x) for x in self.interval]
+        out["covers"], out["not_covered"], out["caveats"] = list(self.covers), list(self.not_covered), list(self.caveats)
+        out["exact"] = self.exact
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PairEpsilon:
+        interval = d.get("interval")
+        return cls(value=_read_float(d.get("value")), method=d["method"], delta=d["delta"],
+                   interval=None if interval is None else (_read_float(interval[0]), _read_float(interval[1])),
+                   mu=d.get("mu"), covers=tuple(d.get("covers") or ()), not_covered=tuple(d.get("not_covered") or ()),
+                   caveats=tuple(d.get("caveats") or ()), note=d.get("note", ""), samples=d.get("samples"),
+                   confidence=d.get("confidence"), upper=_read_float(d.get("upper")))
+
+
+def _json_float(x: float | None) -> float | str | None:
+    return x if x is None or math.isfinite(x) else "inf"
+
+
+def _read_float(x: Any) -> float | None:
+    return None if x is None else float(x)
+
+
+def not_computable(delta: float, *reasons: str, covers: Sequence[str] = ()) -> PairEpsilon:
+    return PairEpsilon(value=None, method=NOT_COMPUTABLE, delta=delta, covers=tuple(covers),
+                       not_covered=tuple(reasons))
+
+
+# ---------------------------------------------------------------------------------------------
+# the maths: pure functions
+# ---------------------------------------------------------------------------------------------
+def gaussian_mu(shifts: Iterable[tuple[Any, Any]]) -> float:
+    """μ = sqrt(Σ_steps Σ_i (d_i / s_i)²) of Gaussian steps given as (mean shift d, noise scale s),
+    s a scalar or one scale per coordinate (module docstring)."""
+    total = 0.0
+    for d, s in shifts:
+        z = np.asarray(d, dtype=float) / np.asarray(s, dtype=float)
+        total += float(np.sum(z * z))
+    return math.sqrt(total)
+
+
+def gdp_pair_epsilon(mu: float, delta: float) -> float:
+    """ε(δ) of a μ-GDP pair: :func:`targets.common.accounting.gdp_epsilon`; at δ = 0, ∞ unless μ = 0."""
+    if delta <= 0:
+        return 0.0 if mu <= 0 else math.inf
+    return gdp_epsilon(mu, delta)
+
+
+class LossSample:
+    """Samples of the privacy loss L = log p_P/p_Q under P, and δ(ε) = E[(1 − e^{ε−L})₊] with its
+    normal-approximation interval (module docstring)."""
+
+    def __init__(self, losses: Sequence[float]) -> None:
+        self.losses = np.sort(np.asarray(losses, dtype=float))[::-1]  # largest first
+        if not self.losses.size or not np.all(np.isfinite(self.losses)):
+            raise ValueError("privacy-loss samples must be a non-empty array of finite numbers")
+
+    @property
+    def n(self) -> int:
+        return int(self.losses.size)
+
+    def beyond(self, eps: float) -> int:
+        """How many samples lie beyond ε (the only ones that add to δ(ε))."""
+        return int(np.searchsorted(-self.losses, -eps, side="left"))
+
+    def delta(self, eps: float, z: float = 0.0) -> float:
+        """δ̂(ε) + z · its standard error (z < 0: the lower end, floored at 0)."""
+        tail = self.losses[: self.beyond(eps)]
+        if not tail.size:
+            return 0.0
+        terms = -np.expm1(eps - tail)
+        mean = float(terms.sum()) / self.n
+        if z == 0.0:
+            return mean
+        var = max(float((terms * terms).sum()) / self.n - mean * mean, 0.0)
+        return max(0.0, mean + z * math.sqrt(var / self.n))
+
+    def epsilon(self, delta: float, z: float = 0.0) -> float:
+        """The smallest ε ≥ 0 with δ̂(ε) + z·se ≤ δ (by bisection; δ̂ is non-increasing in ε and 0
+        from the largest sample on)."""
+        hi = max(float(self.losses[0]), 0.0)
+        if self.delta(0.0, z) <= delta:
+            return 0.0
+        lo = 0.0
+        for _ in range(200):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (lo, mid) if self.delta(mid, z) <= delta else (mid, hi)
+            if hi - lo <= 1e-12 * max(1.0, hi):
+                break
+        return hi
+
+
+def monte_carlo_epsilon(loss_0: Sequence[float], loss_1: Sequence[float], delta: float, confidence: float
+                        ) -> tuple[float, tuple[float, float], int]:
+    """ε(δ) from privacy-loss samples of both orderings (`loss_0`: log p0/p1 on world-0 releases,
+    `loss_1`: log p1/p0 on world-1 releases): (the larger ordering's ε, its two-sided interval at
+    `confidence` (two sides × two orderings, Bonferroni), the fewest samples beyond ε of either)."""
+    z = float(norm.isf((1.0 - confidence) / 4.0))
+    samples = [LossSample(loss_0), LossSample(loss_1)]
+    value = max(s.epsilon(delta) for s in samples)
+    lo = max(s.epsilon(delta, -z) for s in samples)
+    hi = max(s.epsilon(delta, z) for s in samples)
+    return value, (lo, hi), min(s.beyond(value) for s in samples)
+
+
+# ---------------------------------------------------------------------------------------------
+# a run's pair
+# ---------------------------------------------------------------------------------------------
+def _step_name(step: MechanismStep, k: int) -> str:
+    return step.name or f"step {k + 1}"
+
+
+def _why_not(step: MechanismStep) -> str | None:
+    """Why this step's privacy loss cannot be computed, or None."""
+    if step.log_density is not None:
+        return None
+    if step.noise_std and step.row_projected:
+        return "row-projected output (its law is not the Gaussian's): not computable"
+    if not step.noise_std:
+        return "no noise law declared (noise_std None, no log_density): not computable"
+    return None
+
+
+def _is_gaussian(step: MechanismStep) -> bool:
+    return step.log_density is None and bool(step.noise_std) and not step.row_projected
+
+
+Losses = tuple[np.ndarray, np.ndarray]
+
+
+def of_releases(views_0: list[list[MechanismStep]], views_1: list[list[MechanismStep]], pair: Any, *,
+                delta: float, confidence: float, losses: Callable[[], Losses] | None = None,
+                monte_carlo: bool = False, seed: int = 0) -> PairEpsilon:
+    """The exact ε of `pair` on the mechanism view, from a few releases of each world (`views_b`:
+    their step lists). Gaussian steps whose μ_k agree across these releases: closed form (unless
+    `monte_carlo` asks for the Monte Carlo, e.g. to check one against the other). Otherwise, where
+    every step's loss is exact: Monte Carlo on `losses()` (samples of log p0/p1 on world-0
+    releases and of log p1/p0 on world-1 releases), or on the given releases' losses. A single
+    step that declares its full Gaussian law: :func:`of_gaussian_laws` (`seed`: its samples)."""
+    views = views_0 + views_1
+    steps = views[0]
+    names = [_step_name(s, k) for k, s in enumerate(steps)]
+    if any(len(v) != len(steps) for v in views):
+        return not_computable(delta, "mechanism view: releases differ in their number of steps (data-dependent "
+                                     "release structure): not computable")
+    if len(steps) == 1 and steps[0].gaussian_law is not None:
+        law = steps[0].gaussian_law
+        return of_gaussian_laws(law(pair.g0), law(pair.g1), names[0], delta=delta, confidence=confidence, seed=seed)
+    blocked = [f"{n}: {why}" for n, s in zip(names, steps) if (why := _why_not(s))]
+    if blocked:
+        return replace(not_computable(delta, *blocked, covers=[n for n, s in zip(names, steps) if not _why_not(s)]),
+                       **_projection_bound(views, names, pair, delta))
+    why = "a step's law is not Gaussian; its log-density is exact"
+    if all(_is_gaussian(s) for v in views for s in v):
+        mu2, moving = _step_mu2(views, names, pair)
+        why = (f"μ_k of {', '.join(moving)} moves with earlier noise (the loss is a mixture)" if moving
+               else "asked for the Monte Carlo")
+        if not moving and not monte_carlo:
+            return _closed_form(names, steps, mu2[0], delta, len(views_0), len(views_1))
+    loss_0, loss_1 = losses() if losses is not None else exact_losses(views_0, views_1, pair)
+    return from_losses(loss_0, loss_1, names, delta=delta, confidence=confidence, why=why)
+
+
+def of_gaussian_laws(law_0: tuple[torch.Tensor, torch.Tensor], law_1: tuple[torch.Tensor, torch.Tensor], name: str, *,
+                     delta: float, confidence: float, seed: int, samples: int = LAW_SAMPLES) -> PairEpsilon:
+    """The exact ε between two Gaussian laws of an n × h output whose columns are independent,
+    column c ~ N(m_b[:, c], C_b) in world b. Equal covariances (C0 = C1 = C): μ-GDP with
+    μ² = Σ_c d_cᵀ C⁻¹ d_c, d = m1 − m0 (closed form). Otherwise the pair is not μ-GDP, and its exact
+    privacy loss is sampled from the laws themselves (`samples` per world, cheap: no target runs)."""
+    (m0, c0), (m1, c1) = ((m.double().cpu(), c.double().cpu()) for m, c in (law_0, law_1))
+    chol_0, chol_1 = torch.linalg.cholesky(c0), torch.linalg.cholesky(c1)
+    gap = float(torch.linalg.matrix_norm(c1 - c0, ord=2) / torch.linalg.matrix_norm(c0, ord=2))
+    if gap <= 1e-12:
+        r = torch.linalg.solve_triangular(chol_0, m1 - m0, upper=False)
+        mu = float(r.norm())
+        value = gdp_pair_epsilon(mu, delta)
+        return PairEpsilon(value=value, method=CLOSED_FORM, delta=delta, interval=(value, value), mu=mu,
+                           covers=(name,), note="the step's declared Gaussian law: equal covariances in the two "
+                                                "worlds, μ² = Σ_c d_cᵀ C⁻¹ d_c")
+    rng = np.random.default_rng([seed, 0x1A3])
+    loss_0 = _law_losses((m0, chol_0), (m1, chol_1), samples, rng)
+    loss_1 = _law_losses((m1, chol_1), (m0, chol_0), samples, rng)
+    return from_losses(loss_0, loss_1, (name,), delta=delta, confidence=confidence,
+                       why=f"the step's declared Gaussian law, with covariances that differ between the worlds "
+                           f"(‖C1 − C0‖/‖C0‖ = {gap:.3g}: not μ-GDP), sampled from the laws")
+
+
+def _law_losses(own: tuple[torch.Tensor, torch.Tensor], other: tuple[torch.Tensor, torch.Tensor], samples: int,
+                rng: np.random.Generator, chunk_entries: int = 1 << 22) -> np.ndarray:
+    """log p_own(x) − log p_other(x) on `samples` draws x ~ own (columns independent Gaussians,
+    each law given as (mean, Cholesky factor of its covariance))."""
+    (m, chol), (m_q, chol_q) = own, other
+    n, h = m.shape
+    log_det = float(chol.diagonal().log().sum() - chol_q.diagonal().log().sum())
+    per_chunk = max(1, chunk_entries // (n * h))
+    out = []
+    for start in range(0, samples, per_chunk):
+        k = min(per_chunk, samples - start)
+        z = torch.from_numpy(rng.standard_normal((n, k * h)))
+        x = (m.repeat(1, k) + chol @ z)  # column j·h + c is draw j's column c
+        r = torch.linalg.solve_triangular(chol_q, x - m_q.repeat(1, k), upper=False)
+        quad = (r * r - z * z).reshape(n, k, h).sum((0, 2))
+        out.append((0.5 * quad - h * log_det).numpy())
+    return np.concatenate(out)
+
+
+def _step_mu2(views: list[list[MechanismStep]], names: list[str], pair: Any) -> tuple[np.ndarray, list[str]]:
+    """μ_k² = ‖d_k‖²/s_k² of each step on each release (rows: releases), and the steps whose μ_k
+    differs between releases (it moves with earlier noise)."""
+    mu2 = np.array([[shift_norm2(s, pair) / float(s.noise_std) ** 2 for s in v] for v in views])
+    return mu2, [n for n, col in zip(names, mu2.T) if not np.allclose(col, col[0], rtol=MU_RTOL, atol=1e-12)]
+
+
+def _projection_bound(views: list[list[MechanismStep]], names: list[str], pair: Any, delta: float) -> dict[str, Any]:
+    """Where every blocked step is a row-projected Gaussian one and every other step Gaussian: an
+    upper bound on the pair's ε. The projection is post-processing of mean + N(0, s²), so the
+    pre-projection steps' μ-GDP bounds the release (data processing) where each μ_k is fixed."""
+    if not all(s.log_density is None and s.noise_std for v in views for s in v):
+        return {}
+    mu2, moving = _step_mu2(views, names, pair)
+    if moving:
+        return {"note": f"no upper bound either: μ_k of {', '.join(moving)} moves with earlier noise"}
+    mu = math.sqrt(float(mu2[0].sum()))
+    return {"upper": gdp_pair_epsilon(mu, delta), "mu": mu,
+            "note": f"upper bound ε ≤ {gdp_pair_epsilon(mu, delta):.4g}: the steps before their row projection are "
+                    f"μ-GDP with μ = {mu:.4g}, and the projection is post-processing"}
+
+
+def _closed_form(names: list[str], steps: list[MechanismStep], mu2: np.ndarray, delta: float, n0: int, n1: int
+                 ) -> PairEpsilon:
+    mu = math.sqrt(float(mu2.sum()))
+    value = gdp_pair_epsilon(mu, delta)
+    adaptive = [n for k, (n, s) in enumerate(zip(names, steps)) if k and s.mean_key is None]
+    note = (f"μ_k of {', '.join(adaptive)} (read given earlier releases) equal on {n0} + {n1} releases of the two "
+            "worlds: taken as fixed given public state" if adaptive
+            else "no step's mean reads an earlier noisy release")
+    caveats = (f"μ_k of {', '.join(adaptive)} equal on {n0 + n1} releases, not proven fixed",) if adaptive else ()
+    return PairEpsilon(value=value, method=CLOSED_FORM, delta=delta, interval=(value, value), mu=mu,
+                       covers=tuple(names), caveats=caveats, note=note)
+
+
+def exact_losses(views_0: list[list[MechanismStep]], views_1: list[list[MechanismStep]], pair: Any) -> Losses:
+    """The exact privacy loss of each release: log p0/p1 on world-0 releases, log p1/p0 on world-1
+    releases. The mechanism LLR is log p1/p0 exactly for Gaussian and log-density steps
+    (:mod:`attacks.mechanism`)."""
+    from targets.base import Release
+
+    llr = MechanismLRT()
+    score = lambda views: np.array(llr.score_batch([Release(mechanism=v) for v in views], pair))  # noqa: E731
+    return -score(views_0), score(views_1)
+
+
+def from_losses(loss_0: np.ndarray, loss_1: np.ndarray, names: Sequence[str], *, delta: float, confidence: float,
+                why: str) -> PairEpsilon:
+    """The Monte-Carlo ε of privacy-loss samples (:func:`monte_carlo_epsilon`), with its record."""
+    value, interval, beyond = monte_carlo_epsilon(loss_0, loss_1, delta, confidence)
+    note = f"{why}: Monte Carlo of the exact privacy loss on {len(loss_0)} + {len(loss_1)} samples, {beyond} beyond ε"
+    caveats = (f"{beyond} Monte-Carlo samples beyond ε (< 30): the interval is unreliable",) if beyond < 30 else ()
+    return PairEpsilon(value=value, method=MONTE_CARLO, delta=delta, interval=interval, covers=tuple(names),
+                       caveats=caveats, note=note, samples=min(len(loss_0), len(loss_1)), confidence=confidence)
+
+
+def draw_views(target: Any, pair: Any, n: int, seed: int) -> tuple[list[list[MechanismStep]], list[list[MechanismStep]]]:
+    """The mechanism views of `n` releases of each world, from seeds of their own (apart from
+    every trial's)."""
+    states = np.random.SeedSequence([seed, 0x9A12E]).generate_state(2 * n, dtype=np.uint64)
+    out = []
+    for b in (0, 1):
+        rngs = [torch.Generator().manual_seed(int(s) & ((1 << 63) - 1)) for s in states[b * n:(b + 1) * n]]
+        out.append([r.view(Level.MECHANISM) for r in target.fit_batch(pair.world(b), rngs)])
+    return out[0], out[1]
+
+
+def declared_state(check: Any) -> bool | None:
+    """The declared-model check as this module reads it: False where it failed, True where it
+    verified every step, None where it was not run or left a step unverified."""
+    if check is None:
+        return None
+    if not check.ok:
+        return False
+    return True if check.allows(True) else None
+
+
+def of_run(target: Any, pair: Any, *, level: str, delta: float, confidence: float, seed: int,
+           declared_ok: bool | None, trial_losses: Losses | None = None, mc_releases: int = MC_RELEASES
+           ) -> PairEpsilon:
+    """The exact ε of a run's pair on the view `level` its attack observes. `declared_ok`: the
+    declared-model check (:func:`declared_state`). `trial_losses`: the run's own trials where its
+    score is the exact LLR (then the Monte Carlo draws no release of its own)."""
+    others = tuple(f"{v} view: not observed by this run (the exact ε is of the {level} view)"
+                   for v in target.levels if v != level)
+    if level != Level.MECHANISM:
+        return not_computable(delta, f"{level} view: not computable (only the mechanism view's steps declare "
+                                     "their law)", *others)
+    if declared_ok is False:
+        return not_computable(delta, "mechanism view: the declared noise model failed its check against the real "
+                                     "releases, so the releases' law is unknown: not computable", *others)
+    views_0, views_1 = draw_views(target, pair, CHECK_RELEASES, seed)
+
+    source = []
+
+    def losses() -> Losses:
+        if trial_losses is not None:
+            source.append(" (the run's own trials: its score is that loss)")
+            return trial_losses
+        return exact_losses(*draw_views(target, pair, mc_releases, seed + 1), pair)
+
+    found = of_releases(views_0, views_1, pair, delta=delta, confidence=confidence, losses=losses, seed=seed)
+    found = replace(found, note=found.note + "".join(source))
+    unverified = () if declared_ok or not found.computable else ("the declared noise model is not verified on every step",)
+    return replace(found, not_covered=found.not_covered + others, caveats=found.caveats + unverified)
+
+
+# ---------------------------------------------------------------------------------------------
+# the slack line: claim → exact → ε_lb
+# ---------------------------------------------------------------------------------------------
+def slack(claimed: float, exact: PairEpsilon | dict[str, Any] | None, eps_lb: float) -> dict[str, Any]:
+    """The three numbers side by side, and ε_lb / claim, exact / claim, ε_lb / exact."""
+    if isinstance(exact, dict):
+        exact = PairEpsilon.from_dict(exact)
+    value = exact.value if exact is not None else None
+    ratio = (lambda a, b: a / b if b and math.isfinite(b) and b > 0 and a is not None and math.isfinite(a) else None)
+    return {"claim": claimed, "exact": value, "exact_upper": None if exact is None else exact.upper,
+            "eps_lb": eps_lb, "lb_over_claim": ratio(eps_lb, claimed),
+            "exact_over_claim": ratio(value, claimed), "lb_over_exact": ratio(eps_lb, value)}
+
+
+def slack_line(claimed: float, exact: PairEpsilon | dict[str, Any] | None, eps_lb: float) -> str:
+    """``claim 1 → exact 0.27 (closed-form) → ε_lb 0.24; ε_lb/claim 0.24, exact/claim 0.27``, or
+    ``claim 1 → exact not computable: <reason> → ε_lb 0.24``; then the caveats, if any."""
+    if isinstance(exact, dict):
+        exact = PairEpsilon.from_dict(exact)
+    s = slack(claimed, exact, eps_lb)
+    if exact is None:
+        middle = "exact not computed (a result written before this field existed)"
+    elif exact.value is None:
+        middle = f"exact not computable: {'; '.join(r for r in exact.not_covered if 'not observed' not in r)}"
+        if exact.upper is not None:
+            middle += f"; exact ≤ {_g(exact.upper)} (μ {_g(exact.mu)} before the projection)"
+    elif exact.method == MONTE_CARLO:
+        lo, hi = exact.interval
+        middle = f"exact {_g(exact.value)} [{_g(lo)}, {_g(hi)}] (monte-carlo)"
+    else:
+        middle = f"exact {_g(exact.value)} ({exact.method}, μ {_g(exact.mu)})"
+    ratios = f"ε_lb/claim {_g(s['lb_over_claim'])}"
+    if s["exact_over_claim"] is not None:
+        ratios += f", exact/claim {_g(s['exact_over_claim'])}"
+    caveats = f"; caveat: {'; '.join(exact.caveats)}" if exact is not None and exact.caveats else ""
+    return f"claim {_g(claimed)} → {middle} → ε_lb {_g(eps_lb)}; {ratios}{caveats}"
+
+
+def _g(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return f"{x:.3g}" if math.isfinite(x) else "inf"
