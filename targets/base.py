@@ -22,7 +22,7 @@ import torch
 from targets.common.accounting import check_delta, check_epsilon
 from targets.common.catalogue import Entry
 from targets.common.noise import NoiseLaw
-from targets.common.value_enum import ValueEnum
+from targets.common.value_enum import Level, Unit
 from targets.common.probe import (SampledStep, StepDeclaration, StepMap, TightPair, WitnessPlan,
                                   derived_step_maps)
 from targets.common.config_keys import config_fields, config_help, parse_assignments, replace_config  # noqa: F401
@@ -30,28 +30,11 @@ from targets.common.registry import Registry
 from targets.common.runtime import (GLOBAL_RNG_LOCK, child_generator, noise_generator, one_torch_thread,  # noqa: F401
                                     resolve_device, seeded, split_accuracies)
 
-class Level(ValueEnum):
-    """A release view an adversary may observe (its threat level), by the name results and flags use."""
-
-    API = "api"
-    WEIGHTS = "weights"
-    MECHANISM = "mechanism"
-    TRACE = "trace"
-
 
 #: the views' names, weakest first
 LEVELS: tuple[Level, ...] = tuple(Level)
-
-
 #: how a witness reaches a step declared through ``Target.declared_steps`` (the default witness plan)
 DECLARED_WITNESS_HOW = "the witness graph, whose features are the declared step's input X"
-
-
-class Unit(ValueEnum):
-    """What a target's DP guarantee protects."""
-
-    EDGE = "edge"
-    NODE = "node"
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""Enums whose members stand for their names: the levels, the units and the noise laws.
+"""Enums whose members stand for their names: the release views (:class:`Level`), the units a DP
+claim protects (:class:`Unit`) and the noise laws (``targets.common.noise.NoiseLaw``).
 
 A member is a ``str`` equal to its value (``Level.API == "api"``, with the same hash, so either
 spelling finds a dict entry), and it prints, formats, serialises (JSON, sqlite) and reprs as that
@@ -22,3 +23,19 @@ class ValueEnum(str, Enum):
 
     def __repr__(self) -> str:
         return repr(self.value)
+
+
+class Level(ValueEnum):
+    """A release view an adversary may observe (its threat level), by the name results and flags use."""
+
+    API = "api"
+    WEIGHTS = "weights"
+    MECHANISM = "mechanism"
+    TRACE = "trace"
+
+
+class Unit(ValueEnum):
+    """What a target's DP guarantee protects."""
+
+    EDGE = "edge"
+    NODE = "node"
