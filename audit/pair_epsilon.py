@@ -45,7 +45,7 @@ import numpy as np
 import torch
 from attacks.mechanism import MechanismLRT, shift_norm2
 from audit.privacy_loss import gdp_pair_epsilon, law_losses, monte_carlo_epsilon
-from targets.base import MechanismStep
+from targets.base import Level, MechanismStep
 
 CLOSED_FORM = "closed-form"
 MONTE_CARLO = "monte-carlo"
@@ -293,14 +293,14 @@ def draw_releases(target: Any, pair: Any, indices: range, seed: int) -> tuple[li
 def draw_views(target: Any, pair: Any, indices: range, seed: int
                ) -> tuple[list[list[MechanismStep]], list[list[MechanismStep]]]:
     """The mechanism views of :func:`draw_releases`."""
-    return tuple([r.view("mechanism") for r in releases] for releases in draw_releases(target, pair, indices, seed))
+    return tuple([r.view(Level.MECHANISM) for r in releases] for releases in draw_releases(target, pair, indices, seed))
 
 
 def check_releases(target: Any, pair: Any, seed: int) -> tuple[list[Any], list[Any]]:
     """One release of each world, and :data:`CHECK_RELEASES` where the steps' μ_k are compared
     (every step Gaussian or row-projected Gaussian, short of a single step with its full law)."""
     first = draw_releases(target, pair, range(1), seed)
-    steps = first[0][0].view("mechanism")
+    steps = first[0][0].view(Level.MECHANISM)
     if len(steps) == 1 and steps[0].gaussian_law is not None:
         return first
     if not all(s.log_density is None and s.noise_std for s in steps):
@@ -327,13 +327,13 @@ def of_run(target: Any, pair: Any, *, level: str, delta: float, confidence: floa
     score is the exact LLR (then the Monte Carlo draws no release of its own)."""
     others = tuple(f"{v} view: not observed by this run (the exact ε is of the {level} view)"
                    for v in target.levels if v != level)
-    if level != "mechanism":
+    if level != Level.MECHANISM:
         why = f"{level} view: not computable (only the mechanism view's steps declare their law)"
         return replace(not_computable(delta, why, *others), **_mechanism_bound(target, pair, level, delta, confidence, seed))
     if declared_ok is False:
         return not_computable(delta, "mechanism view: the declared noise model failed its check against the real "
                                      "releases, so the releases' law is unknown: not computable", *others)
-    views_0, views_1 = ([r.view("mechanism") for r in rs] for rs in check_releases(target, pair, seed))
+    views_0, views_1 = ([r.view(Level.MECHANISM) for r in rs] for rs in check_releases(target, pair, seed))
 
     source = []
 
@@ -355,12 +355,12 @@ def _mechanism_bound(target: Any, pair: Any, level: str, delta: float, confidenc
     """For a run on another view: the mechanism view's exact ε in closed form, where the target
     offers one. The mechanism view is the noisy intermediate the target's DP proof is about, which
     makes every other view its post-processing: its ε bounds theirs (if the proof is right)."""
-    if "mechanism" not in target.levels:
+    if Level.MECHANISM not in target.levels:
         return {}
     releases = check_releases(target, pair, seed)
-    if level == "api" and any(r.info.get("fresh_noise_per_query") for rs in releases for r in rs):
+    if level == Level.API and any(r.info.get("fresh_noise_per_query") for rs in releases for r in rs):
         return {"note": "no bound from the mechanism view: each api query is a fresh noisy release"}
-    views = tuple([r.view("mechanism") for r in rs] for rs in releases)
+    views = tuple([r.view(Level.MECHANISM) for r in rs] for rs in releases)
     found = of_releases(*views, pair, delta=delta, confidence=confidence, seed=seed, closed_only=True)
     if not found.computable:
         return {"note": "no bound from the mechanism view: " + "; ".join(found.not_covered)}
