@@ -15,12 +15,12 @@ from typing import Any
 from attacks.base import Attack
 from attacks.gradient import FullVectorGradientCanary
 from attacks.mechanism import MechanismLRT
-from targets.base import Release
+from targets.base import Level, Release
 
 
 class JointLRT(Attack):
     name = "joint-lrt"
-    levels = ("trace",)
+    levels = (Level.TRACE,)
     canary_kind = "gradient"
 
     def __init__(self) -> None:
@@ -30,7 +30,7 @@ class JointLRT(Attack):
     def mechanism_llr(self, release: Release, pair: Any, graph: Any = None) -> float:
         std = release.info.get("noise_std")
         steps = [s if s.noise_std or std is None else dataclasses.replace(s, noise_std=float(std))
-                 for s in release.view("mechanism")]
+                 for s in release.view(Level.MECHANISM)]
         return self.mechanism.score(dataclasses.replace(release, mechanism=steps), pair, graph)
 
     def score(self, release: Release, pair: Any, graph: Any = None) -> float:

@@ -21,11 +21,12 @@ from torch_geometric.data import Data
 from canaries.base import Canary, CanaryPair
 from canaries.gradient import DiracGradient
 from canaries.node import InsertHubNode
+from targets.base import Unit
 
 
 class HubWithGradient(Canary):
     name = "hub-with-gradient"
-    unit = "node"
+    unit = Unit.NODE
 
     def __init__(self, degree: int = 256, scale: float = 3.0) -> None:
         self.hub = InsertHubNode(degree=degree, scale=scale)
