@@ -370,3 +370,20 @@ def test_a_real_randomised_response_run_gives_its_exact_epsilon(tmp_path):
     assert exact["method"] == "monte-carlo" and "the run's own trials" in exact["note"]
     assert exact["interval"][0] <= truth <= exact["interval"][1]
     assert exact["value"] == pytest.approx(truth, abs=1e-6)
+
+
+def test_a_dp_sgd_trace_run_gives_its_exact_epsilon(tmp_path):
+    """One DP-SGD step with every example in (q = 1) and Gaussian noise N(0, s²I): the Dirac canary
+    C·e_j moves the released sum by C, so the trace's privacy loss is N(μ²/2, μ²) with μ = C/s
+    and the pair's exact ε is GDP's at that μ. gradient-lrt scores exactly that loss, so the run's
+    own trials are the Monte Carlo's samples: its interval covers the closed form."""
+    from audit.game import AuditSpec, run_audit
+
+    params = {"hidden": "32", "steps": "1", "sampling_rate": "1", "noise": "gaussian"}
+    result = run_audit(AuditSpec(target="heterpoisson", epsilon=2, delta=1e-2, attack="gradient-lrt", params=params,
+                                 trials=2000, seed=0), out=tmp_path, progress=False)
+    exact, canary = result.pair_epsilon, result.canary
+    truth = pl.gdp_pair_epsilon(canary["magnitude"] / canary["noise_std"], result.claimed_delta)
+    assert exact["method"] == "monte-carlo" and "the run's own trials" in exact["note"]
+    assert exact["interval"][0] <= truth <= exact["interval"][1], (exact["interval"], truth)
+    assert not any("beyond ε (< 30)" in c for c in exact["caveats"])
