@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from attacks.base import Attack
-from targets.base import Release
+from targets.base import Level, Release
 
 _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 _TINY = 1e-300
@@ -182,7 +182,7 @@ class AdamLRT(Attack):
     """
 
     name = "adam-lrt"
-    levels = ("weights",)
+    levels = (Level.WEIGHTS,)
 
     def __init__(self, grid: int = 20_001) -> None:
         self.grid = grid

@@ -90,7 +90,7 @@ from audit import declared_joint
 from audit import declared_moments as moments
 from audit.declared_battery import Test, as3d as _as3d, battery as _battery, directions as _directions
 from audit.declared_battery import gaussian_battery as _gaussian_battery, sml_tests as _sml_tests, world_scale as _world_scale
-from targets.base import LEVELS, Lazy, LazyDict, MechanismStep, Release, Target, resolve
+from targets.base import LEVELS, Lazy, LazyDict, Level, MechanismStep, Release, Target, resolve
 from targets.common.noise import NoiseLaw
 
 #: the SeedSequence tag of the check's generators (never used by a trial)
@@ -167,7 +167,7 @@ class DeclaredCheck:
     tests: int
     unread_views: list[str] = field(default_factory=list)
     leaks: list[str] = field(default_factory=list)
-    attack_levels: tuple[str, ...] | None = None
+    attack_levels: tuple[Level, ...] | None = None
     wall_s: float = 0.0
     #: what the joint tests found (shared noise across steps, noise-free entries, reused noise): no
     #: score may rest on the declared model; a portfolio picks one exploiting these, or a learned one
@@ -250,7 +250,7 @@ def _leaks(release: Release, means: dict[int, torch.Tensor], read: tuple[str, ..
     """Tensors in unread ``weights`` or in ``info`` equal to a step's noiseless mean."""
     found = []
     places: list[tuple[str, Any]] = []
-    if "weights" not in read and release.weights is not None and not isinstance(release.weights, Lazy):
+    if Level.WEIGHTS not in read and release.weights is not None and not isinstance(release.weights, Lazy):
         weights = release.weights
         shapes = {tuple(m.shape) for m in means.values()}
         if isinstance(weights, LazyDict) and weights.rest_shapes is not None \
@@ -310,7 +310,7 @@ def check_declared(target: Target, pair: Any, *, seed: int, n: int = DEFAULT_N, 
         raise ValueError(f"check_declared needs n >= 4 releases per world, got {n}")
     t0 = time.time()
     levels = attack_levels(attack)
-    if not {"mechanism", "trace"} & set(target.levels):
+    if not {Level.MECHANISM, Level.TRACE} & set(target.levels):
         # nothing declared to test: no fit is spent (the unread views come from the target's levels)
         unread = [lvl for lvl in target.levels if levels is not None and lvl not in levels]
         reason = "no mechanism or trace view: no declared noise model to test"
@@ -336,7 +336,7 @@ def check_declared(target: Target, pair: Any, *, seed: int, n: int = DEFAULT_N, 
         for lo in range(0, n, chunk):
             releases = _fit(target, worlds[b], gens[b][lo:lo + chunk])
             for i, rel in enumerate(releases, lo):
-                mech[b].add(rel.view("mechanism") if rel.mechanism is not None else None)
+                mech[b].add(rel.view(Level.MECHANISM) if rel.mechanism is not None else None)
                 tr = resolve(rel.trace)
                 if tr is not None:
                     trace_law = trace_law or (getattr(tr, "noise", None), getattr(tr, "noise_std", None))
@@ -538,7 +538,7 @@ class _WorldSteps:
 
 def _step_check(k: int, w: dict[int, _StepWorld]) -> tuple[StepCheck, bool]:
     """The verdict on step k from both worlds' reading; True where its residuals took the battery."""
-    check = StepCheck("mechanism", k, w[0].name or f"step {k}")
+    check = StepCheck(Level.MECHANISM, k, w[0].name or f"step {k}")
     world_stds = {b: w[b].stds for b in (0, 1)}
     if any(len(v) > 1 for v in world_stds.values()) or len(w[0].projected | w[1].projected) > 1 \
             or len(w[0].dens | w[1].dens) > 1:
@@ -626,7 +626,7 @@ def _check_trace(groups: dict[int, list[dict[int, tuple[list, list]]]], law: tup
     dims = sorted({d for b in (0, 1) for g in groups[b] for d in g})
     checks = []
     for gi, d in enumerate(dims):
-        check = StepCheck("trace", gi, f"trace steps of dim {d} ({noise} noise)",
+        check = StepCheck(Level.TRACE, gi, f"trace steps of dim {d} ({noise} noise)",
                           declared_std=None if std is None else float(std))
         if note:
             check.notes.append(note)

@@ -11,7 +11,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from graphs.ops import drop_isolated_with_notice, fingerprint
-from targets.base import Claim, Lazy, MechanismStep, Release, Target, TargetConfig, child_generator, noise_generator, seeded
+from targets.base import (Claim, Lazy, Level, MechanismStep, Release, Target, TargetConfig, child_generator,
+                          noise_generator, seeded)
 from targets.common.dpsgd import assign_flat_grad, canary_from, clip_rows, noisy_sum, poisson_sample
 from targets.gap.accountant import dpsgd_schedule, gap_claim
 from targets.gap.config import GAPConfig
@@ -55,12 +56,12 @@ class GAP(Target[GAPConfig]):
 
     name: ClassVar[str] = "gap"
     #: reference-machine seconds (benchmarks/calibrate_costs.py, default config on csbm)
-    trial_costs = {"mechanism": 0.001, "api": 0.08, "weights": 0.08}
+    trial_costs = {Level.MECHANISM: 0.001, Level.API: 0.08, Level.WEIGHTS: 0.08}
     setup_seconds = 1.0
     Config: ClassVar[type[TargetConfig]] = GAPConfig
     #: the views some configuration offers (``trace``: node level only); an instance's ``levels``
     #: are its unit's
-    levels: tuple[str, ...] = ("api", "weights", "mechanism", "trace")
+    levels: tuple[Level, ...] = (Level.API, Level.WEIGHTS, Level.MECHANISM, Level.TRACE)
     bugs: ClassVar[dict[str, str]] = {
         "no-noise": "PMA (and, at node level, DP-SGD) adds no noise while claiming the calibrated ε",
         "fresh-inference-noise": "every api query re-runs encoder + PMA over the private graph with "
@@ -97,7 +98,7 @@ class GAP(Target[GAPConfig]):
     }
 
     #: node level: the encoder trains with DP-SGD in every trial (measured with hops 1-2, 1-8 epochs)
-    node_trial_costs = {"mechanism": 0.12, "trace": 0.12, "api": 0.15, "weights": 0.15}
+    node_trial_costs = {Level.MECHANISM: 0.12, Level.TRACE: 0.12, Level.API: 0.15, Level.WEIGHTS: 0.15}
 
     def trial_cost(self, level: str) -> float:
         if self.config.unit == "node":
@@ -107,7 +108,7 @@ class GAP(Target[GAPConfig]):
     def __init__(self, config: TargetConfig | None = None, **overrides: Any) -> None:
         super().__init__(config, **overrides)
         if not self.config.node_level:
-            self.levels = ("api", "weights", "mechanism")
+            self.levels = (Level.API, Level.WEIGHTS, Level.MECHANISM)
         self._prepared: dict[str, Any] | None = None
         self._adjacencies = _ByIdentity(8)  # Aᵀ per graph (edge level)
         self._supports = _ByIdentity(4)  # rows where two graphs' Aᵀ differ
