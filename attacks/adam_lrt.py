@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from attacks.base import Attack
-from targets.base import Release
+from targets.base import Level, Release
 
 _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 _TINY = 1e-300
@@ -182,7 +182,7 @@ class AdamLRT(Attack):
     """
 
     name = "adam-lrt"
-    levels = ("weights",)
+    levels = (Level.WEIGHTS,)
     #: each score solves every column's law on a grid: ~1-2 s (measured on GCON's fold configuration)
     score_cost = 1.5
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from targets import base as targets
 from targets.common.registry import Registry
-from targets.base import Release, Target
+from targets.base import Level, Release, Target, Unit
 
 
 class Attack:
@@ -31,19 +31,22 @@ class Attack:
         queries_per_score: API queries one score makes (None: not an API attack).
         reads_probe: set automatically where a subclass overrides :meth:`natural_threshold_for` or
             :meth:`model_scores`: the game then draws one probe release (apart from every trial).
-        units: the neighbouring units (``"edge"``, ``"node"``) whose canaries it scores.
+        units: the neighbouring units (:class:`targets.base.Unit`) whose canaries it scores.
         canary_kind: ``"graph"`` (edge and node canaries), ``"gradient"`` (canaries of relation
             ``"gradient"``, inserted into a DP-SGD trace) or ``"any"``; the portfolio pairs attacks
             and canaries by it.
     """
 
     name: ClassVar[str] = ""
-    levels: ClassVar[tuple[str, ...]] = ()
+    levels: ClassVar[tuple[Level, ...]] = ()
     natural_threshold: ClassVar[float | None] = None
     queries_per_score: int | None = None
     reads_probe: ClassVar[bool] = False
-    units: ClassVar[tuple[str, ...]] = ("edge", "node")
+    units: ClassVar[tuple[Unit, ...]] = (Unit.EDGE, Unit.NODE)
     canary_kind: ClassVar[str] = "graph"
+    #: the score is the exact privacy loss log p(view | world 1)/p(view | world 0) of the view it reads,
+    #: under the target's declared law: its trials are then samples of that loss (audit.pair_epsilon)
+    exact_loss: ClassVar[bool] = False
     #: the declared-model check's deviations (``audit.declared_joint.JOINT_TESTS``, or ``"any"``) this
     #: score exploits: where the check fails, the portfolio pilots it before the others
     exploits: ClassVar[tuple[str, ...]] = ()
@@ -59,6 +62,8 @@ class Attack:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        cls.levels = tuple(Level(level) for level in cls.levels)  # a user's names become enums
+        cls.units = tuple(Unit(unit) for unit in cls.units)
         cls.reads_probe = (cls.natural_threshold_for is not Attack.natural_threshold_for
                            or cls.model_scores is not Attack.model_scores)
 
@@ -182,18 +187,19 @@ def auto_attack(target: targets.Target, graph: Any = None) -> str:
     a gradient canary, so they are chosen only where the configuration takes one."""
     have = set(available())
     node = target.unit is targets.Unit.NODE
-    preference = [("trace", "gradient-lrt"), ("trace", "gradient-projection"), ("mechanism", "mechanism-lrt"),
-                  ("api", "lira-online" if node else "linkteller"), ("api", "gmia" if node else "linkteller")]
+    preference = [(Level.TRACE, "gradient-lrt"), (Level.TRACE, "gradient-projection"),
+                  (Level.MECHANISM, "mechanism-lrt"), (Level.API, "lira-online" if node else "linkteller"),
+                  (Level.API, "gmia" if node else "linkteller")]
     for level, attack in preference:
         # DP-SGD traces carry node-level claims; the mechanism view carries edge-level ones
-        if level == "trace" and not node or level == "mechanism" and node:
+        if level == Level.TRACE and not node or level == Level.MECHANISM and node:
             continue
-        if level == "trace" and not target.takes_gradient_canary(graph):
+        if level == Level.TRACE and not target.takes_gradient_canary(graph):
             continue
         if level in target.levels and attack in have:
             return attack
     raise ValueError(f"no attack in this version fits the views of target {target.name!r} "
-                     f"({', '.join(target.levels)}, {target.unit.value} level); pass --attack explicitly")
+                     f"({', '.join(target.levels)}, {target.unit} level); pass --attack explicitly")
 
 
 def auto_attacks(target: targets.Target, graph: Any = None) -> list[str]:

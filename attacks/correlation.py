@@ -19,19 +19,19 @@ from __future__ import annotations
 from typing import Any
 
 from attacks.base import Attack
-from targets.base import Release
+from targets.base import Level, Release, Unit
 
 
 class EdgeCorrelation(Attack):
     name = "edge-correlation"
-    levels = ("mechanism",)
-    units = ("edge",)
+    levels = (Level.MECHANISM,)
+    units = (Unit.EDGE,)
 
     def score(self, release: Release, pair: Any, graph: Any = None) -> float:
         if "edge" not in pair.info:
             raise ValueError("edge-correlation needs an edge canary (e.g. --canary low-degree-edge)")
         u, v = pair.edge
-        out = release.view("mechanism")[-1].output
+        out = release.view(Level.MECHANISM)[-1].output
         if out.dim() != 2:
             raise ValueError(f"edge-correlation needs an n × h release, got shape {tuple(out.shape)}")
         out = out.double()

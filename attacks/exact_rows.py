@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from attacks.base import Attack
-from targets.base import Release
+from targets.base import Level, Release
 
 #: the weight of one exactly matched row against the log-likelihood ratio
 MATCH_WEIGHT = 1e6
@@ -38,7 +38,7 @@ def _equal_rows(o: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
 
 class ExactRows(Attack):
     name = "exact-rows"
-    levels = ("mechanism",)
+    levels = (Level.MECHANISM,)
     exploits = ("noise-free",)
 
     def __init__(self) -> None:
@@ -62,7 +62,7 @@ class ExactRows(Attack):
 
     def score(self, release: Release, pair: Any, graph: Any = None) -> float:
         total = 0.0
-        for k, step in enumerate(release.view("mechanism")):
+        for k, step in enumerate(release.view(Level.MECHANISM)):
             rows, m0, m1 = self._world_means(k, step, pair)
             if rows.numel() == 0:
                 continue

@@ -47,7 +47,7 @@ import torch
 from attacks.base import Attack
 from attacks.linkteller import query_graph
 from attacks.shadow import count_query
-from targets.base import Release
+from targets.base import Level, Release, Unit
 
 _TINY = 1e-30  # floor for posteriors before the log (float32 softmax can underflow)
 
@@ -91,8 +91,8 @@ class FreshQuery(Attack):
     """
 
     name = "fresh-query"
-    levels = ("api",)
-    units = ("edge",)
+    levels = (Level.API,)
+    units = (Unit.EDGE,)
 
     def __init__(self, queries: int = 64) -> None:
         if isinstance(queries, bool) or not isinstance(queries, int) or queries < 2:
@@ -108,7 +108,7 @@ class FreshQuery(Attack):
         return self.q * (2 if pair.info.get("directed") else 3)
 
     def score(self, release: Release, pair: Any, graph: Any = None) -> float:
-        api = release.view("api")
+        api = release.view(Level.API)
         g0 = pair.g0
         u, v = pair.edge
         directions = [(u, v)] if pair.info.get("directed") else [(u, v), (v, u)]

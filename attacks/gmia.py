@@ -25,7 +25,7 @@ Two uses:
 
   ``score`` = the attack model's logit for the canary node's posterior (one API call). The target
   is found as in :mod:`attacks.lira` (``shadow_target=``, :meth:`GMIA.bind_target`, or
-  ``release.info["target"]`` / ``["target_class"]`` + ``["target_config"]``).
+  the target the release carries, ``Release.target``).
   ``label_feature=True`` appends the true label's probability to the sorted vector (not in the
   paper; useful when a canary's posterior is confident in both worlds but on different labels).
 
@@ -51,7 +51,7 @@ from attacks.base import Attack
 from attacks.metrics import auc as _auc
 from attacks.metrics import tpr_at_fpr as _tpr_at_fpr
 from attacks.shadow import ShadowModels, canary_node, count_query, query_posteriors, true_label_probability
-from targets.base import GLOBAL_RNG_LOCK, Release, Target
+from targets.base import GLOBAL_RNG_LOCK, Level, Release, Target, Unit
 
 _MASKS = ("train_mask", "val_mask", "test_mask")
 
@@ -189,8 +189,8 @@ class GMIA(Attack):
     """
 
     name = "gmia"
-    levels = ("api",)
-    units = ("node",)
+    levels = (Level.API,)
+    units = (Unit.NODE,)
     queries_per_score = 1
 
     def __init__(self, shadow_models: int = 2, fraction: float = 0.5, epochs: int = 100, lr: float = 0.01,
@@ -251,7 +251,7 @@ class GMIA(Attack):
             world.public_outdeg = shadow.public_outdeg
             rel = target.fit(world, torch.Generator().manual_seed(_seed(self.seed, base, j, 0x5AD0)))
             ask = np.concatenate([in_nodes, out_nodes])
-            post = query_posteriors(rel.view("api"), self.query, shadow, world, ask)
+            post = query_posteriors(rel.view(Level.API), self.query, shadow, world, ask)
             xs.append(attack_features(post, shadow.y[torch.as_tensor(ask)], k, self.label_feature))
             ys.append(torch.cat([torch.ones(in_nodes.size), torch.zeros(out_nodes.size)]))
         x, y = torch.cat(xs), torch.cat(ys)
@@ -265,7 +265,7 @@ class GMIA(Attack):
     def score(self, release: Release, pair: Any, graph: Any = None) -> float:
         m = self.attack_model(pair, release, graph)
         z = m["node"]
-        post = query_posteriors(release.view("api"), self.query, pair.g1, pair.g0, [z])
+        post = query_posteriors(release.view(Level.API), self.query, pair.g1, pair.g0, [z])
         self.queries += 1
         count_query(release, 1)
         feats = attack_features(post, pair.g1.y[[z]], m["top_k"], self.label_feature)
@@ -306,7 +306,7 @@ def _tstf_posteriors(target: Target, graph: Data, train: np.ndarray, test: np.nd
     sub.public_outdeg = _outdeg(sub)
     target.prepare(sub)
     rel = target.fit(sub, torch.Generator().manual_seed(seed))
-    api = rel.view("api")
+    api = rel.view(Level.API)
     members = torch.as_tensor(api(sub, torch.arange(sub.num_nodes))).detach().double().cpu()
     non_members = torch.as_tensor(api(graph, torch.as_tensor(test, dtype=torch.long))).detach().double().cpu()
     return members, non_members, np.sort(np.asarray(train))

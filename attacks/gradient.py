@@ -52,7 +52,7 @@ import numpy as np
 import torch
 
 from attacks.base import Attack
-from targets.base import Release
+from targets.base import Level, Release
 from targets.common.noise import NoiseLaw
 
 _GRID = 1201
@@ -83,7 +83,7 @@ def sml_log_integral(r2: np.ndarray, d: int, std: float) -> np.ndarray:
 
 
 def _canary_and_law(release: Release, pair) -> tuple[torch.Tensor, str, float, float, object]:
-    trace = release.view("trace")
+    trace = release.view(Level.TRACE)
     gc = getattr(pair.g1, "canary_gradient", None)
     if gc is None:
         raise ValueError("the gradient attacks need a gradient canary (pair.g1.canary_gradient; use --canary dirac-gradient)")
@@ -102,7 +102,7 @@ class ProjectedGradientCanary(Attack):
     """Algorithm 5 (corrected): Σ_t ⟨g_t, e_j⟩ / C."""
 
     name = "gradient-projection"
-    levels = ("trace",)
+    levels = (Level.TRACE,)
     canary_kind = "gradient"
 
     def score(self, release: Release, pair, graph=None) -> float:
@@ -121,9 +121,10 @@ class FullVectorGradientCanary(Attack):
     """Exact per-step LLR of the whole released update (Gaussian or SML), summed over steps."""
 
     name = "gradient-lrt"
-    levels = ("trace",)
+    levels = (Level.TRACE,)
     canary_kind = "gradient"
     natural_threshold = 0.0
+    exact_loss = True  # given the declared noise law and the auditor-known batches (module docstring)
 
     def step_llrs(self, release: Release, pair) -> np.ndarray:
         """ℓ_t for every step (before the sampling mixture)."""
@@ -192,7 +193,7 @@ class ProductLaplaceGradientCanary(Attack):
     """
 
     name = "gradient-l1"
-    levels = ("trace",)
+    levels = (Level.TRACE,)
     canary_kind = "gradient"
 
     def score(self, release: Release, pair, graph=None) -> float:

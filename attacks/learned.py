@@ -21,23 +21,24 @@ import torch
 
 from attacks.base import Attack
 from targets import base as targets
+from targets.base import Level
 
 #: training releases per world, by view (views that train a model cost more per release)
-TRAIN_PER_WORLD = {"mechanism": 48, "trace": 32, "weights": 16, "api": 16}
+TRAIN_PER_WORLD = {Level.MECHANISM: 48, Level.TRACE: 32, Level.WEIGHTS: 16, Level.API: 16}
 #: coordinates the discriminant keeps (the largest training-set t statistics)
 TOP_COORDINATES = 64
 #: trial generators draw from SeedSequence([seed, index, 0x5EED]); the training releases from this
 _TRAIN_NAMESPACE = 0x1EA2
 
 
-def features(release: targets.Release, level: str, pair: Any) -> np.ndarray:
+def features(release: targets.Release, level: Level, pair: Any) -> np.ndarray:
     """The release's `level` view as one flat float vector."""
     view = release.view(level)
-    if level == "mechanism":
+    if level == Level.MECHANISM:
         parts = [step.output for step in view]
-    elif level == "trace":
+    elif level == Level.TRACE:
         parts = [getattr(step, "noisy", step) for step in getattr(view, "steps", view)]
-    elif level == "weights":
+    elif level == Level.WEIGHTS:
         parts = [view[k] for k in sorted(view)]
     else:
         parts = [view(g) for g in (pair.g0, pair.g1)]
@@ -97,13 +98,13 @@ class LearnedDistinguisher(Attack):
         return self._trained(pair)(features(release, self.view, pair))
 
 
-def _for_view(view: str) -> type[LearnedDistinguisher]:
-    name = f"Learned{view.capitalize() if view != 'api' else 'API'}"
+def _for_view(view: Level) -> type[LearnedDistinguisher]:
+    name = f"Learned{view.capitalize() if view is not Level.API else 'API'}"
     return type(name, (LearnedDistinguisher,), {"name": f"learned-{view}", "levels": (view,), "view": view,
                                                 "__module__": __name__, "__qualname__": name})
 
 
-LearnedMechanism = _for_view("mechanism")
-LearnedTrace = _for_view("trace")
-LearnedWeights = _for_view("weights")
-LearnedAPI = _for_view("api")
+LearnedMechanism = _for_view(Level.MECHANISM)
+LearnedTrace = _for_view(Level.TRACE)
+LearnedWeights = _for_view(Level.WEIGHTS)
+LearnedAPI = _for_view(Level.API)

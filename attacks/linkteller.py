@@ -50,7 +50,7 @@ from attacks.base import Attack
 from attacks.metrics import auc as _auc
 from attacks.metrics import tpr_at_fpr as _tpr_at_fpr
 from attacks.shadow import count_query
-from targets.base import Release, resolve
+from targets.base import Level, Release, Unit, resolve
 
 SYMMETRISATIONS = ("mean", "max", "as_code")
 
@@ -154,8 +154,8 @@ class LinkTeller(Attack):
     """
 
     name = "linkteller"
-    levels = ("api",)
-    units = ("edge",)
+    levels = (Level.API,)
+    units = (Unit.EDGE,)
     queries_per_score = 3
 
     def __init__(self, step: float = 1e-4, sym: str = "mean", query_edges: str = "known",
@@ -174,7 +174,7 @@ class LinkTeller(Attack):
 
     def score(self, release: Release, pair: Any, graph: Any = None) -> float:
         u, v = pair.edge
-        api = release.view("api")
+        api = release.view(Level.API)
         inf, stats = influence_matrix(api, pair.g0, [u, v], step=self.step, query_edges=self.query_edges)
         self._count(release, stats["queries"])
         mode = "influence"
@@ -256,7 +256,7 @@ def run_linkteller(target: Any, graph: Data, *, n_pairs: int = 500, rng: np.rand
     if release is None:
         target.prepare(graph)
         release = target.fit(graph, torch.Generator().manual_seed(fit_seed))
-    api = release.view("api")
+    api = release.view(Level.API)
 
     n = int(graph.num_nodes)
     edges = _undirected_edges(graph)

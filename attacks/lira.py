@@ -53,8 +53,8 @@ Scores (higher = canary IN):
 Gaussian fits use the mean and the sample std (ddof 1 when ≥ 2 values) with a floor ``min_std``.
 
 The shadow target. The attack must build the target under audit. In order: the ``shadow_target``
-constructor argument; a target given to :meth:`LiRA.bind_target`; ``release.info["target"]`` (a
-:class:`targets.base.Target`); ``release.info["target_class"]`` + ``["target_config"]``. Otherwise
+constructor argument; a target given to :meth:`LiRA.bind_target`; the target the release carries
+(``Release.target``, a :class:`targets.base.Target`). Otherwise
 ``score`` raises and says so. (The game needs one line to provide it: see ``bind_target``.)
 """
 from __future__ import annotations
@@ -68,7 +68,7 @@ import torch
 from attacks.base import Attack
 from attacks.shadow import (ShadowModels, canary_node, count_query, logit_confidence, query_posteriors,
                             true_label_probability)
-from targets.base import Release, Target
+from targets.base import Level, Release, Target, Unit
 
 
 def _gauss_logpdf(x: float, mu: float, sigma: float) -> float:
@@ -101,8 +101,8 @@ class LiRA(Attack):
     """
 
     name = "lira"
-    levels = ("api",)
-    units = ("node",)
+    levels = (Level.API,)
+    units = (Unit.NODE,)
     queries_per_score = 1
 
     def __init__(self, shadows: int = 8, online: bool = False, method: str = "lira", offline_score: str = "logpdf",
@@ -183,7 +183,7 @@ class LiRA(Attack):
                 world = _resample(world, z, self.keep, np.random.default_rng([self.seed, base, i, 0x4EE9]))
             seed = int(np.random.SeedSequence([self.seed, base, i, 0x54AD]).generate_state(1, np.uint64)[0] >> 2)
             rel = target.fit(world, torch.Generator().manual_seed(seed))
-            post = query_posteriors(rel.view("api"), self.query, pair.g1, pair.g0, nodes)
+            post = query_posteriors(rel.view(Level.API), self.query, pair.g1, pair.g0, nodes)
             phis.append(float(logit_confidence(post[:1], labels[:1])[0]))
             py = true_label_probability(post, labels)
             pys.append(float(py[0]))
@@ -198,7 +198,7 @@ class LiRA(Attack):
         z = stats["node"]
         nodes = np.concatenate([[z], stats["population"]]).astype(np.int64)
         labels = pair.g1.y.cpu()[torch.as_tensor(nodes)]
-        post = query_posteriors(release.view("api"), self.query, pair.g1, pair.g0, nodes)
+        post = query_posteriors(release.view(Level.API), self.query, pair.g1, pair.g0, nodes)
         self.queries += 1
         count_query(release, 1)
         if self.method == "rmia":

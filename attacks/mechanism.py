@@ -43,7 +43,7 @@ from typing import Any
 import torch
 
 from attacks.base import Attack
-from targets.base import MechanismStep, Release
+from targets.base import Level, MechanismStep, Release
 
 
 def _cpu64(t: torch.Tensor) -> torch.Tensor:
@@ -145,11 +145,12 @@ def _scores_given_means(steps: list[MechanismStep], means: list[_Means]) -> list
 
 class MechanismLRT(Attack):
     name = "mechanism-lrt"
-    levels = ("mechanism",)
+    exact_loss = True  # where every step is Gaussian or has a log-density (audit.pair_epsilon checks)
+    levels = (Level.MECHANISM,)
 
     def natural_threshold_for(self, release: Release) -> float | None:
         """0 when the score is an exact log-likelihood ratio, else None."""
-        steps = release.view("mechanism")
+        steps = release.view(Level.MECHANISM)
         exact = all(s.log_density is not None or (s.noise_std and not s.row_projected) for s in steps)
         return 0.0 if exact else None
 
@@ -161,7 +162,7 @@ class MechanismLRT(Attack):
         computed once (per pair, for the life of this attack object) and each step position
         scored across the releases together (:meth:`_step_scores`)."""
         shared = self._shared(pair)
-        views = [release.view("mechanism") for release in releases]
+        views = [release.view(Level.MECHANISM) for release in releases]
         out = [0.0] * len(releases)
         for k in range(max(map(len, views), default=0)):
             at = [j for j, steps in enumerate(views) if len(steps) > k]

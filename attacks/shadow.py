@@ -75,26 +75,16 @@ def pair_fingerprint(pair: Any) -> tuple[str, int]:
 
 def find_shadow_target(explicit: Target | None, bound: Target | None, release: Release | None) -> Target:
     """The target to train shadow models with: the attack's ``shadow_target``, else the target the
-    game bound (``bind_target``), else ``release.info["target"]``, else
-    ``release.info["target_class"]`` + ``["target_config"]``."""
+    game bound (``bind_target``), else the target the release carries (:attr:`Release.target`)."""
     if explicit is not None:
         return explicit
     if bound is not None:
         return bound
     if release is not None and isinstance(release.target, Target):
         return release.target
-    info = release.info if release is not None else {}
-    cls, cfg = info.get("target_class"), info.get("target_config")
-    if cls is not None and cfg is not None:
-        if isinstance(cls, str):
-            from targets.base import get
-
-            cls = get(cls)
-        return cls(cfg)
     raise ValueError(
         "shadow models need the target under audit: pass shadow_target=... to the attack, call "
-        "attack.bind_target(target), or have the release carry info['target'] (a Target) or "
-        "info['target_class'] + info['target_config']")
+        "attack.bind_target(target), or have the release carry it (Release.target)")
 
 
 def target_key(target: Target) -> tuple:

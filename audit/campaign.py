@@ -240,7 +240,7 @@ def load(config: str | Path, *, quick: bool = False, only: str | None = None) ->
         if attacks == ["auto"]:
             attacks = attacks_registry.auto_attacks(probe)
         for a in attacks:
-            if a not in known_attacks:
+            if a not in known_attacks and ":" not in a:
                 raise CampaignError(f"{where}: unknown attack {a!r}; known: {', '.join(sorted(known_attacks))}")
             level = b.get("level", "auto")
             need = attacks_registry.get(a).levels

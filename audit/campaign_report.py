@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from audit.pair_epsilon import slack_line
+from audit.pair_epsilon import exact_cell, slack_line
 from audit.power import record_power
 from audit.result import number
 from audit.run_report import claim_tpr_limit, roc_axes
@@ -165,17 +165,10 @@ def _commit_of(r: dict[str, Any], doc: dict[str, Any]) -> str | None:
 
 
 def _exact_cell(r: dict[str, Any]) -> str:
-    """The row's exact ε of the played pair: value and method, or why there is none."""
-    pe = r.get("pair_epsilon")
-    if pe is None:
-        return "–" if r.get("verdict") == "ERROR" else "not computed"
-    if pe.get("value") is None:
-        return "n/c" if pe.get("upper") is None else f"n/c (≤ {short(number(pe['upper']))})"
-    value, mark = number(pe["value"]), "†" if pe.get("caveats") else ""
-    if pe.get("method") == "monte-carlo":
-        lo, hi = (number(x) for x in pe["interval"])
-        return f"{short(value)} [{short(lo)}, {short(hi)}] mc{mark}"
-    return f"{short(value)} cf{mark}"
+    """The row's exact ε of the played pair (:func:`audit.pair_epsilon.exact_cell`)."""
+    if r.get("verdict") == "ERROR":
+        return "–"
+    return exact_cell(r.get("pair_epsilon"), lambda x: short(number(x)))
 
 
 def _slack_section(rows: list[dict[str, Any]]) -> list[str]:
@@ -350,13 +343,13 @@ def campaign_texts(out: str | Path, *, plots: bool = True) -> dict[str, str]:
     discussion = notes.read_text() if notes.exists() else None
     return {"README.md": campaign_markdown(doc, images, discussion),
             "results/README.md": campaign_markdown(doc, images, discussion, folder=f"{out.name}/"),
-            "_quick": "1" if doc.get("quick") else ""}
+            "_quick": "1" if doc.get("quick") else "", "_name": str(doc.get("name", ""))}
 
 
 def write_campaign_report(out: str | Path, results_readme: str | Path | None = None) -> Path:
     """Plots and README.md from ``out/campaign.json`` alone (no store, no rerun). The repository's
-    ``results/README.md`` (the full campaign's report, paths into its folder) is written too when
-    ``out`` is a folder of ``results/`` and not a --quick campaign, or to ``results_readme``."""
+    ``results/README.md`` (the full default campaign's report, paths into its folder) is written too when
+    ``out`` is a folder of ``results/`` and the campaign is ``default`` run in full, or to ``results_readme``."""
     out = Path(out)
     texts = campaign_texts(out)
     readme = out / "README.md"
@@ -364,6 +357,6 @@ def write_campaign_report(out: str | Path, results_readme: str | Path | None = N
     results = (REPO / "results").resolve()
     if results_readme is not None:
         Path(results_readme).write_text(texts["results/README.md"])
-    elif out.resolve().parent == results and not texts["_quick"]:
+    elif out.resolve().parent == results and not texts["_quick"] and texts["_name"] == "default":
         (results / "README.md").write_text(texts["results/README.md"])
     return readme

@@ -65,6 +65,8 @@ def _params(args: argparse.Namespace) -> dict[str, str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from targets.base import LEVELS
+
     parser = argparse.ArgumentParser(prog="dpgnn-audit", description="Audit the privacy claims of DP graph neural networks.")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -72,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_target_args(p)
     p.add_argument("--attack", default="auto", help="an attack, a comma-separated list, or auto")
     p.add_argument("--canary", default="auto")
-    p.add_argument("--level", default="auto", choices=["auto", "api", "weights", "mechanism", "trace"])
+    p.add_argument("--level", default="auto", choices=["auto", *LEVELS])
     p.add_argument("--mode", default="multi", choices=["multi", "one-run"])
     p.add_argument("--trials", default="auto",
                    help="trials of one named audit (even, >= 8), or auto: with --attack/--canary auto the "

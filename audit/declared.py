@@ -85,17 +85,18 @@ from typing import Any
 
 import numpy as np
 import torch
-from scipy import stats
 
 from audit import declared_joint
-from targets.base import LEVELS, Lazy, LazyDict, MechanismStep, Release, Target, resolve
+from audit import declared_moments as moments
+from audit.declared_battery import Test, as3d as _as3d, battery as _battery, directions as _directions
+from audit.declared_battery import gaussian_battery as _gaussian_battery, sml_tests as _sml_tests, world_scale as _world_scale
+from targets.base import LEVELS, Lazy, LazyDict, Level, MechanismStep, Release, Target, resolve
 from targets.common.noise import NoiseLaw
 
 #: the SeedSequence tag of the check's generators (never used by a trial)
 SEED_TAG = 0xDEC1A4ED
 DEFAULT_ALPHA = 1e-3
 DEFAULT_N = 16
-_KS_SUBSAMPLE = 20_000
 
 # failure kinds, in the order a reason names them (the most specific first)
 _REASONS: list[tuple[str, str]] = [
@@ -128,20 +129,6 @@ _TIERS = {"structure": 0, "identical": 0, "norm": 0, "declared-world": 0, "noise
           "scale": 6, "global-mean": 7, "mean-direction": 7}
 _PRIORITY = {name: _TIERS[name] for name, _ in _REASONS}
 _TEXT = dict(_REASONS)
-
-
-@dataclass
-class Test:
-    """One test: p-value (None for an exact test), pass/fail, and what it measured."""
-
-    name: str
-    world: int | None
-    p: float | None
-    passed: bool = True
-    detail: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "world": self.world, "p": self.p, "passed": self.passed, "detail": self.detail}
 
 
 @dataclass
@@ -180,7 +167,7 @@ class DeclaredCheck:
     tests: int
     unread_views: list[str] = field(default_factory=list)
     leaks: list[str] = field(default_factory=list)
-    attack_levels: tuple[str, ...] | None = None
+    attack_levels: tuple[Level, ...] | None = None
     wall_s: float = 0.0
     #: what the joint tests found (shared noise across steps, noise-free entries, reused noise): no
     #: score may rest on the declared model; a portfolio picks one exploiting these, or a learned one
@@ -263,7 +250,7 @@ def _leaks(release: Release, means: dict[int, torch.Tensor], read: tuple[str, ..
     """Tensors in unread ``weights`` or in ``info`` equal to a step's noiseless mean."""
     found = []
     places: list[tuple[str, Any]] = []
-    if "weights" not in read and release.weights is not None and not isinstance(release.weights, Lazy):
+    if Level.WEIGHTS not in read and release.weights is not None and not isinstance(release.weights, Lazy):
         weights = release.weights
         shapes = {tuple(m.shape) for m in means.values()}
         if isinstance(weights, LazyDict) and weights.rest_shapes is not None \
@@ -279,108 +266,6 @@ def _leaks(release: Release, means: dict[int, torch.Tensor], read: tuple[str, ..
                                                                          atol=1e-6, rtol=1e-5):
                 found.append(f"{where} equals the noiseless mean of mechanism step {k}")
     return found
-
-
-# ---------------------------------------------------------------------------------------------
-# tests
-# ---------------------------------------------------------------------------------------------
-def _two_sided_chi2(stat: float, dof: float) -> float:
-    return float(min(1.0, 2 * min(stats.chi2.cdf(stat, dof), stats.chi2.sf(stat, dof))))
-
-
-def _as3d(t: torch.Tensor) -> np.ndarray:
-    a = t.detach().to("cpu", torch.float64).numpy()
-    if a.ndim == 0:
-        return a.reshape(1, 1)
-    if a.ndim == 1:
-        return a.reshape(1, -1)
-    return a.reshape(a.shape[0], -1)
-
-
-def _gaussian_battery(R: np.ndarray, std: float | None, world: int, rng: np.random.Generator,
-                      directions: list[tuple[str, np.ndarray]] = ()) -> tuple[list[Test], float]:
-    """The Gaussian tests of one world's residuals R (n × rows × cols); returns (tests, v̂).
-    `std` None: scale not tested (e.g. directions of SML noise, already unit-scaled).
-    `directions`: (label, u) with u shaped like one residual; the residual mean's component along
-    each u is z-tested (terms a declared mean typically misses: self-loops, a normalisation)."""
-    n, r, c = R.shape
-    E = r * c
-    Rbar = R.mean(0)
-    C = R - Rbar
-    dof_w = (n - 1) * E
-    vhat = float((C * C).sum() / dof_w)
-    out: list[Test] = []
-    if vhat <= 0:
-        return [Test("identical", world, None, False, "residuals identical across releases")], 0.0
-    if std is not None:
-        if std <= 0:
-            out.append(Test("scale", world, None, False, f"declared std 0, measured {math.sqrt(vhat):.4g}"))
-        else:
-            stat = (C * C).sum() / std**2
-            out.append(Test("scale", world, _two_sided_chi2(stat, dof_w),
-                            detail=f"measured std {math.sqrt(vhat):.4g} vs declared {std:.4g}"))
-    stat = n * (Rbar * Rbar).sum() / vhat  # /E: F(E, (n−1)E) (R̄ and C independent under the null)
-    f = stat / E
-    p = float(min(1.0, 2 * min(stats.f.cdf(f, E, dof_w), stats.f.sf(f, E, dof_w))))
-    corr = float((n * n * (Rbar * Rbar).sum() - (R * R).sum()) / (n * (n - 1) * E * vhat)) if n > 1 else 0.0
-    out.append(Test("entry-mean", world, p,
-                    detail=f"n·Σ mean²/v̂ = {stat:.4g} (dof {E}); rms entry bias {math.sqrt((Rbar**2).mean()):.3g}; "
-                           f"mean residual correlation between generators {corr:.3g}"))
-    for label, u in directions:
-        norm = float(np.sqrt((u * u).sum()))
-        if norm > 0 and u.shape == Rbar.shape:
-            zu = float((Rbar * u).sum()) / norm * math.sqrt(n / vhat)
-            out.append(Test("mean-direction", world, float(2 * stats.norm.sf(abs(zu))),
-                            detail=f"residual mean along {label}: z = {zu:.3g}"))
-    z = R.sum() / math.sqrt(n * E * vhat)
-    out.append(Test("global-mean", world, float(2 * stats.norm.sf(abs(z))), detail=f"z = {z:.3g}"))
-    # the column sums (rows summed) of C span a (n−1)·cols-dimensional subspace of C's (n−1)·E: under
-    # the null their share of ΣC² is Beta((n−1)c/2, (n−1)(E−c)/2); row sums likewise
-    total = float((C * C).sum())
-    for name, axis, size, k in (("rows-shared", 1, r, c), ("cols-shared", 2, c, r)):
-        if size > 1 and n > 1:
-            S = C.sum(axis)
-            share = float((S * S).sum()) / size / total
-            a, b = (n - 1) * k / 2, (n - 1) * (E - k) / 2
-            p = float(min(1.0, 2 * min(stats.beta.cdf(share, a, b), stats.beta.sf(share, a, b))))
-            what = "column sums" if axis == 1 else "row sums"
-            out.append(Test(name, world, p, detail=f"variance ratio of {what} {share * dof_w / ((n - 1) * k):.3g} (1 expected)"))
-    Z = (C / math.sqrt(vhat * (n - 1) / n)).ravel()
-    sub = Z if Z.size <= _KS_SUBSAMPLE else Z[rng.choice(Z.size, _KS_SUBSAMPLE, replace=False)]
-    ks = stats.kstest(sub, "norm")
-    out.append(Test("shape-ks", world, float(ks.pvalue), detail=f"KS D = {ks.statistic:.4g} on {sub.size} entries"))
-    kurt = float((Z**4).mean() - 3.0)
-    zk = kurt / math.sqrt(24.0 / Z.size)
-    out.append(Test("kurtosis", world, float(2 * stats.norm.sf(abs(zk))), detail=f"excess kurtosis {kurt:.3g}"))
-    return out, vhat
-
-
-def _sml_tests(R: np.ndarray, std: float, world: int, rng: np.random.Generator) -> list[Test]:
-    """SML residuals R (n × steps × d): ‖r‖²/s² ~ W·χ²_d per step, directions isotropic Gaussian."""
-    n, T, d = R.shape
-    if std <= 0:
-        return [Test("sml-scale", world, None, bool(np.all(R == 0)), "declared std 0")]
-    q = (R * R).sum(2).ravel() / std**2
-    ref_rng = np.random.default_rng(12345)
-    ref = ref_rng.exponential(size=100_000) * ref_rng.chisquare(d, size=100_000)
-    ks = stats.ks_2samp(q, ref)
-    out = [Test("sml-scale", world, float(ks.pvalue),
-                detail=f"KS D = {ks.statistic:.3g}; mean ‖r‖²/(d s²) = {q.mean() / d:.3g} (1 expected)")]
-    # the scale's sufficient statistic: Σ q/d ≈ Gamma(k, θ) matching mean N, variance N(1 + 4/d)
-    theta = 1.0 + 4.0 / d
-    k = q.size / theta
-    total = float(q.sum() / d)
-    p = float(min(1.0, 2 * min(stats.gamma.cdf(total, k, scale=theta), stats.gamma.sf(total, k, scale=theta))))
-    out.append(Test("sml-scale", world, p, detail=f"Σ‖r‖²/(d s²) = {total:.4g} over {q.size} steps ({q.size} expected)"))
-    norms = np.sqrt((R * R).sum(2, keepdims=True)).clip(1e-300)
-    U = R / norms * math.sqrt(d)
-    battery, _ = _gaussian_battery(U, None, world, rng)
-    shape, means = ("shape-ks", "kurtosis"), ("entry-mean", "global-mean")
-    for t in battery:
-        if t.name in shape or t.name in means:
-            t.name = "sml-direction" if t.name in shape else t.name
-            out.append(t)
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -404,7 +289,8 @@ def _fit(target: Target, world: Any, rngs: list[torch.Generator]) -> list[Releas
 
 
 def check_declared(target: Target, pair: Any, *, seed: int, n: int = DEFAULT_N, alpha: float = DEFAULT_ALPHA,
-                   attack: Any = None, graph: Any = None, prepare: bool = True) -> DeclaredCheck:
+                   attack: Any = None, graph: Any = None, prepare: bool = True, stream: bool = True,
+                   chunk: int = 4) -> DeclaredCheck:
     """Test `target`'s declared noise model on ``n`` held-out releases per world of `pair`.
 
     Args:
@@ -416,12 +302,15 @@ def check_declared(target: Target, pair: Any, *, seed: int, n: int = DEFAULT_N, 
         attack: the attack (object, registry name, or levels) whose unread views are reported.
         graph: the base graph given to ``target.prepare`` (default ``pair.g0``).
         prepare: call ``target.prepare`` first (as every game worker does).
+        stream: fit ``chunk`` releases at a time and keep running moments of their residuals
+            (memory independent of ``n``); False: fit all ``n`` of a world at once and hold
+            their residuals (the exact two-pass reference: the same verdicts and statistics).
     """
     if n < 4:
         raise ValueError(f"check_declared needs n >= 4 releases per world, got {n}")
     t0 = time.time()
     levels = attack_levels(attack)
-    if not {"mechanism", "trace"} & set(target.levels):
+    if not {Level.MECHANISM, Level.TRACE} & set(target.levels):
         # nothing declared to test: no fit is spent (the unread views come from the target's levels)
         unread = [lvl for lvl in target.levels if levels is not None and lvl not in levels]
         reason = "no mechanism or trace view: no declared noise model to test"
@@ -433,38 +322,55 @@ def check_declared(target: Target, pair: Any, *, seed: int, n: int = DEFAULT_N, 
         target.prepare(graph if graph is not None else pair.g0)
     worlds = (pair.g0, pair.g1)
     gens = check_generators(seed, n)
-    releases = {b: _fit(target, worlds[b], gens[b]) for b in (0, 1)}
     rng = np.random.default_rng([int(seed), SEED_TAG, 1])
+    # one world at a time, `chunk` releases at a time (all n at once unless streamed): a release is
+    # dropped once its steps have been read, so the check's memory does not grow with n
+    chunk = max(1, chunk) if stream else n
+    mech: dict[int, _WorldSteps] = {}
+    trace_rows: dict[int, list[dict[int, tuple[list, list]]]] = {0: [], 1: []}
+    trace_law: tuple[Any, Any] | None = None
+    unread: list[str] = []
+    leaks: list[str] = []
+    for b in (0, 1):
+        mech[b] = _WorldSteps(b, worlds[b], n, stream, int(seed))
+        for lo in range(0, n, chunk):
+            releases = _fit(target, worlds[b], gens[b][lo:lo + chunk])
+            for i, rel in enumerate(releases, lo):
+                mech[b].add(rel.view(Level.MECHANISM) if rel.mechanism is not None else None)
+                tr = resolve(rel.trace)
+                if tr is not None:
+                    trace_law = trace_law or (getattr(tr, "noise", None), getattr(tr, "noise_std", None))
+                    trace_rows[b].append(_trace_rows(tr))
+                if b == 0 and i == 0 and levels is not None:
+                    unread = unread_views(rel, levels)
+                if i < 2:
+                    leaks += [f"world {b}: {x}" for x in _leaks(rel, mech[b].noiseless_means(), levels or ())]
+            del releases
+        mech[b].finish()
+    leaks = sorted(set(leaks))
     steps: list[StepCheck] = []
     structure: list[str] = []
 
     # mechanism steps
-    mech = {b: [r.view("mechanism") if r.mechanism is not None else None for r in releases[b]] for b in (0, 1)}
-    counts = {len(m) if m is not None else -1 for b in (0, 1) for m in mech[b]}
-    noiseless_means: dict[int, dict[int, torch.Tensor]] = {0: {}, 1: {}}
-    step_residuals: dict[int, dict[int, np.ndarray]] = {}
+    counts = mech[0].counts | mech[1].counts
     if counts != {-1}:
         if len(counts) != 1:
             structure.append(f"mechanism views with different step counts {sorted(counts)}")
         else:
+            gaussian = set()  # the steps whose residuals took the Gaussian battery
             for k in range(counts.pop()):
-                steps.append(_check_step(k, {b: [m[k] for m in mech[b]] for b in (0, 1)}, worlds, rng,
-                                         noiseless_means, step_residuals))
-            for k, tests in declared_joint.shared_step_tests(step_residuals, Test).items():
+                check, battery = _step_check(k, {b: mech[b].steps[k] for b in (0, 1)})
+                steps.append(check)
+                if battery:
+                    gaussian.add(k)
+            pairs = [(k, l, b, *mech[b].cross[(k, l)]) for b in (0, 1) for (k, l) in sorted(mech[b].cross)
+                     if k in gaussian and l in gaussian]
+            for k, tests in declared_joint.shared_step_tests(pairs, Test).items():
                 steps[k].tests += tests
 
     # trace steps
-    traces = {b: [resolve(r.trace) for r in releases[b]] for b in (0, 1)}
-    if any(t is not None for b in (0, 1) for t in traces[b]):
-        steps += _check_trace(traces, pair.info, rng)
-
-    # views
-    unread = unread_views(releases[0][0], levels) if levels is not None else []
-    leaks: list[str] = []
-    for b in (0, 1):
-        for rel in releases[b][:2]:
-            leaks += [f"world {b}: {x}" for x in _leaks(rel, noiseless_means[b], levels or ())]
-    leaks = sorted(set(leaks))
+    if trace_law is not None:
+        steps += _check_trace(trace_rows, trace_law, pair.info, rng)
 
     # Bonferroni
     total = sum(1 for s in steps for t in s.tests if t.p is not None)
@@ -504,152 +410,223 @@ def check_declared(target: Target, pair: Any, *, seed: int, n: int = DEFAULT_N, 
                          deviations=declared_joint.deviations(steps))
 
 
-def _check_step(k: int, by_world: dict[int, list[MechanismStep]], worlds: tuple[Any, Any],
-                rng: np.random.Generator, noiseless_means: dict[int, dict[int, torch.Tensor]],
-                step_residuals: dict[int, dict[int, np.ndarray]] | None = None) -> StepCheck:
-    """The battery on step k; its residuals per world go to `step_residuals[k]` (the joint tests)."""
-    first = by_world[0][0]
-    check = StepCheck("mechanism", k, first.name or f"step {k}")
-    world_stds = {b: {s.noise_std for s in by_world[b]} for b in (0, 1)}
-    projected = {bool(s.row_projected) for b in (0, 1) for s in by_world[b]}
-    dens = {s.log_density is not None for b in (0, 1) for s in by_world[b]}
-    if any(len(v) > 1 for v in world_stds.values()) or len(projected) > 1 or len(dens) > 1:
+class _StepWorld:
+    """Mechanism step k of one world, read one release at a time: what the battery needs of it
+    (digests and fingerprints for the identity tests, the noise-free state, the largest row norm,
+    and the residuals' moments or stack), never the releases themselves."""
+
+    def __init__(self, k: int, b: int, graph: Any, n: int, stream: bool, seed: int) -> None:
+        self.k, self.b, self.graph, self.n, self.stream, self.seed = k, b, graph, n, stream, seed
+        self.name: str | None = None
+        self.stds: set = set()
+        self.projected: set[bool] = set()
+        self.dens: set[bool] = set()
+        self.shapes: set[tuple[int, ...]] = set()
+        self.digests: list[bytes] = []
+        self.prints: list[tuple[np.ndarray, float]] = []
+        self.noise_free = declared_joint.NoiseFree()
+        self.max_norm = 0.0
+        self.any_noise = False
+        self.mean_error = ""
+        self.noiseless: torch.Tensor | None = None  # the first declared mean (leaks, directions)
+        self._means: dict[Any, np.ndarray] = {}
+        self.residuals: moments.ResidualMoments | moments.ResidualStack | None = None
+        self.tests: list[Test] = []
+        self.vhat = 0.0
+        self.sum_c2 = 0.0
+
+    def read(self, step: MechanismStep) -> np.ndarray | None:
+        """Reads one release's step; returns its residual where the battery takes it (a plain
+        declared Gaussian law, every release so far alike)."""
+        self.name = self.name or step.name or f"step {self.k}"
+        self.stds.add(step.noise_std)
+        self.projected.add(bool(step.row_projected))
+        self.dens.add(step.log_density is not None)
+        o = _as3d(step.output)
+        self.shapes.add(o.shape)
+        self.digests.append(declared_joint.digest(o))
+        std = step.noise_std
+        if max(len(self.stds), len(self.projected), len(self.dens), len(self.shapes)) > 1 or self.mean_error \
+                or step.log_density is not None or (not std and std != 0.0):
+            return None  # a structure failure, or a law with no residual to test
+        key = step.mean_key
+        m = self._means.get(key) if key is not None else None
+        if m is None:
+            mt = step.mean(self.graph).detach().to("cpu", torch.float64)
+            if self.noiseless is None:
+                self.noiseless = mt
+            m = _as3d(mt)
+            if key is not None:
+                self._means[key] = m
+        if m.shape != o.shape:
+            self.mean_error = f"declared mean has shape {m.shape}, output {o.shape}"
+            return None
+        r = o - m
+        self.any_noise = self.any_noise or bool(np.any(r))
+        self.prints.append(declared_joint.fingerprint(r))
+        self.noise_free.add(o)
+        if step.row_projected:
+            self.max_norm = max(self.max_norm, float(np.sqrt((o * o).sum(1)).max()))
+            return None
+        if self.residuals is None:
+            where = moments.ks_positions(self.n * r.size, np.random.default_rng([self.seed, SEED_TAG, 2, self.k, self.b]))
+            self.residuals = (moments.ResidualMoments if self.stream else moments.ResidualStack)(self.n, where)
+        return r
+
+    def finish(self) -> None:
+        """The Gaussian battery on this world's residuals (kept: the tests, v̂ and Σ C²)."""
+        if self.residuals is None or self.residuals.n < 2:
+            return
+        summary = self.residuals.summary()
+        std = next(iter(self.stds))
+        self.tests, self.vhat = _battery(summary, float(std), self.b,
+                                         _directions(self.graph, self.noiseless, summary.mean.shape))
+        self.sum_c2 = summary.sum_c2
+
+
+class _WorldSteps:
+    """Every mechanism step of one world, read release by release, with the co-moments of each
+    pair of steps with as many entries (the ``shared-steps`` test)."""
+
+    def __init__(self, b: int, graph: Any, n: int, stream: bool, seed: int) -> None:
+        self.b, self.graph, self.n, self.stream, self.seed = b, graph, n, stream, seed
+        self.counts: set[int] = set()
+        self.steps: list[_StepWorld] = []
+        self._cross: dict[tuple[int, int], float] = {}
+        self.cross: dict[tuple[int, int], tuple[int, int, float, float, float]] = {}
+
+    def add(self, view: list[MechanismStep] | None) -> None:
+        self.counts.add(-1 if view is None else len(view))
+        if view is None or len(self.counts) > 1:
+            return
+        while len(self.steps) < len(view):
+            self.steps.append(_StepWorld(len(self.steps), self.b, self.graph, self.n, self.stream, self.seed))
+        read = {k: r for k, step in enumerate(view) if (r := self.steps[k].read(step)) is not None}
+        deltas = {k: self.steps[k].residuals.add(r) for k, r in read.items()}
+        if self.stream:  # Σ (a − ā)(c − c̄) += (1 − 1/n)·Σ δ_a·δ_c (module doc of declared_moments)
+            for k, l in self._pairs(deltas):
+                n = self.steps[l].residuals.n
+                self._cross[(k, l)] = self._cross.get((k, l), 0.0) + \
+                    (1 - 1 / n) * float(np.dot(deltas[k].ravel(), deltas[l].ravel()))
+
+    @staticmethod
+    def _pairs(residuals: dict[int, Any]) -> list[tuple[int, int]]:
+        keys = sorted(residuals)
+        return [(k, l) for i, k in enumerate(keys) for l in keys[i + 1:]
+                if residuals[k] is not None and residuals[l] is not None
+                and np.size(residuals[k]) == np.size(residuals[l])]
+
+    def noiseless_means(self) -> dict[int, torch.Tensor]:
+        return {k: s.noiseless for k, s in enumerate(self.steps) if s.noiseless is not None}
+
+    def finish(self) -> None:
+        """Each step's battery; the co-moments' sums (then the residuals are dropped)."""
+        held = {k: s.residuals for k, s in enumerate(self.steps) if s.residuals is not None}
+        sizes = {k: (r.mean.size if self.stream else r.items[0].size) for k, r in held.items() if r.n}
+        if not self.stream:
+            self._cross = {(k, l): moments.cross_moment(held[k], held[l])
+                           for k, l in self._pairs({k: np.empty(sizes[k]) for k in sizes})}
+        for s in self.steps:
+            s.finish()
+        for (k, l), cross in self._cross.items():
+            a, c = self.steps[k], self.steps[l]
+            if a.residuals.n == c.residuals.n:
+                self.cross[(k, l)] = (a.residuals.n, sizes[k], cross, a.sum_c2, c.sum_c2)
+        for s in self.steps:
+            s.residuals = None
+
+
+def _step_check(k: int, w: dict[int, _StepWorld]) -> tuple[StepCheck, bool]:
+    """The verdict on step k from both worlds' reading; True where its residuals took the battery."""
+    check = StepCheck(Level.MECHANISM, k, w[0].name or f"step {k}")
+    world_stds = {b: w[b].stds for b in (0, 1)}
+    if any(len(v) > 1 for v in world_stds.values()) or len(w[0].projected | w[1].projected) > 1 \
+            or len(w[0].dens | w[1].dens) > 1:
         check.tests.append(Test("structure", None, None, False,
                                 f"releases of one world declare different laws (noise_std {world_stds})"))
-        return check
-    std_w = {b: world_stds[b].pop() for b in (0, 1)}
+        return check, False
+    std_w = {b: next(iter(world_stds[b])) for b in (0, 1)}
     std = std_w[0]
     check.declared_std = std
     if std_w[0] != std_w[1]:
         # the attack's exact LLR (and its threshold 0) assume one std for both worlds
         if std_w[0] is None or std_w[1] is None:
             check.tests.append(Test("structure", None, None, False, f"one world declares no law ({std_w})"))
-            return check
+            return check, False
         rel = abs(std_w[1] - std_w[0]) / max(abs(std_w[0]), 1e-300)
         check.tests.append(Test("declared-world", None, None, False,
                                 f"declared std {std_w[0]:.6g} in world 0, {std_w[1]:.6g} in world 1 "
                                 f"(relative difference {rel:.2g})"))
-    outputs = {b: [_as3d(s.output) for s in by_world[b]] for b in (0, 1)}
-    if any(len({o.shape for o in outputs[b]}) != 1 for b in (0, 1)):
+    if any(len(w[b].shapes) != 1 for b in (0, 1)):
         check.tests.append(Test("structure", None, None, False, "output shapes vary within a world"))
-        return check
-    if dens.pop():
+        return check, False
+    digests = {b: w[b].digests for b in (0, 1)}
+    if next(iter(w[0].dens)):
         check.status = "unverified"
         check.notes.append("log_density declared: the exact likelihood ratio is not tested (freshness only)")
-        check.tests += declared_joint.identity_tests(outputs, None, Test)
-        return check
+        check.tests += declared_joint.identity_from_digests(digests, None, Test)
+        return check, False
     if not std and std != 0.0:
         check.status = "undeclared"
         check.notes.append("no noise law declared (noise_std None): freshness only")
-        check.tests += declared_joint.identity_tests(outputs, None, Test)
-        return check
-    # residuals against the declared mean of each world (one call per mean_key and world)
-    residuals: dict[int, list[np.ndarray]] = {}
+        check.tests += declared_joint.identity_from_digests(digests, None, Test)
+        return check, False
     for b in (0, 1):
-        cache: dict[Any, np.ndarray] = {}
-        res = []
-        for s, o in zip(by_world[b], outputs[b]):
-            key = s.mean_key
-            if key is not None and key in cache:
-                m = cache[key]
-            else:
-                mt = s.mean(worlds[b]).detach().to("cpu", torch.float64)
-                noiseless_means[b].setdefault(k, mt)
-                m = _as3d(mt)
-                if key is not None:
-                    cache[key] = m
-            if m.shape != o.shape:
-                check.tests.append(Test("structure", b, None, False,
-                                        f"declared mean has shape {m.shape}, output {o.shape}"))
-                return check
-            res.append(o - m)
-        residuals[b] = res
-    if all(not np.any(r) for b in (0, 1) for r in residuals[b]):
+        if w[b].mean_error:
+            check.tests.append(Test("structure", b, None, False, w[b].mean_error))
+            return check, False
+    if not (w[0].any_noise or w[1].any_noise):
         ok = std_w[0] == 0.0 and std_w[1] == 0.0
         check.tests.append(Test("scale", None, None, ok, "" if ok else f"no noise at all (declared std {std:.4g})"))
         check.measured_std = [0.0, 0.0]
-        return check
-    check.tests += declared_joint.identity_tests(outputs, residuals, Test)
-    check.tests += [t for b in (0, 1) if (t := declared_joint.noise_free_test(outputs[b], std_w[b], b, Test))]
-    if projected.pop():
-        norms = max(float(np.sqrt((o * o).sum(1)).max()) for b in (0, 1) for o in outputs[b])
+        return check, False
+    check.tests += declared_joint.identity_from_digests(digests, {b: w[b].prints for b in (0, 1)}, Test)
+    check.tests += [t for b in (0, 1) if (t := w[b].noise_free.test(std_w[b], b, Test))]
+    if next(iter(w[0].projected)):
+        norms = max(w[0].max_norm, w[1].max_norm)
         check.tests.append(Test("norm", None, None, norms <= 1 + 1e-5, f"largest row norm {norms:.6g}"))
         check.status = "unverified"
         check.notes.append("row-projected: output rows have norm <= 1 checked; the noise law before the "
                            "projection is not recoverable from the output")
-        return check
-    if step_residuals is not None:  # a plain Gaussian law: its residuals are the noise (joint tests)
-        step_residuals[k] = {b: np.stack(residuals[b]) for b in (0, 1)}
-    vh = {}
+        return check, False
     for b in (0, 1):
-        dirs = _directions(worlds[b], noiseless_means[b].get(k), residuals[b][0].shape)
-        tests, vh[b] = _gaussian_battery(np.stack(residuals[b]), float(std_w[b]), b, rng, dirs)
-        check.tests += tests
-        check.measured_std.append(math.sqrt(vh[b]))
-    check.tests.append(_world_scale(vh, n=len(residuals[0]), entries=residuals[0][0].size,
+        check.tests += w[b].tests
+        check.measured_std.append(math.sqrt(w[b].vhat))
+    entries = int(np.prod(next(iter(w[0].shapes))))
+    check.tests.append(_world_scale({b: w[b].vhat for b in (0, 1)}, n=len(w[0].digests), entries=entries,
                                     expected=(std_w[1] / std_w[0]) ** 2 if std_w[0] else 1.0))
-    return check
+    return check, True
 
 
-def _directions(graph: Any, mean: torch.Tensor | None, shape: tuple[int, ...]) -> list[tuple[str, np.ndarray]]:
-    """Terms a declared mean typically misses or mis-scales: the declared mean itself (a different
-    normalisation, a scale), the mean scaled by degree or by its inverse (row / symmetric
-    normalisation), and the graph's features, raw and unit-row (self-loops, a residual connection)."""
-    out: list[tuple[str, np.ndarray]] = []
-    if mean is not None:
-        m = _as3d(mean)
-        out.append(("the declared mean", m))
-        if getattr(graph, "edge_index", None) is not None and m.shape[0] == int(graph.num_nodes):
-            deg = np.bincount(graph.edge_index[0].cpu().numpy(), minlength=m.shape[0]).astype(float)[:, None]
-            out.append(("the declared mean / degree", m / np.maximum(deg, 1.0)))
-            out.append(("the declared mean · degree", m * deg))
-    x = getattr(graph, "x", None)
-    if isinstance(x, torch.Tensor) and tuple(x.shape) == tuple(shape):
-        xd = x.detach().to("cpu", torch.float64)
-        out.append(("the features", xd.numpy()))
-        out.append(("the unit-row features", (xd / xd.norm(dim=1, keepdim=True).clamp_min(1e-12)).numpy()))
-    return out
+def _trace_rows(trace: Any) -> dict[int, tuple[list, list]]:
+    """One release's trace steps by dimension: (noisy rows, residual rows or None)."""
+    by_dim: dict[int, tuple[list, list]] = {}
+    for st in trace:
+        noisy = st.noisy.detach().double().cpu().numpy().ravel()
+        clean = getattr(st, "clean", None)
+        res = None if clean is None else noisy - clean.detach().double().cpu().numpy().ravel()
+        rows = by_dim.setdefault(noisy.size, ([], []))
+        rows[0].append(noisy)
+        rows[1].append(res)
+    return by_dim
 
 
-def _world_scale(vh: dict[int, float], n: int, entries: int, expected: float = 1.0) -> Test:
-    """F test of v̂₁/v̂₀ against `expected` (the ratio of the declared variances)."""
-    if vh[0] <= 0 or vh[1] <= 0:
-        return Test("world-scale", None, None, vh[0] == vh[1], "zero residual variance")
-    dof = (n - 1) * entries
-    f = vh[1] / vh[0] / expected
-    p = float(min(1.0, 2 * min(stats.f.cdf(f, dof, dof), stats.f.sf(f, dof, dof))))
-    return Test("world-scale", None, p, detail=f"std ratio world1/world0 {math.sqrt(f):.4g}")
-
-
-def _check_trace(traces: dict[int, list[Any]], info: dict[str, Any], rng: np.random.Generator) -> list[StepCheck]:
+def _check_trace(groups: dict[int, list[dict[int, tuple[list, list]]]], law: tuple[Any, Any], info: dict[str, Any],
+                 rng: np.random.Generator) -> list[StepCheck]:
     """One :class:`StepCheck` per group of trace steps of one dimension (a trace may interleave
-    modules of different sizes), each on the first T steps of that dimension every release has."""
-    first = next(t for b in (0, 1) for t in traces[b] if t is not None)
-    noise = info.get("noise", getattr(first, "noise", None))
-    std = info.get("noise_std", getattr(first, "noise_std", None))
+    modules of different sizes), each on the first T steps of that dimension every release has.
+    `groups`: per world, each release's :func:`_trace_rows`; `law`: the first trace's (noise,
+    noise_std)."""
+    noise = info.get("noise", law[0])
+    std = info.get("noise_std", law[1])
     note = None
-    if "noise_std" in info and float(info["noise_std"]) != float(getattr(first, "noise_std", info["noise_std"])):
-        note = (f"pair.info noise_std {info['noise_std']} differs from the trace's {first.noise_std}; "
+    if "noise_std" in info and float(info["noise_std"]) != float(law[1] if law[1] is not None else info["noise_std"]):
+        note = (f"pair.info noise_std {info['noise_std']} differs from the trace's {law[1]}; "
                 "the attack reads pair.info's, which is tested")
-    # per world, per release: dim -> (noisy rows, residual rows or None)
-    groups: dict[int, list[dict[int, tuple[list, list]]]] = {0: [], 1: []}
-    for b in (0, 1):
-        for tr in traces[b]:
-            if tr is None:
-                continue
-            by_dim: dict[int, tuple[list, list]] = {}
-            for st in tr:
-                noisy = st.noisy.detach().double().cpu().numpy().ravel()
-                clean = getattr(st, "clean", None)
-                res = None if clean is None else noisy - clean.detach().double().cpu().numpy().ravel()
-                rows = by_dim.setdefault(noisy.size, ([], []))
-                rows[0].append(noisy)
-                rows[1].append(res)
-            groups[b].append(by_dim)
     dims = sorted({d for b in (0, 1) for g in groups[b] for d in g})
     checks = []
     for gi, d in enumerate(dims):
-        check = StepCheck("trace", gi, f"trace steps of dim {d} ({noise} noise)",
+        check = StepCheck(Level.TRACE, gi, f"trace steps of dim {d} ({noise} noise)",
                           declared_std=None if std is None else float(std))
         if note:
             check.notes.append(note)

@@ -21,6 +21,7 @@ found, for a portfolio that switches to a score exploiting it.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 from typing import Any
 
@@ -31,68 +32,108 @@ from scipy import stats
 RESOLVABLE = 1e-4
 
 
+class NoiseFree:
+    """The ``noise-free`` test's running state over one world's outputs (one array of one shape at
+    a time): the first output, where every later one equals it, and the largest |output|."""
+
+    def __init__(self) -> None:
+        self.count, self.first, self.same, self.absmax = 0, None, None, None
+
+    def add(self, output: np.ndarray) -> None:
+        self.count += 1
+        if self.first is None:
+            self.first, self.same, self.absmax = output.copy(), np.ones(output.shape, bool), np.abs(output)
+            return
+        self.same &= output == self.first
+        np.maximum(self.absmax, np.abs(output), out=self.absmax)
+
+    def test(self, std: float, world: int, make_test: Any) -> Any | None:
+        """The exact test; None where no entry's noise is resolvable (or fewer than two outputs)."""
+        if not std or self.count < 2:
+            return None
+        resolvable = std >= RESOLVABLE * self.absmax
+        if not resolvable.any():
+            return None
+        still = self.same & resolvable
+        count = int(still.sum())
+        rows = int(still.any(axis=tuple(range(1, still.ndim))).sum()) if still.ndim > 1 else count
+        detail = (f"{count} entries ({rows} rows) the same in all {self.count} releases of world {world} "
+                  f"though the declared std is {std:.4g}") if count else ""
+        return make_test("noise-free", world, None, count == 0, detail)
+
+
 def noise_free_test(outputs: list[np.ndarray], std: float, world: int, make_test: Any) -> Any | None:
     """The exact ``noise-free`` test on one world's outputs (n arrays of one shape); None where no
     entry's noise is resolvable."""
-    if not std or len(outputs) < 2:
-        return None
-    stack = np.stack(outputs)
-    resolvable = std >= RESOLVABLE * np.abs(stack).max(0)
-    if not resolvable.any():
-        return None
-    still = (stack.max(0) == stack.min(0)) & resolvable
-    count = int(still.sum())
-    rows = int(still.any(axis=tuple(range(1, still.ndim))).sum()) if still.ndim > 1 else count
-    detail = (f"{count} entries ({rows} rows) the same in all {len(outputs)} releases of world {world} "
-              f"though the declared std is {std:.4g}") if count else ""
-    return make_test("noise-free", world, None, count == 0, detail)
+    state = NoiseFree()
+    for o in outputs:
+        state.add(o)
+    return state.test(std, world, make_test)
 
 
-def shared_step_tests(residuals: dict[int, dict[int, np.ndarray]], make_test: Any) -> dict[int, list[Any]]:
-    """``shared-steps`` tests for every pair of steps k < l with as many entries, per world:
-    {l: [tests]} (each test is attached to the later step). `residuals[k][b]`: n × rows × cols."""
+def shared_step_tests(pairs: list[tuple[int, int, int, int, int, float, float, float]], make_test: Any
+                      ) -> dict[int, list[Any]]:
+    """``shared-steps`` tests, one per (k, l, world, n, entries, Σ c_k·c_l, Σ c_k², Σ c_l²) with k < l
+    (the centred residuals' co-moment and squares over every entry and release): {l: [tests]}
+    (each test is attached to the later step)."""
     out: dict[int, list[Any]] = {}
-    steps = sorted(residuals)
-    for i, k in enumerate(steps):
-        for l in steps[i + 1:]:
-            for b in (0, 1):
-                a, c = residuals[k].get(b), residuals[l].get(b)
-                if a is None or c is None or a.shape[0] != c.shape[0] or a[0].size != c[0].size:
-                    continue
-                n = a.shape[0]
-                ca = (a - a.mean(0)).reshape(n, -1)
-                cc = (c - c.mean(0)).reshape(n, -1)
-                norm = math.sqrt(float((ca * ca).sum()) * float((cc * cc).sum()))
-                if norm == 0:
-                    continue
-                r = float((ca * cc).sum()) / norm
-                z = r * math.sqrt((n - 1) * ca.shape[1])
-                p = float(2 * stats.norm.sf(abs(z)))
-                out.setdefault(l, []).append(make_test(
-                    "shared-steps", b, p, True, f"steps {k} and {l}: residual correlation {r:.3g} (z = {z:.3g})"))
+    for k, l, b, n, entries, cross, sq_k, sq_l in pairs:
+        norm = math.sqrt(sq_k * sq_l)
+        if norm == 0:
+            continue
+        r = cross / norm
+        z = r * math.sqrt((n - 1) * entries)
+        p = float(2 * stats.norm.sf(abs(z)))
+        out.setdefault(l, []).append(make_test(
+            "shared-steps", b, p, True, f"steps {k} and {l}: residual correlation {r:.3g} (z = {z:.3g})"))
+    return out
+
+
+#: residuals are compared across the worlds on at most this many entries (evenly spaced): reused
+#: noise repeats every entry, fresh noise differs at all of them
+FINGERPRINT = 4096
+
+
+def digest(output: np.ndarray) -> bytes:
+    """An output's identity (shape and bytes): two releases with one digest have the same output."""
+    h = hashlib.blake2b(repr(output.shape).encode(), digest_size=20)
+    h.update(np.ascontiguousarray(output).tobytes())
+    return h.digest()
+
+
+def fingerprint(residual: np.ndarray) -> tuple[np.ndarray, float]:
+    """(the residual at :data:`FINGERPRINT` fixed entries, its largest |entry|)."""
+    flat = residual.ravel()
+    if flat.size > FINGERPRINT:
+        flat = flat[np.linspace(0, flat.size - 1, FINGERPRINT).astype(np.int64)]
+        return flat.copy(), float(np.abs(residual).max())
+    return flat.copy(), float(np.abs(flat).max()) if flat.size else 0.0
+
+
+def identity_from_digests(digests: dict[int, list[bytes]], prints: dict[int, list[tuple[np.ndarray, float]]] | None,
+                          make_test: Any) -> list[Any]:
+    """Exact: no two releases of one world with the same output (`digests`); no residual repeated
+    across worlds (`prints`, from :func:`fingerprint`)."""
+    out = []
+    for b, ds in digests.items():
+        same = sum(1 for i in range(len(ds)) for j in range(i + 1, len(ds)) if ds[i] == ds[j])
+        out.append(make_test("identical", b, None, not same,
+                             f"{same} pairs of identical outputs among {len(ds)} releases" if same else ""))
+    if prints is not None and len(prints) == 2:
+        same = 0
+        for a, big in prints[0]:
+            tol = 1e-7 * (1 + big)
+            same += sum(1 for c, _ in prints[1] if a.shape == c.shape and np.abs(a - c).max(initial=0.0) <= tol)
+        out.append(make_test("identical", None, None, same == 0,
+                             f"{same} residuals repeated across the two worlds" if same else ""))
     return out
 
 
 def identity_tests(outputs: dict[int, list[np.ndarray]], residuals: dict[int, list[np.ndarray]] | None,
                    make_test: Any) -> list[Any]:
-    """Exact: no two releases of one world with the same output; no residual repeated across worlds."""
-    out = []
-    for b, outs in outputs.items():
-        flat = [o.ravel() for o in outs]
-        same = [(i, j) for i in range(len(flat)) for j in range(i + 1, len(flat))
-                if flat[i].shape == flat[j].shape and np.array_equal(flat[i], flat[j])]
-        out.append(make_test("identical", b, None, not same,
-                             f"{len(same)} pairs of identical outputs among {len(flat)} releases" if same else ""))
-    if residuals is not None and len(residuals) == 2:
-        r0 = [r.ravel() for r in residuals[0]]
-        r1 = [r.ravel() for r in residuals[1]]
-        same = 0
-        for a in r0:
-            tol = 1e-7 * (1 + np.abs(a).max())
-            same += sum(1 for b in r1 if a.shape == b.shape and np.abs(a - b).max() <= tol)
-        out.append(make_test("identical", None, None, same == 0,
-                             f"{same} residuals repeated across the two worlds" if same else ""))
-    return out
+    """:func:`identity_from_digests` on whole outputs and residuals."""
+    prints = None if residuals is None else {b: [fingerprint(r) for r in rs] for b, rs in residuals.items()}
+    return identity_from_digests({b: [digest(o) for o in outs] for b, outs in outputs.items()}, prints, make_test)
 
 
 #: the joint tests whose failure is a deviation of the declared model

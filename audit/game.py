@@ -26,7 +26,6 @@ import numpy as np
 import torch
 
 from attacks import base as attacks
-from attacks.mechanism import MechanismLRT
 from audit import declared, declared_joint, estimators, memory_plan, pair_epsilon, provenance, relation, sequential_run
 from audit.shared_setup import SharedSetup, once
 from audit.trial_runner import (TrialSetup, batch_size, cached_work, chunk_indices, play_chunks, release_worker,
@@ -39,6 +38,7 @@ from audit.sequential_run import AUTO_SHAPE, worlds
 from audit.store import Store, run_key
 from canaries import base as canaries
 from targets import base as targets
+from targets.base import Level
 
 # ---------------------------------------------------------------------------------------------
 # running an audit
@@ -51,11 +51,11 @@ BUDGET_FLOOR = 1_000
 BUDGET_MARGIN = 1.5
 
 
-def auto_trials(claim: targets.Claim, level: str, confidence: float) -> tuple[int, str]:
+def auto_trials(claim: targets.Claim, level: Level, confidence: float) -> tuple[int, str]:
     """Trials for ``--trials auto``: the fewest (≥ BUDGET_FLOOR, a multiple of 100) whose max
     certifiable ε under the assumption-free cp is ≥ BUDGET_MARGIN × the claim, capped by the cost of
     a trial; and a one-line note, which says so when no budget under the cap can certify the claim."""
-    cap = BUDGET_CAP["mechanism" if level == "mechanism" else "training"]
+    cap = BUDGET_CAP["mechanism" if level == Level.MECHANISM else "training"]
     if not math.isfinite(claim.epsilon):
         return BUDGET_FLOOR, f"{BUDGET_FLOOR} trials (the claim is ε = ∞: nothing to certify)"
     goal = BUDGET_MARGIN * claim.epsilon
@@ -124,7 +124,7 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
     if level not in attack.levels:
         raise ValueError(f"attack {attack_name!r} works on {', '.join(attack.levels)}, not {level!r}")
     target_cls, choice, run_spec = spec.target, None, spec
-    if spec.canary == "auto" and level in ("mechanism", "trace"):
+    if spec.canary == "auto" and level in (Level.MECHANISM, Level.TRACE):
         # the probe's witness where the target takes it and it beats the given graph (audit.witness_choice)
         from audit import witness_choice
 
@@ -159,7 +159,7 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
     setup = TrialSetup(target_cls, target.config, pair, graph, attack_name, stream_seed(spec), batch=batch,
                        pipeline=pipeline, share_target=shared is not None,
                    token=f"{key}:{os.getpid()}:{time.time_ns()}")
-    if spec.batch == 0 and level == "mechanism" and batch > 1 and todo:  # --batch auto: fit the free memory
+    if spec.batch == 0 and level == Level.MECHANISM and batch > 1 and todo:  # --batch auto: fit the free memory
         memory = memory_plan.plan(worker_objects(setup)[0], pair.world(1), batch, jobs)
         batch = setup.batch = memory.batch
         if progress:
@@ -189,11 +189,12 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
     # the exact LLR, its threshold 0 and gdp rest on the target's declared noise model: test it on
     # held-out releases first, and fall back to what assumes nothing where it fails
     def checked() -> declared.DeclaredCheck | None:
-        if level not in ("mechanism", "trace"):
+        if level not in (Level.MECHANISM, Level.TRACE):
             return None
+        # releases fitted `batch` at a time, as the trials hold them (the memory plan's batch)
         return once(shared, ("declared", run_spec.setup_key(), canary_name, level, tuple(attack.levels)),
                     lambda: declared.check_declared(target, pair, seed=spec.seed, attack=attack, graph=graph,
-                                                    n=DECLARED_CHECK_N))
+                                                    n=DECLARED_CHECK_N, chunk=setup.batch))
 
     probe = functools.cache(lambda: _probe(spec, target, pair) if attack.reads_probe else None)
     t_trials = time.time()
@@ -226,7 +227,7 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
     pair_exact = pair_epsilon.of_run(
         target, pair, level=level, delta=claim.delta, confidence=spec.confidence, seed=spec.seed,
         declared_ok=pair_epsilon.declared_state(check),
-        trial_losses=(-scores[bits == 0], scores[bits == 1]) if isinstance(attack, MechanismLRT) else None,
+        trial_losses=(-scores[bits == 0], scores[bits == 1]) if attack.exact_loss else None,
         mc_releases=max(pair_epsilon.CHECK_RELEASES, used // 2)  # what a Monte Carlo may cost: the trials' own
     ) if exact else pair_epsilon.not_computable(claim.delta, "a pilot: not computed (the certified run computes it)")
     run_id = f"{spec.target.replace(':', '.').replace('/', '.')}-{key}-{spec.trials}-{method}" \

@@ -3,42 +3,54 @@
 An audit's ε_lb sits below two numbers: the claim (what the accountant charges for *every*
 neighbouring pair) and the exact ε of the pair the run played, on the view its attack observes.
 The gap claim → exact is the accounting's slack on this pair; exact → ε_lb is the attack's and
-the estimator's. This module computes the middle number where the released steps' law is known.
+the estimator's. This module computes the middle number where the released steps' law is known
+(the maths: :mod:`audit.privacy_loss`).
 
 * **Closed form.** Every released step is Gaussian given what was released before it:
   o_k = m_k(g) + N(0, s_k²). The privacy loss of step k given the past is then
   N(μ_k²/2, μ_k²) with μ_k² = Σ_i (d_ki / s_ki)², d_k = m_k(g1) − m_k(g0) (Dong, Roth & Su 2019,
   Gaussian mechanism). Where every μ_k is fixed given public state (it does not move with earlier
   noise), the losses add to N(μ²/2, μ²): the pair is exactly μ-GDP with μ = sqrt(Σ_k μ_k²)
-  (adaptive composition of fixed-μ steps is tight, DRS 2019 Cor. 3.3), and
+  (the composition bound of DRS 2019 Cor. 3.3, attained: each step's loss given the past is
+  exactly N(μ_k²/2, μ_k²)), and
   ε(δ) solves δ = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2) (DRS 2019, Cor. 2.13).
 * **Monte Carlo.** Where a step's law is not Gaussian but its log-density is known (Laplace
   steps, randomized response), or where μ_k moves with earlier noise (then the loss is a mixture),
   the exact privacy loss L = log p_P(o)/p_Q(o) is sampled on releases o ~ P, and
-  δ(ε) = E_P[(1 − e^{ε−L})₊] (Balle & Wang 2018, Thm. 5), for both orderings (P, Q) = (world 0,
-  world 1) and (world 1, world 0); ε(δ) is the larger of the two. Its error is a confidence
-  interval on ε, read from the normal-approximation interval of δ(ε) at each ε; n samples see no
+  δ(ε) = E_P[(1 − e^{ε−L})₊] (the hockey-stick divergence of P from Q, written over the loss), for
+  both orderings (P, Q) = (world 0, world 1) and (world 1, world 0); ε(δ) is the larger of the two.
+  Its error is a confidence interval on ε, read from the normal-approximation interval of δ(ε) at
+  each ε (two sides × two orderings, Bonferroni); n samples see no
   loss beyond their largest, so a tail of mass below ~1/n is invisible to them (the result says
   how many samples lay beyond ε).
+* **A declared Gaussian law** (``MechanismStep.gaussian_law``: the end of hidden linear hops, whose
+  columns are Gaussian with a full covariance): closed form μ² = Σ_c d_cᵀ C⁻¹ d_c where the two
+  worlds' covariances agree, else the Monte Carlo above, drawn from the two laws.
 * **Not computable**, with the reason: a row-projected step (its output's law is not the
-  Gaussian's), a step that declares no noise law (e.g. the end of several hidden noisy hops), a
-  view other than ``mechanism`` (a trained model's law is not tractable), a declared noise model
-  that failed its check against the real releases.
+  Gaussian's; the pre-projection μ-GDP is an upper bound, by post-processing), a step that declares
+  no noise law, the api and weights views (a trained model's law is not tractable; the mechanism
+  view's exact ε bounds them where the DP proof makes them its post-processing), a trace scored by
+  an attack whose score is not the exact loss, a declared noise model that failed its check
+  against the real releases.
+* **A DP-SGD trace** (the ``trace`` view, a gradient canary): each step is the declared noise law
+  around the auditor-known rest of the batch, a mixture where the canary is Poisson-sampled; an
+  attack whose score is that exact loss (``Attack.exact_loss``: gradient-lrt) makes the run's own
+  trials the Monte Carlo's samples.
+
+What the number rests on but could not be proven is a *caveat* of the result, never silent.
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
 import torch
-from scipy.stats import norm
-
 from attacks.mechanism import MechanismLRT, shift_norm2
-from targets.base import MechanismStep
-from targets.common.accounting import gdp_epsilon
+from audit.privacy_loss import gdp_pair_epsilon, law_losses, monte_carlo_epsilon
+from targets.base import Level, MechanismStep
 
 CLOSED_FORM = "closed-form"
 MONTE_CARLO = "monte-carlo"
@@ -75,7 +87,8 @@ class PairEpsilon:
         samples: Monte Carlo: releases per world.
         confidence: Monte Carlo: the interval's level.
         upper: where the exact ε is not computable, an upper bound on it where one is (e.g. a
-            row-projected Gaussian step: its pre-projection μ-GDP, by post-processing).
+            row-projected Gaussian step: its pre-projection μ-GDP, by post-processing), and
+            ``upper_why``: what the bound is.
     """
 
     value: float | None
@@ -90,6 +103,7 @@ class PairEpsilon:
     samples: int | None = None
     confidence: float | None = None
     upper: float | None = None
+    upper_why: str = ""
 
     @property
     def computable(self) -> bool:
@@ -114,7 +128,8 @@ class PairEpsilon:
                    interval=None if interval is None else (_read_float(interval[0]), _read_float(interval[1])),
                    mu=d.get("mu"), covers=tuple(d.get("covers") or ()), not_covered=tuple(d.get("not_covered") or ()),
                    caveats=tuple(d.get("caveats") or ()), note=d.get("note", ""), samples=d.get("samples"),
-                   confidence=d.get("confidence"), upper=_read_float(d.get("upper")))
+                   confidence=d.get("confidence"), upper=_read_float(d.get("upper")),
+                   upper_why=d.get("upper_why", ""))
 
 
 def _json_float(x: float | None) -> float | str | None:
@@ -128,83 +143,6 @@ def _read_float(x: Any) -> float | None:
 def not_computable(delta: float, *reasons: str, covers: Sequence[str] = ()) -> PairEpsilon:
     return PairEpsilon(value=None, method=NOT_COMPUTABLE, delta=delta, covers=tuple(covers),
                        not_covered=tuple(reasons))
-
-
-# ---------------------------------------------------------------------------------------------
-# the maths: pure functions
-# ---------------------------------------------------------------------------------------------
-def gaussian_mu(shifts: Iterable[tuple[Any, Any]]) -> float:
-    """μ = sqrt(Σ_steps Σ_i (d_i / s_i)²) of Gaussian steps given as (mean shift d, noise scale s),
-    s a scalar or one scale per coordinate (module docstring)."""
-    total = 0.0
-    for d, s in shifts:
-        z = np.asarray(d, dtype=float) / np.asarray(s, dtype=float)
-        total += float(np.sum(z * z))
-    return math.sqrt(total)
-
-
-def gdp_pair_epsilon(mu: float, delta: float) -> float:
-    """ε(δ) of a μ-GDP pair: :func:`targets.common.accounting.gdp_epsilon`; at δ = 0, ∞ unless μ = 0."""
-    if delta <= 0:
-        return 0.0 if mu <= 0 else math.inf
-    return gdp_epsilon(mu, delta)
-
-
-class LossSample:
-    """Samples of the privacy loss L = log p_P/p_Q under P, and δ(ε) = E[(1 − e^{ε−L})₊] with its
-    normal-approximation interval (module docstring)."""
-
-    def __init__(self, losses: Sequence[float]) -> None:
-        self.losses = np.sort(np.asarray(losses, dtype=float))[::-1]  # largest first
-        if not self.losses.size or not np.all(np.isfinite(self.losses)):
-            raise ValueError("privacy-loss samples must be a non-empty array of finite numbers")
-
-    @property
-    def n(self) -> int:
-        return int(self.losses.size)
-
-    def beyond(self, eps: float) -> int:
-        """How many samples lie beyond ε (the only ones that add to δ(ε))."""
-        return int(np.searchsorted(-self.losses, -eps, side="left"))
-
-    def delta(self, eps: float, z: float = 0.0) -> float:
-        """δ̂(ε) + z · its standard error (z < 0: the lower end, floored at 0)."""
-        tail = self.losses[: self.beyond(eps)]
-        if not tail.size:
-            return 0.0
-        terms = -np.expm1(eps - tail)
-        mean = float(terms.sum()) / self.n
-        if z == 0.0:
-            return mean
-        var = max(float((terms * terms).sum()) / self.n - mean * mean, 0.0)
-        return max(0.0, mean + z * math.sqrt(var / self.n))
-
-    def epsilon(self, delta: float, z: float = 0.0) -> float:
-        """The smallest ε ≥ 0 with δ̂(ε) + z·se ≤ δ (by bisection; δ̂ is non-increasing in ε and 0
-        from the largest sample on)."""
-        hi = max(float(self.losses[0]), 0.0)
-        if self.delta(0.0, z) <= delta:
-            return 0.0
-        lo = 0.0
-        for _ in range(200):
-            mid = 0.5 * (lo + hi)
-            lo, hi = (lo, mid) if self.delta(mid, z) <= delta else (mid, hi)
-            if hi - lo <= 1e-12 * max(1.0, hi):
-                break
-        return hi
-
-
-def monte_carlo_epsilon(loss_0: Sequence[float], loss_1: Sequence[float], delta: float, confidence: float
-                        ) -> tuple[float, tuple[float, float], int]:
-    """ε(δ) from privacy-loss samples of both orderings (`loss_0`: log p0/p1 on world-0 releases,
-    `loss_1`: log p1/p0 on world-1 releases): (the larger ordering's ε, its two-sided interval at
-    `confidence` (two sides × two orderings, Bonferroni), the fewest samples beyond ε of either)."""
-    z = float(norm.isf((1.0 - confidence) / 4.0))
-    samples = [LossSample(loss_0), LossSample(loss_1)]
-    value = max(s.epsilon(delta) for s in samples)
-    lo = max(s.epsilon(delta, -z) for s in samples)
-    hi = max(s.epsilon(delta, z) for s in samples)
-    return value, (lo, hi), min(s.beyond(value) for s in samples)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -234,13 +172,14 @@ Losses = tuple[np.ndarray, np.ndarray]
 
 def of_releases(views_0: list[list[MechanismStep]], views_1: list[list[MechanismStep]], pair: Any, *,
                 delta: float, confidence: float, losses: Callable[[], Losses] | None = None,
-                monte_carlo: bool = False, seed: int = 0) -> PairEpsilon:
+                monte_carlo: bool = False, seed: int = 0, closed_only: bool = False) -> PairEpsilon:
     """The exact ε of `pair` on the mechanism view, from a few releases of each world (`views_b`:
     their step lists). Gaussian steps whose μ_k agree across these releases: closed form (unless
     `monte_carlo` asks for the Monte Carlo, e.g. to check one against the other). Otherwise, where
     every step's loss is exact: Monte Carlo on `losses()` (samples of log p0/p1 on world-0
     releases and of log p1/p0 on world-1 releases), or on the given releases' losses. A single
-    step that declares its full Gaussian law: :func:`of_gaussian_laws` (`seed`: its samples)."""
+    step that declares its full Gaussian law: :func:`of_gaussian_laws` (`seed`: its samples).
+    `closed_only`: never a Monte Carlo over releases (not computable instead)."""
     views = views_0 + views_1
     steps = views[0]
     names = [_step_name(s, k) for k, s in enumerate(steps)]
@@ -261,6 +200,8 @@ def of_releases(views_0: list[list[MechanismStep]], views_1: list[list[Mechanism
                else "asked for the Monte Carlo")
         if not moving and not monte_carlo:
             return _closed_form(names, steps, mu2[0], delta, len(views_0), len(views_1))
+    if closed_only:
+        return not_computable(delta, f"mechanism view: {why}: a Monte Carlo, not run here", covers=names)
     loss_0, loss_1 = losses() if losses is not None else exact_losses(views_0, views_1, pair)
     return from_losses(loss_0, loss_1, names, delta=delta, confidence=confidence, why=why)
 
@@ -282,30 +223,11 @@ def of_gaussian_laws(law_0: tuple[torch.Tensor, torch.Tensor], law_1: tuple[torc
                            covers=(name,), note="the step's declared Gaussian law: equal covariances in the two "
                                                 "worlds, μ² = Σ_c d_cᵀ C⁻¹ d_c")
     rng = np.random.default_rng([seed, 0x1A3])
-    loss_0 = _law_losses((m0, chol_0), (m1, chol_1), samples, rng)
-    loss_1 = _law_losses((m1, chol_1), (m0, chol_0), samples, rng)
+    loss_0 = law_losses((m0, chol_0), (m1, chol_1), samples, rng)
+    loss_1 = law_losses((m1, chol_1), (m0, chol_0), samples, rng)
     return from_losses(loss_0, loss_1, (name,), delta=delta, confidence=confidence,
                        why=f"the step's declared Gaussian law, with covariances that differ between the worlds "
                            f"(‖C1 − C0‖/‖C0‖ = {gap:.3g}: not μ-GDP), sampled from the laws")
-
-
-def _law_losses(own: tuple[torch.Tensor, torch.Tensor], other: tuple[torch.Tensor, torch.Tensor], samples: int,
-                rng: np.random.Generator, chunk_entries: int = 1 << 22) -> np.ndarray:
-    """log p_own(x) − log p_other(x) on `samples` draws x ~ own (columns independent Gaussians,
-    each law given as (mean, Cholesky factor of its covariance))."""
-    (m, chol), (m_q, chol_q) = own, other
-    n, h = m.shape
-    log_det = float(chol.diagonal().log().sum() - chol_q.diagonal().log().sum())
-    per_chunk = max(1, chunk_entries // (n * h))
-    out = []
-    for start in range(0, samples, per_chunk):
-        k = min(per_chunk, samples - start)
-        z = torch.from_numpy(rng.standard_normal((n, k * h)))
-        x = (m.repeat(1, k) + chol @ z)  # column j·h + c is draw j's column c
-        r = torch.linalg.solve_triangular(chol_q, x - m_q.repeat(1, k), upper=False)
-        quad = (r * r - z * z).reshape(n, k, h).sum((0, 2))
-        out.append((0.5 * quad - h * log_det).numpy())
-    return np.concatenate(out)
 
 
 def _step_mu2(views: list[list[MechanismStep]], names: list[str], pair: Any) -> tuple[np.ndarray, list[str]]:
@@ -325,7 +247,7 @@ def _projection_bound(views: list[list[MechanismStep]], names: list[str], pair: 
     if moving:
         return {"note": f"no upper bound either: μ_k of {', '.join(moving)} moves with earlier noise"}
     mu = math.sqrt(float(mu2[0].sum()))
-    return {"upper": gdp_pair_epsilon(mu, delta), "mu": mu,
+    return {"upper": gdp_pair_epsilon(mu, delta), "mu": mu, "upper_why": f"μ {mu:.3g} before the projection",
             "note": f"upper bound ε ≤ {gdp_pair_epsilon(mu, delta):.4g}: the steps before their row projection are "
                     f"μ-GDP with μ = {mu:.4g}, and the projection is post-processing"}
 
@@ -364,15 +286,32 @@ def from_losses(loss_0: np.ndarray, loss_1: np.ndarray, names: Sequence[str], *,
                        caveats=caveats, note=note, samples=min(len(loss_0), len(loss_1)), confidence=confidence)
 
 
-def draw_views(target: Any, pair: Any, n: int, seed: int) -> tuple[list[list[MechanismStep]], list[list[MechanismStep]]]:
-    """The mechanism views of `n` releases of each world, from seeds of their own (apart from
-    every trial's)."""
-    states = np.random.SeedSequence([seed, 0x9A12E]).generate_state(2 * n, dtype=np.uint64)
+def draw_releases(target: Any, pair: Any, indices: range, seed: int) -> tuple[list[Any], list[Any]]:
+    """Releases `indices` of each world, each from a seed of its own (apart from every trial's)."""
     out = []
     for b in (0, 1):
-        rngs = [torch.Generator().manual_seed(int(s) & ((1 << 63) - 1)) for s in states[b * n:(b + 1) * n]]
-        out.append([r.view("mechanism") for r in target.fit_batch(pair.world(b), rngs)])
+        states = [np.random.SeedSequence([seed, 0x9A12E, b, i]).generate_state(1, dtype=np.uint64)[0] for i in indices]
+        out.append(target.fit_batch(pair.world(b), [torch.Generator().manual_seed(int(s) >> 1) for s in states]))
     return out[0], out[1]
+
+
+def draw_views(target: Any, pair: Any, indices: range, seed: int
+               ) -> tuple[list[list[MechanismStep]], list[list[MechanismStep]]]:
+    """The mechanism views of :func:`draw_releases`."""
+    return tuple([r.view(Level.MECHANISM) for r in releases] for releases in draw_releases(target, pair, indices, seed))
+
+
+def check_releases(target: Any, pair: Any, seed: int) -> tuple[list[Any], list[Any]]:
+    """One release of each world, and :data:`CHECK_RELEASES` where the steps' μ_k are compared
+    (every step Gaussian or row-projected Gaussian, short of a single step with its full law)."""
+    first = draw_releases(target, pair, range(1), seed)
+    steps = first[0][0].view(Level.MECHANISM)
+    if len(steps) == 1 and steps[0].gaussian_law is not None:
+        return first
+    if not all(s.log_density is None and s.noise_std for s in steps):
+        return first
+    more = draw_releases(target, pair, range(1, CHECK_RELEASES), seed)
+    return first[0] + more[0], first[1] + more[1]
 
 
 def declared_state(check: Any) -> bool | None:
@@ -393,13 +332,18 @@ def of_run(target: Any, pair: Any, *, level: str, delta: float, confidence: floa
     score is the exact LLR (then the Monte Carlo draws no release of its own)."""
     others = tuple(f"{v} view: not observed by this run (the exact ε is of the {level} view)"
                    for v in target.levels if v != level)
-    if level != "mechanism":
-        return not_computable(delta, f"{level} view: not computable (only the mechanism view's steps declare "
-                                     "their law)", *others)
+    if level not in (Level.MECHANISM, Level.TRACE):
+        why = f"{level} view: not computable (only the mechanism and trace views declare their law)"
+        return replace(not_computable(delta, why, *others), **_mechanism_bound(target, pair, level, delta, confidence, seed))
     if declared_ok is False:
-        return not_computable(delta, "mechanism view: the declared noise model failed its check against the real "
+        return not_computable(delta, f"{level} view: the declared noise model failed its check against the real "
                                      "releases, so the releases' law is unknown: not computable", *others)
-    views_0, views_1 = draw_views(target, pair, CHECK_RELEASES, seed)
+    unverified = () if declared_ok else ("the declared noise model is not verified on every step",)
+    if level == Level.TRACE:
+        found = _trace_exact(delta=delta, confidence=confidence, trial_losses=trial_losses)
+        return replace(found, not_covered=found.not_covered + others,
+                       caveats=found.caveats + (unverified if found.computable else ()))
+    views_0, views_1 = ([r.view(Level.MECHANISM) for r in rs] for rs in check_releases(target, pair, seed))
 
     source = []
 
@@ -407,12 +351,48 @@ def of_run(target: Any, pair: Any, *, level: str, delta: float, confidence: floa
         if trial_losses is not None:
             source.append(" (the run's own trials: its score is that loss)")
             return trial_losses
-        return exact_losses(*draw_views(target, pair, mc_releases, seed + 1), pair)
+        return exact_losses(*draw_views(target, pair, range(CHECK_RELEASES, CHECK_RELEASES + mc_releases), seed),
+                            pair)
 
     found = of_releases(views_0, views_1, pair, delta=delta, confidence=confidence, losses=losses, seed=seed)
     found = replace(found, note=found.note + "".join(source))
-    unverified = () if declared_ok or not found.computable else ("the declared noise model is not verified on every step",)
-    return replace(found, not_covered=found.not_covered + others, caveats=found.caveats + unverified)
+    return replace(found, not_covered=found.not_covered + others,
+                   caveats=found.caveats + (unverified if found.computable else ()))
+
+
+def _trace_exact(*, delta: float, confidence: float, trial_losses: Losses | None) -> PairEpsilon:
+    """A DP-SGD trace: every step's release is the declared noise law around the auditor-known rest
+    of the batch, with the canary in with probability q (a mixture). Its exact privacy loss given
+    the batches is what an exact-loss attack scores (gradient-lrt, :mod:`attacks.gradient`): read
+    on the run's own trials. Another attack may read more than the trace (or less), so its run
+    says "not computable" rather than give the trace's number for a view it did not observe."""
+    if trial_losses is None:
+        return not_computable(delta, "trace view: not computable here: its exact loss is read on the trials of an "
+                                     "attack whose score is that loss (gradient-lrt), and this run's is not one")
+    found = from_losses(*trial_losses, ("trace",), delta=delta, confidence=confidence,
+                        why="the trace's steps: the declared noise law, a mixture where the canary is sampled")
+    return replace(found, note=found.note + " (the run's own trials: its score is that loss)")
+
+
+def _mechanism_bound(target: Any, pair: Any, level: str, delta: float, confidence: float, seed: int
+                     ) -> dict[str, Any]:
+    """For a run on another view: the mechanism view's exact ε in closed form, where the target
+    offers one. The mechanism view is the noisy intermediate the target's DP proof is about, which
+    makes every other view its post-processing: its ε bounds theirs (if the proof is right)."""
+    if Level.MECHANISM not in target.levels:
+        return {}
+    releases = check_releases(target, pair, seed)
+    if level == Level.API and any(r.info.get("fresh_noise_per_query") for rs in releases for r in rs):
+        return {"note": "no bound from the mechanism view: each api query is a fresh noisy release"}
+    views = tuple([r.view(Level.MECHANISM) for r in rs] for rs in releases)
+    found = of_releases(*views, pair, delta=delta, confidence=confidence, seed=seed, closed_only=True)
+    if not found.computable:
+        return {"note": "no bound from the mechanism view: " + "; ".join(found.not_covered)}
+    return {"upper": found.value, "mu": found.mu,
+            "upper_why": f"the mechanism view's exact ε; the DP proof makes the {level} view its post-processing",
+            "note": f"upper bound ε ≤ {found.value:.4g}: the mechanism view's exact ε ({found.method}, "
+                    f"{found.note}), of which the target's DP proof makes this view a post-processing"
+                    + (f"; its caveats: {'; '.join(found.caveats)}" if found.caveats else "")}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -440,7 +420,7 @@ def slack_line(claimed: float, exact: PairEpsilon | dict[str, Any] | None, eps_l
     elif exact.value is None:
         middle = f"exact not computable: {'; '.join(r for r in exact.not_covered if 'not observed' not in r)}"
         if exact.upper is not None:
-            middle += f"; exact ≤ {_g(exact.upper)} (μ {_g(exact.mu)} before the projection)"
+            middle += f"; exact ≤ {_g(exact.upper)} ({exact.upper_why})"
     elif exact.method == MONTE_CARLO:
         lo, hi = exact.interval
         middle = f"exact {_g(exact.value)} [{_g(lo)}, {_g(hi)}] (monte-carlo)"
@@ -451,6 +431,22 @@ def slack_line(claimed: float, exact: PairEpsilon | dict[str, Any] | None, eps_l
         ratios += f", exact/claim {_g(s['exact_over_claim'])}"
     caveats = f"; caveat: {'; '.join(exact.caveats)}" if exact is not None and exact.caveats else ""
     return f"claim {_g(claimed)} → {middle} → ε_lb {_g(eps_lb)}; {ratios}{caveats}"
+
+
+def exact_cell(record: dict[str, Any] | None, fmt: Callable[[Any], str] | None = None) -> str:
+    """A table cell: ``0.27 cf`` (closed form), ``0.27 [0.25, 0.29] mc`` (Monte Carlo), ``n/c``
+    or ``n/c (≤ 0.5)`` (not computable, with an upper bound), † where a caveat applies; ``not
+    computed`` for a record written before the field existed."""
+    fmt = fmt or _g
+    if record is None:
+        return "not computed"
+    if record.get("value") is None:
+        return "n/c" if record.get("upper") is None else f"n/c (≤ {fmt(record['upper'])})"
+    mark = "†" if record.get("caveats") else ""
+    if record.get("method") == MONTE_CARLO:
+        lo, hi = record["interval"]
+        return f"{fmt(record['value'])} [{fmt(lo)}, {fmt(hi)}] mc{mark}"
+    return f"{fmt(record['value'])} cf{mark}"
 
 
 def _g(x: float | None) -> str:

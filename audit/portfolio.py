@@ -57,17 +57,18 @@ from audit.store import Store
 from audit.trial_runner import release_shared
 from canaries import base as canaries
 from targets import base as targets
+from targets.base import Level
 
 #: share of the budget the pilots may spend
 PILOT_SHARE = 0.3
 #: trials one pilot plays, by level (views that train a model cost more per trial)
-PILOT_TRIALS = {"mechanism": 200, "trace": 200, "weights": 60, "api": 60}
+PILOT_TRIALS = {Level.MECHANISM: 200, Level.TRACE: 200, Level.WEIGHTS: 60, Level.API: 60}
 #: the fewest trials a pilot is worth playing (half of them choose, half are held out)
 PILOT_MIN = 40
 #: strongest first: the order candidates of one canary are piloted in
-LEVEL_ORDER = ("mechanism", "trace", "weights", "api")
+LEVEL_ORDER = (Level.MECHANISM, Level.TRACE, Level.WEIGHTS, Level.API)
 #: views whose trials are cheap: every canary is piloted on them before any view that trains a model
-CHEAP_LEVELS = ("mechanism", "trace")
+CHEAP_LEVELS = (Level.MECHANISM, Level.TRACE)
 #: a time budget may extend the certification up to this multiple of the view's fixed-budget cap
 EXTEND = 4
 #: the default budget of ``run``: work units, so the same seed gives the same result on any machine
@@ -77,7 +78,7 @@ DEFAULT_BUDGET = Budget(units=120.0)
 
 @dataclass(frozen=True)
 class Candidate:
-    level: str
+    level: Level
     attack: str
     canary: str
     #: why the target's declarations put it early (:func:`candidates`); empty where nothing did
@@ -94,11 +95,10 @@ class Candidate:
 def candidates(target: targets.Target, graph: Any) -> tuple[list[Candidate], list[dict[str, Any]]]:
     """The candidates the target's views allow, in the order they are piloted, and the attacks left
     out with the reason (an attack whose ``applies_to`` refuses the target's probe release)."""
-    unit = target.unit.value
     gradient_ok = target.takes_gradient_canary(graph)
     names = [c for c in canaries.available() if not c.startswith("witness")]
     gradient = {c for c in names if canaries.get(c).relation == "gradient"}
-    graph_canaries = ["auto"] + [c for c in names if c not in gradient and canaries.get(c).unit == unit]
+    graph_canaries = ["auto"] + [c for c in names if c not in gradient and canaries.get(c).unit == target.unit]
     gradient_canaries = [c for c in names if c in gradient] if gradient_ok else []
     classic = _classic(target, graph)
     probes: dict[str, targets.Release | None] = {}
@@ -108,7 +108,7 @@ def candidates(target: targets.Target, graph: Any) -> tuple[list[Candidate], lis
                if (why := canaries.get(c).pointed_by(target, graph))}
     for a_rank, name in enumerate(attacks.available()):
         cls = attacks.get(name)
-        if unit not in cls.units:
+        if target.unit not in cls.units:
             continue
         for level in cls.levels:
             if level not in target.levels:
@@ -141,15 +141,15 @@ def _classic(target: targets.Target, graph: Any) -> list[tuple[str, str]]:
         return []
 
 
-def _canaries_for(kind: str, level: str, graph_canaries: list[str], gradient_canaries: list[str]) -> list[str]:
+def _canaries_for(kind: str, level: Level, graph_canaries: list[str], gradient_canaries: list[str]) -> list[str]:
     if kind == "gradient":
         return gradient_canaries
-    if kind == "any" and level == "trace" and gradient_canaries:
+    if kind == "any" and level == Level.TRACE and gradient_canaries:
         return gradient_canaries
     return graph_canaries
 
 
-def _applies(cls: type[attacks.Attack], level: str, target: targets.Target, graph: Any,
+def _applies(cls: type[attacks.Attack], level: Level, target: targets.Target, graph: Any,
              probes: dict[str, targets.Release | None]) -> bool:
     """The attack's ``applies_to`` on one probe release of the base graph (drawn once, only for an
     attack that overrides the default, from a generator no trial uses)."""
@@ -437,7 +437,7 @@ def _certification_trials(meter: Meter, winner: Candidate, piloted: list[dict[st
         n = max(8, (budget.trials - meter.trials) // 2 * 2)
         return n, f"the trial budget less the {meter.trials:,} pilot trials"
     fixed, _ = game.auto_trials(claim, winner.level, spec.confidence)
-    cap = EXTEND * game.BUDGET_CAP["mechanism" if winner.level == "mechanism" else "training"]
+    cap = EXTEND * game.BUDGET_CAP["mechanism" if winner.level == Level.MECHANISM else "training"]
     if budget.units is not None:
         cost = meter.trial_cost(winner)
         left = budget.units - meter.units - meter.setup_units(winner)

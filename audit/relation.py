@@ -44,8 +44,8 @@ def charge(unpinned: targets.Target, pair: Any, pinned: targets.Target, claim: t
         "claim_epsilon": charged.epsilon,
         "assumptions_left": {w: why for w, why in outside.items() if why},
     }
-    if "per_world_epsilon" in charged.details:
-        record["per_world_epsilon"] = charged.details["per_world_epsilon"]
+    if charged.per_world_epsilon is not None:
+        record["per_world_epsilon"] = list(charged.per_world_epsilon)
     share = pair_share(pair)
     if share is not None:
         record["share"] = share

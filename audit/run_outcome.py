@@ -21,7 +21,7 @@ from targets import base as targets
 
 
 def make_result(spec: AuditSpec, key: str, target: targets.Target, claim: targets.Claim, canary: dict[str, Any],
-                attack: str, level: str, est: estimators.Estimate, scores: np.ndarray, bits: np.ndarray,
+                attack: str, level: targets.Level, est: estimators.Estimate, scores: np.ndarray, bits: np.ndarray,
                 *, wall: float, store_path: Path, attack_queries: int | None = None,
                 exact: PairEpsilon | None = None, **run: Any) -> Result:
     """The result record (DESIGN.md). `attack_queries`: API queries per trial; where the target's

@@ -28,7 +28,8 @@ class AuditSpec:
     dataset: str = "csbm"
     canary: str = "auto"
     attack: str = "auto"
-    level: str = "auto"
+    #: a :class:`targets.base.Level` (a level's name is turned into one), or ``auto``
+    level: targets.Level | str = "auto"
     trials: int = 1000
     seed: int = 0
     confidence: float = 0.95
@@ -56,6 +57,10 @@ class AuditSpec:
             raise ValueError(f"batch must be an int >= 0 (0 = auto), got {self.batch!r}")
         if self.estimator not in ("auto", *estimators.METHODS):
             raise ValueError(f"unknown estimator {self.estimator!r}; known: auto, {', '.join(estimators.METHODS)}")
+        if self.level != "auto":
+            if self.level not in targets.LEVELS:
+                raise ValueError(f"unknown level {self.level!r}; known: auto, {', '.join(targets.LEVELS)}")
+            self.level = targets.Level(self.level)
 
     def key(self) -> str:
         """Hash of the fields that determine trial outcomes (not trials, confidence, estimator, nor

@@ -19,6 +19,7 @@ from typing import Any
 
 from audit.game import AuditSpec, run_audit
 from audit.result import Result
+from targets.base import Level
 
 
 def audit_claim(target: str, *, epsilon: float = 1.0, delta: float | None = None, bug: str | None = None,
@@ -100,7 +101,7 @@ def _fingerprint(release: Any, graph: Any) -> dict[str, list[Any]]:
     out = {}
     for level in release.levels:
         view = release.view(level)
-        if level == "api":
+        if level == Level.API:
             nodes = torch.arange(min(10, int(graph.num_nodes)))
             out[level] = _tensors(view(graph, nodes))
         else:
@@ -179,7 +180,7 @@ def target_checks(target: Any, *, params: dict[str, Any] | None = None, dataset:
         extra = set(release.levels) - set(t.levels)
         assert not extra, f"{cls.__name__}: the release offers undeclared views {sorted(extra)}"
         # a trace exists only where a gradient canary joins the run (DP-SGD configurations)
-        missing = set(t.levels) - set(release.levels) - {"trace"}
+        missing = set(t.levels) - set(release.levels) - {Level.TRACE}
         assert not missing, f"{cls.__name__}: declares views {sorted(missing)} its release does not offer"
         for level in release.levels:
             release.view(level)

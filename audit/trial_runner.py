@@ -17,6 +17,7 @@ import torch
 
 from attacks import base as attacks
 from targets import base as targets
+from targets.base import Level
 
 # ---------------------------------------------------------------------------------------------
 # seeding
@@ -44,7 +45,7 @@ AUTO_BATCH_TRAINING = 64
 AUTO_BATCH_CUDA = 64
 
 
-def batch_size(spec_batch: int, target: targets.Target, level: str = "mechanism") -> int:
+def batch_size(spec_batch: int, target: targets.Target, level: Level = Level.MECHANISM) -> int:
     """The batch size a run uses: the spec's, or auto (0): for a vectorised target AUTO_BATCH (or
     the target's ``auto_batch``) on the mechanism view, AUTO_BATCH_TRAINING on views that need the
     trained model, AUTO_BATCH_CUDA on CUDA; 1 for a target without ``fit_batch``."""
@@ -54,7 +55,7 @@ def batch_size(spec_batch: int, target: targets.Target, level: str = "mechanism"
         return 1
     if target.device.type == "cuda":
         return AUTO_BATCH_CUDA
-    if level != "mechanism":
+    if level != Level.MECHANISM:
         return AUTO_BATCH_TRAINING
     return target.auto_batch or AUTO_BATCH
 

@@ -26,6 +26,7 @@ from typing import Any
 from canaries import sensitivity
 from canaries.witness import plan
 from targets import base as targets
+from targets.base import Level
 
 #: the witness must beat the given graph's ratio by this relative margin to be played
 MARGIN = 1e-6
@@ -98,10 +99,10 @@ def given_ratio(step: dict[str, Any]) -> float | None:
     return None if row is None else float(row["ratio"])
 
 
-def choose(target: targets.Target, graph: Any, *, level: str, dataset: str, out: str | Path,
+def choose(target: targets.Target, graph: Any, *, level: Level, dataset: str, out: str | Path,
            params: dict[str, str] | None = None, options: dict[str, Any] | None = None) -> Choice:
     """Run (or reuse) the probe and decide whether the game plays its witness (module doc)."""
-    if level != "mechanism" or not target.takes_witness():
+    if level != Level.MECHANISM or not target.takes_witness():
         return Choice(False, {"probe": "skipped", "chosen_by": (
             f"given graph: no witness of {target.name}'s {level}-level steps in this configuration can be "
             "played through its pipeline (Target.witness_plan), so the probe is not run")})

@@ -53,7 +53,7 @@ class CanaryPair:
 class Canary:
     """A way to build two neighbouring worlds from a graph.
 
-    ``name``: its registry name. ``unit``: ``"edge"`` or ``"node"`` (the neighbouring notion).
+    ``name``: its registry name. ``unit``: :class:`targets.base.Unit` (the neighbouring notion).
     ``relation``: which half of the neighbouring relation its pairs cover, ``"insert"`` (world 1 adds
     an edge or a node to the given graph), ``"remove"`` (world 0 removes one the graph has) or
     ``"gradient"`` (a crafted gradient, not a graph edit). ``needs_map``: it reads the target's
@@ -61,9 +61,14 @@ class Canary:
     """
 
     name: ClassVar[str] = ""
-    unit: ClassVar[str] = "edge"
+    unit: ClassVar[targets.Unit] = targets.Unit.EDGE
     relation: ClassVar[str] = "insert"
     needs_map: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if isinstance(cls.__dict__.get("unit"), str):  # a user's name becomes a unit
+            cls.unit = targets.Unit(cls.unit)
 
     def worlds(self, graph: Any, rng: np.random.Generator, target: Any = None) -> CanaryPair:
         """The two worlds; ``target`` (optional) lets worst-case canaries read its noiseless map."""
@@ -86,7 +91,8 @@ class Canary:
 # registry
 # ---------------------------------------------------------------------------------------------
 #: canaries written ``name:ARGS`` (the class's ``parse(ARGS)`` builds one), e.g. ``edge:12-272``
-_PARAMETRISED: dict[str, str] = {"edge": "canaries.edge:ExplicitEdge", "witness": "canaries.witness:WitnessCanary"}
+_PARAMETRISED: dict[str, str] = {"edge": "canaries.edge:ExplicitEdge", "witness": "canaries.witness:WitnessCanary",
+                                  "hub-with-gradient": "canaries.joint:HubWithGradient"}
 REGISTRY: Registry[Canary] = Registry("canary", Canary, reserved=tuple(_PARAMETRISED))
 # registration order is the order a portfolio pilots canaries in: each half of the relation early
 REGISTRY.register("random-edge", "canaries.edge:RandomEdge")
@@ -144,7 +150,7 @@ def relation_canaries(target: targets.Target, graph: Any) -> list[str]:
     out = []
     for name in available():
         cls = get(name)
-        if cls.unit == target.unit.value and cls.relation != "gradient" and (has_map or not cls.needs_map):
+        if cls.unit == target.unit and cls.relation != "gradient" and (has_map or not cls.needs_map):
             out.append(name)
     return out
 

@@ -69,7 +69,7 @@ def disjoint_non_edges(graph: Data, m: int, rng: np.random.Generator) -> list[tu
 
 class RandomEdge(Canary):
     name = "random-edge"
-    unit = "edge"
+    unit = Unit.EDGE
 
     def many(self, graph: Data, m: int, rng: np.random.Generator, hops: int | None = None) -> list[CanaryPair]:
         """m canaries for a one-run audit, each a pair (base graph, base graph + its edge). With
@@ -98,7 +98,7 @@ class ExplicitEdge(Canary):
     """
 
     name = "edge"
-    unit = "edge"
+    unit = Unit.EDGE
 
     def __init__(self, u: int, v: int) -> None:
         if u == v or min(u, v) < 0:
@@ -126,7 +126,7 @@ class ExplicitEdge(Canary):
 
 class WorstCaseEdge(Canary):
     name = "worst-edge"
-    unit = "edge"
+    unit = Unit.EDGE
     needs_map = True
 
     def __init__(self, candidates: int = 64) -> None:
@@ -220,7 +220,7 @@ class LowDegreeEdge(Canary):
     """
 
     name = "low-degree-edge"
-    unit = "edge"
+    unit = Unit.EDGE
 
     def __init__(self, pool: int = 64) -> None:
         self.pool = pool
@@ -276,7 +276,7 @@ class FeatureExtremeEdge(Canary):
     """
 
     name = "feature-extreme-edge"
-    unit = "edge"
+    unit = Unit.EDGE
 
     def __init__(self, pool: int = 64) -> None:
         self.pool = pool
@@ -365,7 +365,7 @@ class SensitivitySearchEdge(Canary):
     """
 
     name = "search-edge"
-    unit = "edge"
+    unit = Unit.EDGE
     needs_map = True
 
     def __init__(self, random: int = 64, per_strategy: int = 16, refine: int = 3, features: bool = True) -> None:
@@ -408,9 +408,8 @@ class SensitivitySearchEdge(Canary):
         scored.sort(key=lambda t: -t[0])
         best_change, (u, v), src = scored[0]
         best_g0, how, rows_used = graph, "original features", None
-        unit = Unit(target.unit).value
         tried = 0
-        if self.features and unit == "edge":
+        if self.features and target.unit is Unit.EDGE:
             rows = opposite_rows(graph, rng)
             for change0, (a, b), src_ab in scored[: self.refine]:
                 for label, used, x in self._feature_variants(graph, a, b, rows):

@@ -25,6 +25,7 @@ from torch_geometric.data import Data
 
 from canaries.base import Canary, CanaryPair
 from graphs.ops import degrees, remove_edge
+from targets.base import Unit
 
 
 def existing_edges(graph: Data) -> np.ndarray:
@@ -64,21 +65,27 @@ def removal_pair(graph: Data, u: int, v: int, name: str, how: str, **extra: Any)
     return CanaryPair(g0, graph, info)
 
 
-def _low_degree_edges(graph: Data, rng: np.random.Generator) -> np.ndarray:
-    """Existing edges by ascending (smaller endpoint degree, larger endpoint degree), ties at random."""
+def _low_degree_edges(graph: Data, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(the degrees, the existing edges by ascending (smaller endpoint degree, larger endpoint degree),
+    ties at random)."""
     edges = existing_edges(graph)
     if len(edges) == 0:
         raise ValueError("the graph has no edge to remove")
     deg = degrees(graph).cpu().numpy()
     lo = np.minimum(deg[edges[:, 0]], deg[edges[:, 1]])
     hi = np.maximum(deg[edges[:, 0]], deg[edges[:, 1]])
-    return edges[np.lexsort((rng.permutation(len(edges)), hi, lo))]
+    return deg, edges[np.lexsort((rng.permutation(len(edges)), hi, lo))]
 
 
-class RandomRemovedEdge(Canary):
-    name = "remove-edge"
-    unit = "edge"
+class EdgeRemoval(Canary):
+    """A canary whose world 0 removes an edge of the given graph (:func:`removal_pair`)."""
+
+    unit = Unit.EDGE
     relation = "remove"
+
+
+class RandomRemovedEdge(EdgeRemoval):
+    name = "remove-edge"
 
     def worlds(self, graph: Data, rng: np.random.Generator, target: Any = None) -> CanaryPair:
         edges = existing_edges(graph)
@@ -88,14 +95,11 @@ class RandomRemovedEdge(Canary):
         return removal_pair(graph, int(u), int(v), self.name, "uniform random existing edge, removed in world 0")
 
 
-class IsolatingEdge(Canary):
+class IsolatingEdge(EdgeRemoval):
     name = "isolating-edge"
-    unit = "edge"
-    relation = "remove"
 
     def worlds(self, graph: Data, rng: np.random.Generator, target: Any = None) -> CanaryPair:
-        deg = degrees(graph).cpu().numpy()
-        ranked = _low_degree_edges(graph, rng)
+        deg, ranked = _low_degree_edges(graph, rng)
         u, v = (int(a) for a in ranked[0])
         leaf, other = (u, v) if deg[u] <= deg[v] else (v, u)
         if deg[leaf] == 1:
@@ -114,14 +118,11 @@ class IsolatingEdge(Canary):
                             graph_modified={"node": leaf, "edges_dropped_in_both_worlds": dropped})
 
 
-class MinDegreeEdge(Canary):
+class MinDegreeEdge(EdgeRemoval):
     name = "min-degree-edge"
-    unit = "edge"
-    relation = "remove"
 
     def worlds(self, graph: Data, rng: np.random.Generator, target: Any = None) -> CanaryPair:
-        deg = degrees(graph).cpu().numpy()
-        ranked = _low_degree_edges(graph, rng)
+        deg, ranked = _low_degree_edges(graph, rng)
         d_min = int(deg[deg > 0].min())
         ok = [(int(a), int(b)) for a, b in ranked if min(deg[a], deg[b]) == d_min and max(deg[a], deg[b]) > 1]
         if d_min == 1:
@@ -134,17 +135,15 @@ class MinDegreeEdge(Canary):
         return removal_pair(graph, u, v, self.name, how)
 
 
-class WorstRemovedEdge(Canary):
+class WorstRemovedEdge(EdgeRemoval):
     name = "worst-remove-edge"
-    unit = "edge"
-    relation = "remove"
     needs_map = True
 
     def __init__(self, candidates: int = 64) -> None:
         self.candidates = candidates
 
     def candidate_edges(self, graph: Data, rng: np.random.Generator) -> list[tuple[int, int]]:
-        low = [tuple(int(a) for a in e) for e in _low_degree_edges(graph, rng)[: self.candidates]]
+        low = [tuple(int(a) for a in e) for e in _low_degree_edges(graph, rng)[1][: self.candidates]]
         edges = existing_edges(graph)
         pick = rng.choice(len(edges), size=min(len(edges), self.candidates), replace=False)
         return list(dict.fromkeys(low + [tuple(int(a) for a in edges[i]) for i in pick]))

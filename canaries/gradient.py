@@ -43,6 +43,7 @@ import torch
 from torch_geometric.data import Data
 
 from canaries.base import Canary, CanaryPair
+from targets.base import Level, Unit
 
 
 def _replace_bug(target: Any, bug: str | None) -> Any:
@@ -53,7 +54,7 @@ def _replace_bug(target: Any, bug: str | None) -> Any:
 
 class DiracGradient(Canary):
     name = "dirac-gradient"
-    unit = "node"
+    unit = Unit.NODE
     relation = "gradient"
 
     def __init__(self, probe: bool = True, magnitude: float | None = None) -> None:
@@ -69,7 +70,7 @@ class DiracGradient(Canary):
         magnitude = float(self.magnitude) if self.magnitude is not None else law.canary_norm
         d = int(target.dimension(graph))
         j, chosen_by = d - 1, "last coordinate (no probe run)"
-        if self.probe and "trace" in target.levels:
+        if self.probe and Level.TRACE in target.levels:
             probe_target = target
             has_bug = "no-noise" in target.bugs
             if has_bug:
@@ -77,7 +78,7 @@ class DiracGradient(Canary):
             elif target.config.bug is not None:
                 probe_target = _replace_bug(target, None)
             seed = int(rng.integers(0, 2**62))
-            trace = probe_target.fit(graph, torch.Generator().manual_seed(seed)).view("trace")
+            trace = probe_target.fit(graph, torch.Generator().manual_seed(seed)).view(Level.TRACE)
             usage = torch.stack([s.clean.double().abs() for s in trace]).sum(0)
             j = int(torch.argmin(usage).item())
             chosen_by = (f"argmin over coordinates of sum_t |clean clipped sum_t| in one "
@@ -175,7 +176,7 @@ class DiracNode(DiracGradient):
     """
 
     name = "dirac-node"
-    unit = "node"
+    unit = Unit.NODE
 
     @classmethod
     def pointed_by(cls, target: Any, graph: Any) -> str | None:

@@ -31,6 +31,7 @@ from torch_geometric.data import Data
 from torch_geometric.utils import coalesce
 
 from canaries.base import Canary, CanaryPair
+from targets.base import Unit
 
 _MASKS = ("train_mask", "val_mask", "test_mask")
 
@@ -67,15 +68,25 @@ def removal_worlds(graph: Data, z: int, name: str, how: str, **extra: Any) -> Ca
     return CanaryPair(g0, g1, info)
 
 
-class RemoveNode(Canary):
-    name = "remove-node"
-    unit = "node"
+class NodeRemoval(Canary):
+    """A canary whose world 0 isolates a training node of the given graph (:func:`removal_worlds`)."""
+
+    unit = Unit.NODE
     relation = "remove"
 
-    def worlds(self, graph: Data, rng: np.random.Generator, target: Any = None) -> CanaryPair:
+    @staticmethod
+    def training_nodes(graph: Data) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(out-degrees, the training nodes, those of them with at least one edge)."""
         deg = _outdeg(graph)
         train = graph.train_mask.cpu().nonzero().view(-1)
-        pool = train[deg[train] > 0]
+        return deg, train, train[deg[train] > 0]
+
+
+class RemoveNode(NodeRemoval):
+    name = "remove-node"
+
+    def worlds(self, graph: Data, rng: np.random.Generator, target: Any = None) -> CanaryPair:
+        _, train, pool = self.training_nodes(graph)
         how = "uniform among training nodes with at least one edge"
         if pool.numel() == 0:
             pool, how = train, "uniform among training nodes (none has an edge)"
@@ -85,15 +96,11 @@ class RemoveNode(Canary):
         return removal_worlds(graph, z, self.name, how + " (canary rng)")
 
 
-class IsolatingNode(Canary):
+class IsolatingNode(NodeRemoval):
     name = "isolating-node"
-    unit = "node"
-    relation = "remove"
 
     def worlds(self, graph: Data, rng: np.random.Generator, target: Any = None) -> CanaryPair:
-        deg = _outdeg(graph)
-        train = graph.train_mask.cpu().nonzero().view(-1)
-        train = train[deg[train] > 0]
+        deg, _, train = self.training_nodes(graph)
         if train.numel() == 0:
             raise ValueError("the graph has no training node with an edge to remove")
         src, dst = graph.edge_index.cpu()
@@ -108,7 +115,7 @@ class IsolatingNode(Canary):
 
 class InsertNode(Canary):
     name = "insert-node"
-    unit = "node"
+    unit = Unit.NODE
 
     def __init__(self, degree: int = 3, scale: float = 3.0) -> None:
         self.degree = degree

@@ -465,7 +465,7 @@ def probe(target: Any, graph: Data, *, candidates: int = 32, max_nodes: int = 5,
     report = ProbeReport(_label(target), config, results, 0.0, dataset)
     if not steps:
         report.unprobed = (f"not probed: {_label(target)} declares no noisy step in this configuration "
-                           f"(unit={target.unit.value}): neither a step map (Target.step_maps) nor a declared "
+                           f"(unit={target.unit}): neither a step map (Target.step_maps) nor a declared "
                            f"step (Target.declared_steps)")
     if out is not None:
         Path(out).mkdir(parents=True, exist_ok=True)

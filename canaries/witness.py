@@ -16,7 +16,8 @@ File format (JSON, ``format = "dpgnn-audit/sensitivity-witness/1"``)::
     }
 
 ``graph`` is the base world the game starts from: world 0 (without the canary) for ``edge`` and
-``directed`` canaries, world 1 (with the node) for ``node`` canaries. The other world is rebuilt
+``directed`` canaries, world 1 (with the node) for ``node`` canaries; where the step's X is the
+graph's features (``StepMap.input_is_features``, a declared step), its features are X. The other world is rebuilt
 by adding the edge (``graphs.ops.add_edge`` / ``add_directed_edge``) or isolating the node
 (``canaries.node.isolate``). ``input`` is the step's held-fixed input X, always stored: ``realised`` means
 the target's own X on the probed graph (e.g. DPDGC's W from a fit, X⁽⁰⁾ of the encoder),
@@ -41,7 +42,8 @@ from torch_geometric.data import Data
 from canaries.base import Canary
 from canaries.edge import CanaryPair
 from canaries.node import isolate
-from targets.common.probe import WitnessPlan
+from targets.base import Unit
+from targets.common.probe import StepMap, WitnessPlan, with_features
 from graphs.datasets import graph_from_dict, graph_to_dict, tensor_from_dict
 from graphs.ops import add_directed_edge, add_edge
 
@@ -61,6 +63,8 @@ def _config(target: Any) -> dict[str, Any]:
 def save(path: str | Path, *, target: Any, step: Any, m: Any, extra: dict[str, Any] | None = None) -> Path:
     """Write measurement `m` (a :class:`canaries.sensitivity.Measurement`) of `step` as a witness."""
     base = m.g1 if m.kind == "node" else m.g0
+    if isinstance(step, StepMap) and step.input_is_features and m.x is not None:
+        base = with_features(base, m.x)  # the witness graph carries X into the step (module doc)
     canary = {"kind": m.kind, ("node" if m.kind == "node" else "edge"):
               int(m.canary) if m.kind == "node" else [int(m.canary[0]), int(m.canary[1])]}
     doc = {
@@ -156,8 +160,8 @@ class WitnessCanary(Canary):
         return self._doc
 
     @property
-    def unit(self) -> str:
-        return "node" if self.doc["canary"]["kind"] == "node" else "edge"
+    def unit(self) -> Unit:
+        return Unit.NODE if self.doc["canary"]["kind"] == "node" else Unit.EDGE
 
     def worlds(self, graph: Data, rng: np.random.Generator | None = None, target: Any = None) -> CanaryPair:
         from graphs.ops import fingerprint

@@ -15,7 +15,6 @@ import typing
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any, ClassVar, Generic, TypeVar, cast
 
 import torch
@@ -23,6 +22,7 @@ import torch
 from targets.common.accounting import check_delta, check_epsilon
 from targets.common.catalogue import Entry
 from targets.common.noise import NoiseLaw
+from targets.common.value_enum import Level, Unit
 from targets.common.probe import (SampledStep, StepDeclaration, StepMap, TightPair, WitnessPlan,
                                   derived_step_maps)
 from targets.common.config_keys import config_fields, config_help, parse_assignments, replace_config  # noqa: F401
@@ -30,24 +30,11 @@ from targets.common.registry import Registry
 from targets.common.runtime import (GLOBAL_RNG_LOCK, child_generator, noise_generator, one_torch_thread,  # noqa: F401
                                     resolve_device, seeded, split_accuracies)
 
-class Level(str, Enum):
-    """A release view an adversary may observe (its threat level), by the name results and flags use."""
-
-    API = "api"
-    WEIGHTS = "weights"
-    MECHANISM = "mechanism"
-    TRACE = "trace"
-
 
 #: the views' names, weakest first
-LEVELS: tuple[str, ...] = tuple(level.value for level in Level)
-
-
-class Unit(str, Enum):
-    """What a target's DP guarantee protects."""
-
-    EDGE = "edge"
-    NODE = "node"
+LEVELS: tuple[Level, ...] = tuple(Level)
+#: how a witness reaches a step declared through ``Target.declared_steps`` (the default witness plan)
+DECLARED_WITNESS_HOW = "the witness graph, whose features are the declared step's input X"
 
 
 @dataclass
@@ -107,7 +94,9 @@ class Claim:
 
     ``gdp_mu`` is set when the claim is a μ-GDP claim (the tightest estimator then assumes a
     Gaussian trade-off curve). ``details`` carries the accountant's internals (σ, sensitivity,
-    steps, orders, ...) so that every ε can be explained.
+    steps, orders, ...) so that every ε can be explained. ``per_world_epsilon`` is set on a claim
+    charged at the worse of a pair's two worlds (:meth:`Target.charged_claim`) where they differ:
+    each world's ε, world 0 first.
     """
 
     epsilon: float
@@ -117,10 +106,15 @@ class Claim:
     gdp_mu: float | None = None
     details: dict[str, Any] = field(default_factory=dict)
     queries: int = 1
+    per_world_epsilon: tuple[float, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """The claim as JSON: its fields, with ``per_world_epsilon`` (where set) among the details."""
         d = dataclasses.asdict(self)
+        per_world = d.pop("per_world_epsilon")
         d["details"] = {k: _jsonable(v) for k, v in self.details.items()}
+        if per_world is not None:
+            d["details"]["per_world_epsilon"] = list(per_world)
         d["epsilon"] = _jsonable(self.epsilon)
         return d
 
@@ -320,13 +314,13 @@ class Release:
         return self.info.get("target")
 
     @property
-    def levels(self) -> tuple[str, ...]:
-        return tuple(level for level in LEVELS if getattr(self, level) is not None)
+    def levels(self) -> tuple[Level, ...]:
+        return tuple(level for level in LEVELS if getattr(self, level.value) is not None)
 
-    def view(self, level: str) -> Any:
+    def view(self, level: Level | str) -> Any:
         if level not in LEVELS:
             raise ValueError(f"unknown level {level!r}; known: {', '.join(LEVELS)}")
-        value = getattr(self, level)
+        value = getattr(self, Level(level).value)
         if value is None:
             raise ValueError(f"this release offers no {level!r} view; it offers {', '.join(self.levels)}")
         return resolve(value)
@@ -343,13 +337,13 @@ def sync_fields(obj: Any, record: dict[str, Any], names: tuple[str, ...]) -> Non
             record.setdefault(name, value)
 
 
-#: a target's config type (``class GAP(Target[GAPConfig])``: ``self.config`` is a GAPConfig)
 #: seconds one trial of a view takes on the reference machine, for a target that declares none
 #: (:meth:`Target.trial_cost`): on the high side of the built-in targets' measured costs
-TRIAL_COST = {"mechanism": 0.01, "trace": 0.05, "weights": 0.5, "api": 0.5}
+TRIAL_COST = {Level.MECHANISM: 0.01, Level.TRACE: 0.05, Level.WEIGHTS: 0.5, Level.API: 0.5}
 #: seconds of a run's setup on the reference machine, for a target that declares none (:meth:`Target.setup_cost`)
 SETUP_COST = 2.0
 
+#: a target's config type (``class GAP(Target[GAPConfig])``: ``self.config`` is a GAPConfig)
 C = TypeVar("C", bound=TargetConfig)
 
 
@@ -376,7 +370,7 @@ class Target(ABC, Generic[C]):
     name: ClassVar[str] = ""
     Config: ClassVar[type[TargetConfig]] = TargetConfig
     #: the views the target offers (a class attribute; an instance may narrow it to its config's)
-    levels: tuple[str, ...] = ("api",)
+    levels: tuple[Level, ...] = (Level.API,)
     bugs: ClassVar[dict[str, str]] = {}
     #: this target's entries in the bug catalogue (``python -m audit regress``), and its planted bugs
     #: that no attack of this version catches yet, with the reason (bug → why)
@@ -395,12 +389,17 @@ class Target(ABC, Generic[C]):
     #: seconds one trial of each view takes at the default configuration on the reference machine
     #: (:meth:`trial_cost`; measured by ``benchmarks/calibrate_costs.py``), and of a run's setup
     #: on a new canary (:meth:`setup_cost`); a view left out costs :data:`TRIAL_COST`
-    trial_costs: ClassVar[dict[str, float]] = {}
+    trial_costs: ClassVar[dict[Level, float]] = {}
     setup_seconds: ClassVar[float | None] = None
     #: the device the target trains on (from ``config.device``)
     device: torch.device
 
     config: C
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if isinstance(cls.__dict__.get("levels"), tuple):  # a user's names become levels
+            cls.levels = tuple(Level(level) for level in cls.levels)
 
     def __init__(self, config: C | TargetConfig | None = None, **overrides: Any) -> None:
         config = config if config is not None else self.Config()
@@ -442,7 +441,7 @@ class Target(ABC, Generic[C]):
         """
         return [self.fit(graph, rng) for rng in rngs]
 
-    def trial_cost(self, level: str) -> float:
+    def trial_cost(self, level: Level) -> float:
         """Seconds one trial of the `level` view takes at this configuration on the reference machine
         (one core of the project's 2-core box, ``benchmarks/calibrate_costs.py``): what a budget in
         work units spends per trial (:mod:`audit.budget`). A declared number, never a measurement, so
@@ -469,7 +468,7 @@ class Target(ABC, Generic[C]):
         """Whether a gradient canary can join this configuration's ``trace`` (what ``--attack auto``
         asks before choosing a trace attack). Default: the target offers a trace and declares its
         :meth:`dimension`; targets whose trace takes a canary only in some configurations say so."""
-        return "trace" in self.levels and self.overrides("dimension")
+        return Level.TRACE in self.levels and self.overrides("dimension")
 
     def dimension(self, graph: Any) -> int:
         """The length of one clipped gradient in the ``trace`` (what a gradient canary adds to). A
@@ -522,13 +521,12 @@ class Target(ABC, Generic[C]):
 
     def charged_claim(self, g0: Any, g1: Any) -> Claim:
         """The claim an audit of the pair compares against: the claim on each world, the worse (the
-        larger ε, then δ) taken, with both worlds' ε in ``details["per_world_epsilon"]``."""
+        larger ε, then δ) taken, with both worlds' ε in ``per_world_epsilon`` where they differ."""
         claims = [self.claim(g0), self.claim(g1)]
         worse = max(claims, key=lambda c: (c.epsilon, c.delta))
         if claims[0].epsilon == claims[1].epsilon and claims[0].delta == claims[1].delta:
             return worse
-        return dataclasses.replace(worse, details={**worse.details,
-                                                   "per_world_epsilon": [c.epsilon for c in claims]})
+        return dataclasses.replace(worse, per_world_epsilon=(claims[0].epsilon, claims[1].epsilon))
 
     def preprocess(self, graph: Any) -> tuple[Any, str | None]:
         """The paper's own preprocessing of a dataset (e.g. isolated nodes dropped), applied by
@@ -560,17 +558,29 @@ class Target(ABC, Generic[C]):
         search (e.g. a spec's tight canary); None where there is none (the default)."""
         return None
 
+    @classmethod
+    def probed_by_declaration(cls) -> bool:
+        """Whether the probe reads this target through its declared steps alone (it declares
+        :meth:`declared_steps` and keeps the default :meth:`step_maps`)."""
+        return cls.step_maps is Target.step_maps and cls.declared_steps is not Target.declared_steps
+
     def takes_witness(self) -> bool:
         """Whether a mechanism-level witness of this configuration can be played through the
-        target's own pipeline (``--canary auto`` runs the probe only then). Default: no."""
-        return False
+        target's own pipeline (``--canary auto`` runs the probe only then). Default: where the
+        target is probed by its declarations, whose steps read the features a witness graph carries."""
+        return self.probed_by_declaration()
 
     @classmethod
     def witness_plan(cls, doc: dict[str, Any], params: dict[str, str]) -> WitnessPlan | None:
         """How the game plays the witness `doc` (a loaded witness file, its ``path`` included) with the
-        run's own ``--set`` `params`; None where the target cannot take the witness's input (the
-        default)."""
-        return None
+        run's own ``--set`` `params`; None where the target cannot take the witness's input. Default:
+        for a target probed by its declarations, the witness graph as the dataset and the witness pair
+        as the canary (a declared step's input X is the features, which the witness graph stores);
+        otherwise None."""
+        if not cls.probed_by_declaration():
+            return None
+        path = doc["path"]
+        return WitnessPlan(doc["target"], f"witness:{path}", f"witness:{path}", params, DECLARED_WITNESS_HOW)
 
     def bug(self, name: str) -> bool:
         return self.config.bug == name

@@ -62,7 +62,7 @@ from torch import nn
 
 from targets.common.accounting import calibrate_decreasing, rdp_to_dp, subsampled_gaussian_rdp
 from targets.common import stacked_mlp
-from targets.base import Claim, Lazy, Release, Target, TargetConfig, child_generator, split_accuracies
+from targets.base import Claim, Lazy, Level, Release, Target, TargetConfig, child_generator, split_accuracies
 from targets.common.dpsgd import canary_from
 from targets.common.trace import DPSGDTrace, TraceStep
 from targets.common.catalogue import Entry
@@ -171,10 +171,10 @@ CATALOGUE = (
 class DPSGDGCN(Target[DPSGDGCNConfig]):
     name = "dpsgd-gcn"
     #: reference-machine seconds (benchmarks/calibrate_costs.py, default config on csbm)
-    trial_costs = {"trace": 0.004, "api": 0.03, "weights": 0.03}
+    trial_costs = {Level.TRACE: 0.004, Level.API: 0.03, Level.WEIGHTS: 0.03}
     setup_seconds = 0.5
     Config = DPSGDGCNConfig
-    levels = ("api", "weights", "trace")
+    levels = (Level.API, Level.WEIGHTS, Level.TRACE)
     batched: ClassVar[bool] = True
     bugs: ClassVar[dict[str, str]] = {"no-noise": "adds no noise to the clipped sum while claiming the calibrated ε"}
     catalogue: ClassVar[tuple[Entry, ...]] = CATALOGUE

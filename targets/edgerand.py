@@ -56,7 +56,7 @@ from typing import Any, Callable, ClassVar
 import torch
 from torch_geometric.data import Data
 
-from targets.base import Claim, Lazy, LazyDict, MechanismStep, Release, Target, TargetConfig, child_generator
+from targets.base import Claim, Lazy, LazyDict, Level, MechanismStep, Release, Target, TargetConfig, child_generator
 from targets.gcn import GCNConfig, NonPrivateGCN
 from targets.common.catalogue import Entry
 
@@ -184,9 +184,9 @@ class PerturbedGraphGCN(Target[PerturbedGCNConfig]):
     """
 
     #: reference-machine seconds (benchmarks/calibrate_costs.py, default config on csbm)
-    trial_costs = {"mechanism": 0.004, "api": 0.16, "weights": 0.16}
+    trial_costs = {Level.MECHANISM: 0.004, Level.API: 0.16, Level.WEIGHTS: 0.16}
     setup_seconds = 0.5
-    levels: tuple[str, ...] = ("mechanism", "api", "weights")
+    levels: tuple[Level, ...] = (Level.MECHANISM, Level.API, Level.WEIGHTS)
     batched: ClassVar[bool] = True
     bugs: ClassVar[dict[str, str]] = {
         "no-noise": "trains on the true adjacency (no perturbation) while claiming the calibrated ε",

@@ -25,7 +25,7 @@ import torch
 from torch_geometric.data import Data
 
 from targets.common.accounting import gdp_epsilon, gdp_mu
-from targets.base import Claim, MechanismStep, Release, Target, TargetConfig, noise_generator
+from targets.base import Claim, Level, MechanismStep, Release, Target, TargetConfig, noise_generator
 from targets.common.probe import StepMap
 from targets.common.catalogue import Entry
 
@@ -76,10 +76,10 @@ CATALOGUE = (
 class GaussianMechanism(Target[GaussianConfig]):
     name = "gaussian"
     #: reference-machine seconds (benchmarks/calibrate_costs.py, default config on csbm)
-    trial_costs = {"mechanism": 0.0002, "api": 0.001}
+    trial_costs = {Level.MECHANISM: 0.0002, Level.API: 0.001}
     setup_seconds = 0.5
     Config = GaussianConfig
-    levels = ("mechanism", "api")
+    levels = (Level.MECHANISM, Level.API)
     batched = True
     bugs: ClassVar[dict[str, str]] = {
         "no-noise": "adds no noise while claiming the calibrated ε",

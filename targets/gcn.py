@@ -41,7 +41,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from targets.common import stacked_gcn, stacked_mlp
-from targets.base import Claim, Release, Target, TargetConfig, child_generator
+from targets.base import Claim, Level, Release, Target, TargetConfig, child_generator
 
 DEFAULT_DELTA = 1e-5
 
@@ -145,10 +145,10 @@ class NonPrivateGCN(Target[GCNConfig]):
 
     name: ClassVar[str] = "gcn"
     #: reference-machine seconds (benchmarks/calibrate_costs.py, default config on csbm)
-    trial_costs = {"api": 0.07, "weights": 0.07}
+    trial_costs = {Level.API: 0.07, Level.WEIGHTS: 0.07}
     setup_seconds = 0.5
     Config: ClassVar[type[TargetConfig]] = GCNConfig
-    levels: tuple[str, ...] = ("api", "weights")
+    levels: tuple[Level, ...] = (Level.API, Level.WEIGHTS)
     batched: ClassVar[bool] = True
     bugs: ClassVar[dict[str, str]] = {}
     #: (dataset, setting, ε) → test accuracy %: Kipf & Welling 2017 (GCN, Cora public split).

@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 import torch
 from torch_geometric.data import Data
 
-from targets.base import Lazy, MechanismStep, TargetConfig
+from targets.base import Lazy, Level, MechanismStep, TargetConfig
 from targets.common.catalogue import Entry
 from targets.edgerand import (PerturbedGCNConfig, PerturbedGraphGCN, Perturbation, laplace, upper_adjacency,
                               upper_index)
@@ -75,7 +75,7 @@ class LapGraph(PerturbedGraphGCN):
 
     name: ClassVar[str] = "lapgraph"
     #: reference-machine seconds (benchmarks/calibrate_costs.py, default config on csbm)
-    trial_costs = {"mechanism": 0.004, "api": 0.08, "weights": 0.08}
+    trial_costs = {Level.MECHANISM: 0.004, Level.API: 0.08, Level.WEIGHTS: 0.08}
     setup_seconds = 0.5
     Config: ClassVar[type[TargetConfig]] = LapGraphConfig
     catalogue: ClassVar[tuple[Entry, ...]] = CATALOGUE

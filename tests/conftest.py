@@ -17,6 +17,14 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 
 @pytest.fixture(scope="session")
+def tight_out(tmp_path_factory) -> Path:
+    """One results folder per test process for the tight catalogue entries (``tests/size.py``):
+    the honest check and the mutants' checks read the same stored trials, played once (a mutant
+    changes only the estimate; one-run entries replay their single run)."""
+    return tmp_path_factory.mktemp("tight-entries")
+
+
+@pytest.fixture(scope="session")
 def data_dir() -> Path:
     path = os.environ.get("AUDIT_DATA_DIR")
     if not path or not Path(path).is_dir():

@@ -17,6 +17,11 @@ that its true ε at the claim's δ *equals* the claim:
 
 A correct audit must find them CONSISTENT. Their trade-off curves are not Gaussian, so ``gdp``
 (which extrapolates a Gaussian curve through one point) overshoots the true ε on them.
+
+:class:`ExactRR` is the correct control: the same randomized response claiming exactly the (ε, δ)
+it satisfies and nothing more (no μ-GDP). Its ε is attained by the test "the released bit
+agrees with world 1", so a bound near the truth is reachable at any budget (the tight catalogue
+entries of ``tests/size.py``); one-run canaries, node-disjoint, each move one node's bit only.
 """
 from __future__ import annotations
 
@@ -95,3 +100,12 @@ class RRClaimingGDP(_ClaimsGDP):
         mean = self.noiseless(graph)
         flip = torch.rand(mean.shape, generator=rng, dtype=torch.float64) >= self.keep()
         return self.release(torch.where(flip, 1.0 - mean, mean), noise_std=None)
+
+
+class ExactRR(RRClaimingGDP):
+    name = "exact-rr"
+
+    def claim(self, graph: Any) -> Claim:
+        return Claim(epsilon=float(self.config.epsilon), delta=self.delta(),
+                     accountant="randomized response: ε(δ) = ln((p − δ)/(1 − p)) exactly", unit="edge (undirected)",
+                     details={"keep_probability": self.keep()})

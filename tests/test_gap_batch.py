@@ -9,7 +9,7 @@ from audit.data import add_directed_edge, add_edge, remove_edge
 from canaries.edge import CanaryPair
 from targets.base import build, seeded
 from targets.gap import GAP, GAPConfig, _Classifier, sum_aggregate, transposed_adjacency
-from targets.gap.model import csr_rows, differing_rows, narrow_columns, rownorm, unit_rows
+from targets.gap.model import aggregate_together, csr_rows, differing_rows, narrow_columns, rownorm, unit_rows
 from targets.gap.stacked import _classifier_init
 
 SMALL = dict(encoder_epochs=5, epochs=3, hops=2)
@@ -56,9 +56,10 @@ def test_batched_flags(csbm):
     assert "encoder" in edge.cached_work() and node.cached_work() is None
 
 
-def test_fit_batch_equals_fit_bitwise(csbm):
+@pytest.mark.parametrize("seeds", [[11, 12, 13, 14], list(range(20, 31))], ids=["4", "11"])
+def test_fit_batch_equals_fit_bitwise(csbm, seeds):
+    """11 trials: hop 2's aggregates in products of 8 and 3 trials side by side."""
     t = target(csbm)
-    seeds = [11, 12, 13, 14]
     batch = t.fit_batch(csbm, gens(seeds))
     assert len(batch) == len(seeds)
     for release, seed in zip(batch, seeds):
@@ -224,6 +225,20 @@ def test_unit_rows_and_narrow_columns():
     assert torch.equal(narrow @ h[cols], part @ h)
     both = narrow @ torch.cat([h, h2], 1)[cols]  # trials side by side: each its own product
     assert torch.equal(both[:, :3], part @ h) and torch.equal(both[:, 3:], part @ h2)
+    out = torch.empty(40, 48)
+    assert torch.equal(unit_rows(x, out=out[:, 16:32]), rownorm(x)) and torch.equal(out[:, 16:32], rownorm(x))
+
+
+def test_aggregate_together_equals_one_product_per_trial(csbm):
+    adj = transposed_adjacency(csbm.edge_index, csbm.num_nodes)
+    side = torch.randn(csbm.num_nodes, 16 * 11)
+    blocks = [side[:, 16 * j:16 * (j + 1)] for j in range(11)]  # column blocks of one buffer (read in place)
+    apart = [torch.randn(csbm.num_nodes, 16) for _ in range(3)]  # separate tensors (concatenated)
+    for hs in (blocks, apart, blocks[:1]):
+        together = aggregate_together(lambda h: adj @ h, hs, group=8)
+        assert len(together) == len(hs)
+        for h, agg in zip(hs, together):
+            assert torch.equal(agg, adj @ h.contiguous())
 
 
 def test_differing_rows_counts_multiplicity():

@@ -11,6 +11,7 @@ import torch
 from scipy.stats import norm
 
 from audit import pair_epsilon as pe
+from audit import privacy_loss as pl
 from canaries.base import CanaryPair
 from targets.base import MechanismStep
 
@@ -66,9 +67,9 @@ def test_gaussian_reference_closed_form_is_delta_over_sigma():
     assert got.method == pe.CLOSED_FORM and got.exact
     assert got.mu == pytest.approx(d / sigma, rel=1e-12)
     assert gdp_delta_by_hand(got.value, d / sigma) == pytest.approx(delta, rel=1e-6)
-    assert pe.gaussian_mu([(np.array([d, 0.0]), sigma)]) == pytest.approx(d / sigma)
+    assert pl.gaussian_mu([(np.array([d, 0.0]), sigma)]) == pytest.approx(d / sigma)
     # per-coordinate scales: Σ (d_i/s_i)²
-    assert pe.gaussian_mu([(np.array([3.0, 4.0]), np.array([1.0, 2.0]))]) == pytest.approx(math.sqrt(9 + 4))
+    assert pl.gaussian_mu([(np.array([3.0, 4.0]), np.array([1.0, 2.0]))]) == pytest.approx(math.sqrt(9 + 4))
 
 
 def test_gaussian_monte_carlo_agrees_with_the_closed_form():
@@ -79,8 +80,8 @@ def test_gaussian_monte_carlo_agrees_with_the_closed_form():
     mu = 0.75
     for delta in (1e-2, 1e-3, 1e-4):
         losses = [mu * mu / 2 + mu * rng.standard_normal(1_000_000) for _ in range(2)]
-        value, (lo, hi), beyond = pe.monte_carlo_epsilon(*losses, delta, 0.95)
-        exact = pe.gdp_pair_epsilon(mu, delta)
+        value, (lo, hi), beyond = pl.monte_carlo_epsilon(*losses, delta, 0.95)
+        exact = pl.gdp_pair_epsilon(mu, delta)
         assert lo <= exact <= hi, (delta, lo, exact, hi)
         assert hi - lo < 0.1 * exact and beyond >= 30
     a0 = _path(5)
@@ -174,12 +175,12 @@ def test_laplace_closed_form_at_delta_zero_and_its_curve():
     d, b = 1.0, 0.8
     eps0 = d / b
     losses = _laplace_losses(rng, d, b, 1_000_000)
-    value, (lo, hi), _ = pe.monte_carlo_epsilon(*losses, 0.0, 0.95)
+    value, (lo, hi), _ = pl.monte_carlo_epsilon(*losses, 0.0, 0.95)
     # the loss has an atom at ε₀ (mass 1/2): the interval collapses onto it, up to the floats of L
     assert value == pytest.approx(eps0, rel=1e-12) and lo == pytest.approx(eps0, rel=1e-12) == hi
     for delta in (0.02, 0.1, 0.3):
         exact = eps0 + 2 * math.log1p(-delta)
-        value, (lo, hi), _ = pe.monte_carlo_epsilon(*losses, delta, 0.95)
+        value, (lo, hi), _ = pl.monte_carlo_epsilon(*losses, delta, 0.95)
         assert lo <= exact <= hi and hi - lo < 0.05, (delta, lo, exact, hi)
 
 
@@ -218,6 +219,7 @@ def test_steps_without_a_computable_law_are_named_with_the_reason():
     # the projection is post-processing: each step moves by ‖d‖² = 2 before it, so ε ≤ that of μ = 2
     assert got.mu == pytest.approx(2.0) and gdp_delta_by_hand(got.upper, 2.0) == pytest.approx(1e-5, rel=1e-6)
     assert "exact ≤ " in pe.slack_line(1.0, got, 0.2)
+    assert pe.exact_cell(got.to_dict()) == f"n/c (≤ {got.upper:.3g})"
     hidden = [MechanismStep(output=out, mean=lambda g: g.A, name="X(K)")]
     got = pe.of_releases([hidden], [hidden], pair, delta=1e-5, confidence=0.95)
     assert got.value is None and "no noise law declared" in got.not_covered[0]
@@ -226,12 +228,17 @@ def test_steps_without_a_computable_law_are_named_with_the_reason():
 
 
 def test_views_other_than_mechanism_and_failed_declarations_are_not_computable(csbm):
+    """The api view is not computable; the Gaussian reference's api answers from its one release
+    (no fresh noise per query), so the mechanism view's exact ε bounds it: its edge moves A·X̂ by
+    the claimed Δ = √2, so that bound is the claim itself."""
+    from audit.data import add_edge
     from targets.base import build
 
     target = build("gaussian", epsilon=1)
-    pair = CanaryPair(csbm, csbm)
+    pair = CanaryPair(csbm, add_edge(csbm, 0, 599))
     got = pe.of_run(target, pair, level="api", delta=1e-5, confidence=0.95, seed=0, declared_ok=True)
     assert got.value is None and got.not_covered[0].startswith("api view: not computable")
+    assert got.upper == pytest.approx(1.0, rel=1e-5) and "post-processing" in got.upper_why
     got = pe.of_run(target, pair, level="mechanism", delta=1e-5, confidence=0.95, seed=0, declared_ok=False)
     assert got.value is None and "failed its check" in got.not_covered[0]
     assert any(r.startswith("api view: not observed") for r in got.not_covered)
@@ -346,3 +353,37 @@ def test_declared_gaussian_laws_with_unequal_covariances_by_quadrature():
                               confidence=0.95, seed=1)
     assert got.method == pe.MONTE_CARLO and "covariances that differ" in got.note
     assert got.interval[0] <= exact <= got.interval[1] and got.interval[1] - got.interval[0] < 0.1 * exact
+
+
+def test_a_real_randomised_response_run_gives_its_exact_epsilon(tmp_path):
+    """EdgeRand's released adjacency is randomised response on every pair (keep with p = e^ε/(1 + e^ε)):
+    one edge's privacy loss is ±ε, so the pair's exact ε at δ is ln((p − δ)/(1 − p)) (the
+    randomized-response ground truth of audit/estimators/known.py). The run's own trials (its score
+    is the exact LLR) are the Monte Carlo's samples; the interval covers the truth."""
+    from audit.game import AuditSpec, run_audit
+
+    result = run_audit(AuditSpec(target="edgerand", epsilon=1, attack="mechanism-lrt", canary="random-edge",
+                                 trials=100, seed=0), out=tmp_path, progress=False)
+    exact = result.pair_epsilon
+    p = math.e / (1 + math.e)
+    truth = math.log((p - result.claimed_delta) / (1 - p))
+    assert exact["method"] == "monte-carlo" and "the run's own trials" in exact["note"]
+    assert exact["interval"][0] <= truth <= exact["interval"][1]
+    assert exact["value"] == pytest.approx(truth, abs=1e-6)
+
+
+def test_a_dp_sgd_trace_run_gives_its_exact_epsilon(tmp_path):
+    """One DP-SGD step with every example in (q = 1) and Gaussian noise N(0, s²I): the Dirac canary
+    C·e_j moves the released sum by C, so the trace's privacy loss is N(μ²/2, μ²) with μ = C/s
+    and the pair's exact ε is GDP's at that μ. gradient-lrt scores exactly that loss, so the run's
+    own trials are the Monte Carlo's samples: its interval covers the closed form."""
+    from audit.game import AuditSpec, run_audit
+
+    params = {"hidden": "32", "steps": "1", "sampling_rate": "1", "noise": "gaussian"}
+    result = run_audit(AuditSpec(target="heterpoisson", epsilon=2, delta=1e-2, attack="gradient-lrt", params=params,
+                                 trials=2000, seed=0), out=tmp_path, progress=False)
+    exact, canary = result.pair_epsilon, result.canary
+    truth = pl.gdp_pair_epsilon(canary["magnitude"] / canary["noise_std"], result.claimed_delta)
+    assert exact["method"] == "monte-carlo" and "the run's own trials" in exact["note"]
+    assert exact["interval"][0] <= truth <= exact["interval"][1], (exact["interval"], truth)
+    assert not any("beyond ε (< 30)" in c for c in exact["caveats"])

@@ -84,3 +84,30 @@ def _graph():
     from graphs.datasets import load
 
     return load(DATASET)
+
+
+def test_a_declaration_only_target_plays_its_witness_under_auto(tmp_path):
+    """``--canary auto`` plays a declared target's witness through the default ``witness_plan``: the
+    witness graph carries the searched features, so the played pair moves the target's own mean by
+    the measured Δ."""
+    from audit import witness_choice
+    from canaries.witness import WitnessCanary
+    from graphs.datasets import load
+
+    target = build(f"{FILE}:ClippedAggregation")
+    assert target.takes_witness() and not build(f"{FILE}:Undeclared").takes_witness()
+    graph = _graph()
+    graph.x = 0.5 * graph.x / graph.x.norm(dim=1, keepdim=True)  # short rows: the given graph stays below Δ
+    options = {"candidates": 6, "max_nodes": 3, "use_families": False}
+    choice = witness_choice.choose(target, graph, level="mechanism", dataset=DATASET, out=tmp_path, options=options)
+    assert choice.play, choice.record["chosen_by"]
+    assert choice.record["given_ratio"] == pytest.approx(0.5, rel=1e-6)  # ‖(x_u, x_v)‖ = 0.5·√2 on the given graph
+    assert choice.record["witness_ratio"] == pytest.approx(1.0, rel=1e-6)
+    path = choice.record["witness"]
+    assert choice.dataset == choice.canary == f"witness:{path}" and choice.target_name.endswith(":ClippedAggregation")
+    witness = json.loads(Path(path).read_text())
+    pair = WitnessCanary(path).worlds(load(choice.dataset))
+    moved = float((target.mean(pair.g1) - target.mean(pair.g0)).norm())
+    assert moved == pytest.approx(witness["measured"], rel=1e-9) and moved == pytest.approx(math.sqrt(2), rel=1e-6)
+    # the same witness, offered to the game at another level, is not probed
+    assert not witness_choice.choose(target, graph, level="api", dataset=DATASET, out=tmp_path).play

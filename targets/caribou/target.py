@@ -14,8 +14,8 @@ from targets.common import dpsgd
 from targets.common.accounting import (
     DEFAULT_ORDERS, calibrate_decreasing, gap_delta, gaussian_rdp, gdp_epsilon, gdp_mu, rdp_to_dp,
     subsampled_gaussian_rdp)
-from targets.base import (Claim, Lazy, MechanismStep, Release, Target, TargetConfig, child_generator, noise_generator,
-                          seeded, split_accuracies)
+from targets.base import (Claim, Lazy, Level, MechanismStep, Release, Target, TargetConfig, child_generator,
+                          noise_generator, seeded, split_accuracies)
 from targets.caribou.accountant import compositions, edge_sensitivity, node_sensitivity
 from targets.caribou.config import CaribouConfig
 from targets.caribou.model import (
@@ -31,10 +31,10 @@ class Caribou(Target[CaribouConfig]):
 
     name: ClassVar[str] = "caribou"
     #: reference-machine seconds (benchmarks/calibrate_costs.py, default config on csbm)
-    trial_costs = {"mechanism": 0.005, "api": 0.2, "weights": 0.2}
+    trial_costs = {Level.MECHANISM: 0.005, Level.API: 0.2, Level.WEIGHTS: 0.2}
     setup_seconds = 1.0
     Config: ClassVar[type[TargetConfig]] = CaribouConfig
-    levels: tuple[str, ...] = ("api", "weights", "mechanism")
+    levels: tuple[Level, ...] = (Level.API, Level.WEIGHTS, Level.MECHANISM)
     batched: ClassVar[bool] = True
     bugs: ClassVar[dict[str, str]] = {
         "no-noise": "PCMP adds no noise while claiming the calibrated ε",
@@ -65,7 +65,7 @@ class Caribou(Target[CaribouConfig]):
     def trial_cost(self, level: str) -> float:
         """The default configuration's cost, the mechanism's scaled by its hops."""
         cost = super().trial_cost(level)
-        return cost * self.config.hops / type(self.config)().hops if level == "mechanism" else cost
+        return cost * self.config.hops / type(self.config)().hops if level == Level.MECHANISM else cost
 
     def __init__(self, config: CaribouConfig | None = None, **overrides: Any) -> None:
         super().__init__(config, **overrides)

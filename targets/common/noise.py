@@ -2,10 +2,10 @@
 ``noise``), by the names results and flags use."""
 from __future__ import annotations
 
-from enum import Enum
+from targets.common.value_enum import ValueEnum
 
 
-class NoiseLaw(str, Enum):
+class NoiseLaw(ValueEnum):
     """A declared noise law; compares equal to its name (``NoiseLaw.GAUSSIAN == "gaussian"``)."""
 
     GAUSSIAN = "gaussian"

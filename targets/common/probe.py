@@ -56,6 +56,8 @@ class StepMap:
             the absent node has no row; DPDGC's partial DP of Z without row r).
         degree_bound: the public degree bound the step relies on (sizes hub families).
         in_domain: ``(g0, g1, kind, canary) -> bool``: pairs the probe may use (search restriction).
+        input_is_features: X is the graph's own features (a declared step): a witness then stores
+            its X as its graph's features, so the witness graph carries X into the target's step.
     """
 
     name: str
@@ -73,6 +75,7 @@ class StepMap:
     degree_bound: int | None = None
     in_domain: Callable[..., bool] | None = None
     note: str = ""
+    input_is_features: bool = False
 
     @property
     def hub_size(self) -> int:
@@ -216,5 +219,5 @@ def _derived(d: StepDeclaration, kinds: tuple[str, ...], width: int) -> StepMap:
     domain = (f"feature rows ‖x‖ ≤ {d.feature_bound:g}" if d.feature_bound is not None
               else "the given features only (no feature bound declared)")
     return StepMap(name=d.name, norm=d.norm, kinds=kinds, apply=apply, claimed=claimed, radius=d.feature_bound,
-                   width=width, realised=realised, covers=[d.name], linear=d.linear,
+                   width=width, realised=realised, covers=[d.name], linear=d.linear, input_is_features=True,
                    note=f"declared: mean(graph) + {d.noise} noise; X = the features; domain: {domain}")

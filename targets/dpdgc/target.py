@@ -13,7 +13,7 @@ from torch import nn
 from graphs import ops as graph_ops
 from graphs.ops import drop_isolated_with_notice
 from targets.common.accounting import gap_delta, gaussian_rdp, gdp_epsilon
-from targets.base import Claim, Lazy, LazyDict, MechanismStep, Release, Target, TargetConfig, seeded
+from targets.base import Claim, Lazy, LazyDict, Level, MechanismStep, Release, Target, TargetConfig, seeded
 from targets.dpdgc.accountant import ORDERS, calibrated_sigma, dpdgc_epsilon, dpdgc_rdp, lemma_f1_epsilon
 from targets.dpdgc import dpemb
 from targets.dpdgc.config import DPDGCConfig
@@ -35,10 +35,10 @@ class DPDGC(Target[DPDGCConfig]):
 
     name: ClassVar[str] = "dpdgc"
     #: reference-machine seconds (benchmarks/calibrate_costs.py, default config on csbm)
-    trial_costs = {"mechanism": 0.13, "api": 0.65, "weights": 0.65}
+    trial_costs = {Level.MECHANISM: 0.13, Level.API: 0.65, Level.WEIGHTS: 0.65}
     setup_seconds = 2.0
     Config: ClassVar[type[TargetConfig]] = DPDGCConfig
-    levels: tuple[str, ...] = ("api", "weights", "mechanism", "trace")
+    levels: tuple[Level, ...] = (Level.API, Level.WEIGHTS, Level.MECHANISM, Level.TRACE)
     batched: ClassVar[bool] = True
     #: fit_batch trains on one thread per core while the game's thread waits: it scores the
     #: previous batch meanwhile (audit.game.play_chunk's pipeline)
@@ -80,7 +80,7 @@ class DPDGC(Target[DPDGCConfig]):
     }
 
     #: node level (k-neighbour, DP-Adam trace), measured at k 25, batch 1000, 4 + 1 epochs
-    node_trial_costs = {"mechanism": 0.006, "trace": 0.02, "api": 0.13, "weights": 0.13}
+    node_trial_costs = {Level.MECHANISM: 0.006, Level.TRACE: 0.02, Level.API: 0.13, Level.WEIGHTS: 0.13}
 
     def trial_cost(self, level: str) -> float:
         """The default configuration's cost, scaled by the epochs a trial trains (DP-Emb's for the
@@ -88,7 +88,7 @@ class DPDGC(Target[DPDGCConfig]):
         c, default = self.config, type(self.config)()
         if c.unit == "node":
             return self.node_trial_costs[level]
-        if level in ("mechanism", "trace"):
+        if level in (Level.MECHANISM, Level.TRACE):
             scale = c.epochs_encoder / default.epochs_encoder
         else:
             scale = (c.epochs_encoder + c.epochs_classifier) / (default.epochs_encoder + default.epochs_classifier)

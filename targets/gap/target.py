@@ -11,7 +11,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from graphs.ops import drop_isolated_with_notice, fingerprint
-from targets.base import Claim, Lazy, MechanismStep, Release, Target, TargetConfig, child_generator, noise_generator, seeded
+from targets.base import (Claim, Lazy, Level, MechanismStep, Release, Target, TargetConfig, child_generator,
+                          noise_generator, seeded)
 from targets.common.dpsgd import assign_flat_grad, canary_from, clip_rows, noisy_sum, poisson_sample
 from targets.gap.accountant import dpsgd_schedule, gap_claim
 from targets.gap.config import GAPConfig
@@ -21,6 +22,7 @@ from targets.gap.model import (
     _Classifier,
     _Encoder,
     _per_example_flat_grads,
+    aggregate_together,
     bound_out_degree,
     csr_rows,
     differing_rows,
@@ -54,12 +56,12 @@ class GAP(Target[GAPConfig]):
 
     name: ClassVar[str] = "gap"
     #: reference-machine seconds (benchmarks/calibrate_costs.py, default config on csbm)
-    trial_costs = {"mechanism": 0.001, "api": 0.08, "weights": 0.08}
+    trial_costs = {Level.MECHANISM: 0.001, Level.API: 0.08, Level.WEIGHTS: 0.08}
     setup_seconds = 1.0
     Config: ClassVar[type[TargetConfig]] = GAPConfig
     #: the views some configuration offers (``trace``: node level only); an instance's ``levels``
     #: are its unit's
-    levels: tuple[str, ...] = ("api", "weights", "mechanism", "trace")
+    levels: tuple[Level, ...] = (Level.API, Level.WEIGHTS, Level.MECHANISM, Level.TRACE)
     bugs: ClassVar[dict[str, str]] = {
         "no-noise": "PMA (and, at node level, DP-SGD) adds no noise while claiming the calibrated ε",
         "fresh-inference-noise": "every api query re-runs encoder + PMA over the private graph with "
@@ -96,7 +98,7 @@ class GAP(Target[GAPConfig]):
     }
 
     #: node level: the encoder trains with DP-SGD in every trial (measured with hops 1-2, 1-8 epochs)
-    node_trial_costs = {"mechanism": 0.12, "trace": 0.12, "api": 0.15, "weights": 0.15}
+    node_trial_costs = {Level.MECHANISM: 0.12, Level.TRACE: 0.12, Level.API: 0.15, Level.WEIGHTS: 0.15}
 
     def trial_cost(self, level: str) -> float:
         if self.config.unit == "node":
@@ -106,7 +108,7 @@ class GAP(Target[GAPConfig]):
     def __init__(self, config: TargetConfig | None = None, **overrides: Any) -> None:
         super().__init__(config, **overrides)
         if not self.config.node_level:
-            self.levels = ("api", "weights", "mechanism")
+            self.levels = (Level.API, Level.WEIGHTS, Level.MECHANISM)
         self._prepared: dict[str, Any] | None = None
         self._adjacencies = _ByIdentity(8)  # Aᵀ per graph (edge level)
         self._supports = _ByIdentity(4)  # rows where two graphs' Aᵀ differ
@@ -519,22 +521,27 @@ class GAP(Target[GAPConfig]):
         edges = self._private_edges(graph, bound_seeds[0])  # edge level: the graph's own edges
         aggregate = self._aggregator(graph, edges)
         first = self._first_hops.get((graph.edge_index, h0), lambda: aggregate(h0)) if cached else None
-        trial_hs, trial_sums, last_sums = [], [], []  # H_0..H_{K-1}; S_1..S_K; S_K on the device
-        for j, r in enumerate(rngs):
-            h = h0 if cached else h0[j]
-            hs, sums = [h], []
-            g = noise_generator(r, h.device)
-            for k in range(cfg.hops):
-                agg = first if k == 0 and cached else aggregate(h)
+        # hop by hop over the trials: each trial's generator still draws its hops in order, and a
+        # hop's aggregates of several trials are one product over their H side by side
+        # (:func:`aggregate_together`: the same floats as one product per trial, fewer passes
+        # over the edges)
+        gens = [noise_generator(r, h0.device if cached else h0[0].device) for r in rngs]
+        trial_hs = [[h0 if cached else h0[j]] for j in range(b)]  # H_0..H_{K-1}
+        trial_sums: list[list[torch.Tensor]] = [[] for _ in range(b)]  # S_1..S_K on the run's device
+        for k in range(cfg.hops):
+            wide = k + 1 < cfg.hops and b > 1  # H_{k+1} written side by side for the next product
+            aggs = [first] * b if k == 0 and cached else aggregate_together(aggregate, [hs[-1] for hs in trial_hs])
+            side = torch.empty(aggs[0].size(0), b * aggs[0].size(1), dtype=aggs[0].dtype,
+                               device=aggs[0].device) if wide else None
+            for j, (agg, g) in enumerate(zip(aggs, gens)):
                 noise = torch.randn(agg.shape, generator=g, dtype=agg.dtype, device=agg.device)
                 s_k = noise.mul_(std).add_(agg)  # agg + std·noise, in the draw's buffer
-                sums.append(s_k.detach())  # on the run's device: the attack moves the rows it reads
+                trial_sums[j].append(s_k.detach())  # on the run's device: the attack moves the rows it reads
                 if k + 1 < cfg.hops:
-                    h = unit_rows(s_k)
-                    hs.append(h)
-            trial_hs.append(hs)
-            trial_sums.append(sums)
-            last_sums.append(s_k)
+                    width = s_k.size(1)
+                    trial_hs[j].append(unit_rows(s_k, out=side[:, j * width:(j + 1) * width] if wide else None))
+            del aggs
+        last_sums = [sums[-1] for sums in trial_sums]
 
         # 3. the classifiers: trained together on first use of any trial's classifier view (H_K,
         # which only they read, is normalised then)

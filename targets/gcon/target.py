@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from graphs.ops import fingerprint
-from targets.base import Claim, MechanismStep, Release, Target, TargetConfig, seeded
+from targets.base import Claim, Level, MechanismStep, Release, Target, TargetConfig, seeded
 from targets.gcon.accountant import accountant_at, calibrate, psi, reverse_epsilon, sample_noise, theorem_epsilon
 from targets.gcon.config import APPROX_STEPS, GCONConfig, parse_steps
 from targets.gcon.model import Encoded, _Encoder, _unit_rows, one_hop, propagate
@@ -30,10 +30,10 @@ class GCON(Target[GCONConfig]):
 
     name: ClassVar[str] = "gcon"
     #: reference-machine seconds (benchmarks/calibrate_costs.py, default config on csbm)
-    trial_costs = {"mechanism": 0.005, "api": 0.01, "weights": 0.01}
+    trial_costs = {Level.MECHANISM: 0.005, Level.API: 0.01, Level.WEIGHTS: 0.01}
     setup_seconds = 2.0
     Config: ClassVar[type[TargetConfig]] = GCONConfig
-    levels: tuple[str, ...] = ("api", "weights", "mechanism")
+    levels: tuple[Level, ...] = (Level.API, Level.WEIGHTS, Level.MECHANISM)
     batched: ClassVar[bool] = True
     #: the runs of a batch share per-graph work only (each solve is its own): the wider the
     #: batch, the less of it per trial (csbm: 6.5 ms a trial at 16, 6.0 at 64; benchmarks/throughput.md)

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from targets.common.accounting import calibrate_decreasing
-from targets.base import Claim, Lazy, LazyDict, Release, Target, TargetConfig, split_accuracies
+from targets.base import Claim, Lazy, LazyDict, Level, Release, Target, TargetConfig, split_accuracies
 from targets.common.dpsgd import canary_from
 from targets.common import stacked_mlp
 from targets.heterpoisson import stacked
@@ -46,10 +46,10 @@ class HeterPoisson(Target[HeterPoissonConfig]):
 
     name: ClassVar[str] = "heterpoisson"
     #: reference-machine seconds (benchmarks/calibrate_costs.py, default config on csbm)
-    trial_costs = {"trace": 0.006, "api": 0.035, "weights": 0.035}
+    trial_costs = {Level.TRACE: 0.006, Level.API: 0.035, Level.WEIGHTS: 0.035}
     setup_seconds = 0.5
     Config: ClassVar[type[TargetConfig]] = HeterPoissonConfig
-    levels: tuple[str, ...] = ("api", "weights", "trace")
+    levels: tuple[Level, ...] = (Level.API, Level.WEIGHTS, Level.TRACE)
     batched: ClassVar[bool] = True
     bugs: ClassVar[dict[str, str]] = {
         "no-noise": "adds no noise to the summed gradients while claiming the calibrated epsilon",
