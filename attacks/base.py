@@ -44,6 +44,9 @@ class Attack:
     reads_probe: ClassVar[bool] = False
     units: ClassVar[tuple[Unit, ...]] = (Unit.EDGE, Unit.NODE)
     canary_kind: ClassVar[str] = "graph"
+    #: the score is the exact privacy loss log p(view | world 1)/p(view | world 0) of the view it reads,
+    #: under the target's declared law: its trials are then samples of that loss (audit.pair_epsilon)
+    exact_loss: ClassVar[bool] = False
     #: the declared-model check's deviations (``audit.declared_joint.JOINT_TESTS``, or ``"any"``) this
     #: score exploits: where the check fails, the portfolio pilots it before the others
     exploits: ClassVar[tuple[str, ...]] = ()

@@ -124,6 +124,7 @@ class FullVectorGradientCanary(Attack):
     levels = (Level.TRACE,)
     canary_kind = "gradient"
     natural_threshold = 0.0
+    exact_loss = True  # given the declared noise law and the auditor-known batches (module docstring)
 
     def step_llrs(self, release: Release, pair) -> np.ndarray:
         """ℓ_t for every step (before the sampling mixture)."""

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from audit.pair_epsilon import slack_line
+from audit.pair_epsilon import exact_cell, slack_line
 from audit.power import record_power
 from audit.result import number
 from audit.run_report import claim_tpr_limit, roc_axes
@@ -165,17 +165,10 @@ def _commit_of(r: dict[str, Any], doc: dict[str, Any]) -> str | None:
 
 
 def _exact_cell(r: dict[str, Any]) -> str:
-    """The row's exact ε of the played pair: value and method, or why there is none."""
-    pe = r.get("pair_epsilon")
-    if pe is None:
-        return "–" if r.get("verdict") == "ERROR" else "not computed"
-    if pe.get("value") is None:
-        return "n/c" if pe.get("upper") is None else f"n/c (≤ {short(number(pe['upper']))})"
-    value, mark = number(pe["value"]), "†" if pe.get("caveats") else ""
-    if pe.get("method") == "monte-carlo":
-        lo, hi = (number(x) for x in pe["interval"])
-        return f"{short(value)} [{short(lo)}, {short(hi)}] mc{mark}"
-    return f"{short(value)} cf{mark}"
+    """The row's exact ε of the played pair (:func:`audit.pair_epsilon.exact_cell`)."""
+    if r.get("verdict") == "ERROR":
+        return "–"
+    return exact_cell(r.get("pair_epsilon"), lambda x: short(number(x)))
 
 
 def _slack_section(rows: list[dict[str, Any]]) -> list[str]:

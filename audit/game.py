@@ -26,7 +26,6 @@ import numpy as np
 import torch
 
 from attacks import base as attacks
-from attacks.mechanism import MechanismLRT
 from audit import declared, declared_joint, estimators, memory_plan, pair_epsilon, provenance, relation, sequential_run
 from audit.shared_setup import SharedSetup, once
 from audit.trial_runner import (TrialSetup, batch_size, cached_work, chunk_indices, play_chunks, release_worker,
@@ -228,7 +227,7 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
     pair_exact = pair_epsilon.of_run(
         target, pair, level=level, delta=claim.delta, confidence=spec.confidence, seed=spec.seed,
         declared_ok=pair_epsilon.declared_state(check),
-        trial_losses=(-scores[bits == 0], scores[bits == 1]) if isinstance(attack, MechanismLRT) else None,
+        trial_losses=(-scores[bits == 0], scores[bits == 1]) if attack.exact_loss else None,
         mc_releases=max(pair_epsilon.CHECK_RELEASES, used // 2)  # what a Monte Carlo may cost: the trials' own
     ) if exact else pair_epsilon.not_computable(claim.delta, "a pilot: not computed (the certified run computes it)")
     run_id = f"{spec.target.replace(':', '.').replace('/', '.')}-{key}-{spec.trials}-{method}" \

@@ -28,9 +28,14 @@ the estimator's. This module computes the middle number where the released steps
   worlds' covariances agree, else the Monte Carlo above, drawn from the two laws.
 * **Not computable**, with the reason: a row-projected step (its output's law is not the
   Gaussian's; the pre-projection μ-GDP is an upper bound, by post-processing), a step that declares
-  no noise law, a view other than ``mechanism`` (a trained model's law is not tractable; the
-  mechanism view's exact ε bounds it where the DP proof makes it a post-processing), a declared
-  noise model that failed its check against the real releases.
+  no noise law, the api and weights views (a trained model's law is not tractable; the mechanism
+  view's exact ε bounds them where the DP proof makes them its post-processing), a trace scored by
+  an attack whose score is not the exact loss, a declared noise model that failed its check
+  against the real releases.
+* **A DP-SGD trace** (the ``trace`` view, a gradient canary): each step is the declared noise law
+  around the auditor-known rest of the batch, a mixture where the canary is Poisson-sampled; an
+  attack whose score is that exact loss (``Attack.exact_loss``: gradient-lrt) makes the run's own
+  trials the Monte Carlo's samples.
 
 What the number rests on but could not be proven is a *caveat* of the result, never silent.
 """
@@ -327,12 +332,17 @@ def of_run(target: Any, pair: Any, *, level: str, delta: float, confidence: floa
     score is the exact LLR (then the Monte Carlo draws no release of its own)."""
     others = tuple(f"{v} view: not observed by this run (the exact ε is of the {level} view)"
                    for v in target.levels if v != level)
-    if level != Level.MECHANISM:
-        why = f"{level} view: not computable (only the mechanism view's steps declare their law)"
+    if level not in (Level.MECHANISM, Level.TRACE):
+        why = f"{level} view: not computable (only the mechanism and trace views declare their law)"
         return replace(not_computable(delta, why, *others), **_mechanism_bound(target, pair, level, delta, confidence, seed))
     if declared_ok is False:
-        return not_computable(delta, "mechanism view: the declared noise model failed its check against the real "
+        return not_computable(delta, f"{level} view: the declared noise model failed its check against the real "
                                      "releases, so the releases' law is unknown: not computable", *others)
+    unverified = () if declared_ok else ("the declared noise model is not verified on every step",)
+    if level == Level.TRACE:
+        found = _trace_exact(delta=delta, confidence=confidence, trial_losses=trial_losses)
+        return replace(found, not_covered=found.not_covered + others,
+                       caveats=found.caveats + (unverified if found.computable else ()))
     views_0, views_1 = ([r.view(Level.MECHANISM) for r in rs] for rs in check_releases(target, pair, seed))
 
     source = []
@@ -346,8 +356,22 @@ def of_run(target: Any, pair: Any, *, level: str, delta: float, confidence: floa
 
     found = of_releases(views_0, views_1, pair, delta=delta, confidence=confidence, losses=losses, seed=seed)
     found = replace(found, note=found.note + "".join(source))
-    unverified = () if declared_ok or not found.computable else ("the declared noise model is not verified on every step",)
-    return replace(found, not_covered=found.not_covered + others, caveats=found.caveats + unverified)
+    return replace(found, not_covered=found.not_covered + others,
+                   caveats=found.caveats + (unverified if found.computable else ()))
+
+
+def _trace_exact(*, delta: float, confidence: float, trial_losses: Losses | None) -> PairEpsilon:
+    """A DP-SGD trace: every step's release is the declared noise law around the auditor-known rest
+    of the batch, with the canary in with probability q (a mixture). Its exact privacy loss given
+    the batches is what an exact-loss attack scores (gradient-lrt, :mod:`attacks.gradient`): read
+    on the run's own trials. Another attack may read more than the trace (or less), so its run
+    says "not computable" rather than give the trace's number for a view it did not observe."""
+    if trial_losses is None:
+        return not_computable(delta, "trace view: not computable here: its exact loss is read on the trials of an "
+                                     "attack whose score is that loss (gradient-lrt), and this run's is not one")
+    found = from_losses(*trial_losses, ("trace",), delta=delta, confidence=confidence,
+                        why="the trace's steps: the declared noise law, a mixture where the canary is sampled")
+    return replace(found, note=found.note + " (the run's own trials: its score is that loss)")
 
 
 def _mechanism_bound(target: Any, pair: Any, level: str, delta: float, confidence: float, seed: int
@@ -407,6 +431,22 @@ def slack_line(claimed: float, exact: PairEpsilon | dict[str, Any] | None, eps_l
         ratios += f", exact/claim {_g(s['exact_over_claim'])}"
     caveats = f"; caveat: {'; '.join(exact.caveats)}" if exact is not None and exact.caveats else ""
     return f"claim {_g(claimed)} → {middle} → ε_lb {_g(eps_lb)}; {ratios}{caveats}"
+
+
+def exact_cell(record: dict[str, Any] | None, fmt: Callable[[Any], str] | None = None) -> str:
+    """A table cell: ``0.27 cf`` (closed form), ``0.27 [0.25, 0.29] mc`` (Monte Carlo), ``n/c``
+    or ``n/c (≤ 0.5)`` (not computable, with an upper bound), † where a caveat applies; ``not
+    computed`` for a record written before the field existed."""
+    fmt = fmt or _g
+    if record is None:
+        return "not computed"
+    if record.get("value") is None:
+        return "n/c" if record.get("upper") is None else f"n/c (≤ {fmt(record['upper'])})"
+    mark = "†" if record.get("caveats") else ""
+    if record.get("method") == MONTE_CARLO:
+        lo, hi = record["interval"]
+        return f"{fmt(record['value'])} [{fmt(lo)}, {fmt(hi)}] mc{mark}"
+    return f"{fmt(record['value'])} cf{mark}"
 
 
 def _g(x: float | None) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from audit import estimators
-from audit.pair_epsilon import slack_line
+from audit.pair_epsilon import exact_cell, slack_line
 from audit.power import power, record_power
 from audit.result import Result, number
 
@@ -268,12 +268,14 @@ def markdown(result: Result, image: str | None = None) -> str:
 
 
 def compare(results: list[Result]) -> str:
-    head = "| run | target | bug | dataset | attack | trials | claimed ε | ε_lb | CI | method | verdict | power |"
-    lines = [head, "|" + "---|" * 12]
+    head = ("| run | target | bug | dataset | attack | trials | claimed ε | exact ε (pair) | ε_lb | CI | method | "
+            "verdict | power |")
+    lines = [head, "|" + "---|" * 13]
     for r in results:
         ci = r.ci or [None, None]
         lines.append(f"| {r.run_id or ''} | {r.target} | {r.config.get('bug') or '-'} | {r.dataset} | "
-                     f"{r.attack} | {r.trials} | {_fmt(r.claimed_epsilon)} | {_fmt(r.eps_lb)} | "
+                     f"{r.attack} | {r.trials} | {_fmt(r.claimed_epsilon)} | "
+                     f"{exact_cell(r.pair_epsilon, lambda x: _fmt(number(x)))} | {_fmt(r.eps_lb)} | "
                      f"[{_fmt(ci[0])}, {_fmt(ci[1])}] | {r.method} | {r.verdict} | "
                      f"{(result_power(r) or {}).get('reading', '-')} |")
     return "\n".join(lines)

@@ -80,7 +80,7 @@ def main() -> None:
 
     defaults = json.loads(DEFAULTS.read_text())["rows"]
     binding = json.loads(BINDING.read_text())
-    rows = [r for r in binding["rows"] if r.get("tightness") is not None]
+    rows = sorted((r for r in binding["rows"] if r.get("tightness") is not None), key=lambda r: r["epsilon"])
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for label, target, params in SYSTEMS:
         line = defaults_line(defaults, target, params)

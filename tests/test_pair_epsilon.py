@@ -219,6 +219,7 @@ def test_steps_without_a_computable_law_are_named_with_the_reason():
     # the projection is post-processing: each step moves by ‖d‖² = 2 before it, so ε ≤ that of μ = 2
     assert got.mu == pytest.approx(2.0) and gdp_delta_by_hand(got.upper, 2.0) == pytest.approx(1e-5, rel=1e-6)
     assert "exact ≤ " in pe.slack_line(1.0, got, 0.2)
+    assert pe.exact_cell(got.to_dict()) == f"n/c (≤ {got.upper:.3g})"
     hidden = [MechanismStep(output=out, mean=lambda g: g.A, name="X(K)")]
     got = pe.of_releases([hidden], [hidden], pair, delta=1e-5, confidence=0.95)
     assert got.value is None and "no noise law declared" in got.not_covered[0]
@@ -352,3 +353,37 @@ def test_declared_gaussian_laws_with_unequal_covariances_by_quadrature():
                               confidence=0.95, seed=1)
     assert got.method == pe.MONTE_CARLO and "covariances that differ" in got.note
     assert got.interval[0] <= exact <= got.interval[1] and got.interval[1] - got.interval[0] < 0.1 * exact
+
+
+def test_a_real_randomised_response_run_gives_its_exact_epsilon(tmp_path):
+    """EdgeRand's released adjacency is randomised response on every pair (keep with p = e^ε/(1 + e^ε)):
+    one edge's privacy loss is ±ε, so the pair's exact ε at δ is ln((p − δ)/(1 − p)) (the
+    randomized-response ground truth of audit/estimators/known.py). The run's own trials (its score
+    is the exact LLR) are the Monte Carlo's samples; the interval covers the truth."""
+    from audit.game import AuditSpec, run_audit
+
+    result = run_audit(AuditSpec(target="edgerand", epsilon=1, attack="mechanism-lrt", canary="random-edge",
+                                 trials=100, seed=0), out=tmp_path, progress=False)
+    exact = result.pair_epsilon
+    p = math.e / (1 + math.e)
+    truth = math.log((p - result.claimed_delta) / (1 - p))
+    assert exact["method"] == "monte-carlo" and "the run's own trials" in exact["note"]
+    assert exact["interval"][0] <= truth <= exact["interval"][1]
+    assert exact["value"] == pytest.approx(truth, abs=1e-6)
+
+
+def test_a_dp_sgd_trace_run_gives_its_exact_epsilon(tmp_path):
+    """One DP-SGD step with every example in (q = 1) and Gaussian noise N(0, s²I): the Dirac canary
+    C·e_j moves the released sum by C, so the trace's privacy loss is N(μ²/2, μ²) with μ = C/s
+    and the pair's exact ε is GDP's at that μ. gradient-lrt scores exactly that loss, so the run's
+    own trials are the Monte Carlo's samples: its interval covers the closed form."""
+    from audit.game import AuditSpec, run_audit
+
+    params = {"hidden": "32", "steps": "1", "sampling_rate": "1", "noise": "gaussian"}
+    result = run_audit(AuditSpec(target="heterpoisson", epsilon=2, delta=1e-2, attack="gradient-lrt", params=params,
+                                 trials=2000, seed=0), out=tmp_path, progress=False)
+    exact, canary = result.pair_epsilon, result.canary
+    truth = pl.gdp_pair_epsilon(canary["magnitude"] / canary["noise_std"], result.claimed_delta)
+    assert exact["method"] == "monte-carlo" and "the run's own trials" in exact["note"]
+    assert exact["interval"][0] <= truth <= exact["interval"][1], (exact["interval"], truth)
+    assert not any("beyond ε (< 30)" in c for c in exact["caveats"])
