@@ -36,21 +36,47 @@ def defaults_line(rows: list[dict], target: str, params: dict) -> dict[float, fl
     return dict(sorted(out.items()))
 
 
-def gap_joint_exact(row: dict) -> float:
-    """The exact ε of GAP-NDP's joint pair: T Poisson(q)-subsampled Gaussian steps (the canary at the
-    clip norm, multiplier σ) composed with one Gaussian hop of μ = √D/(σ√D) (dp-accounting's PLD)."""
+def joint_exact(trace_std: float, q: float, steps: int, hop_std: float, hops: int, delta: float) -> float:
+    """The exact ε at `delta` of `steps` Poisson(q)-subsampled Gaussian steps (the canary's norm over the
+    noise std: 1/trace_std) composed with `hops` Gaussian steps of μ = 1/hop_std (dp-accounting's PLD)."""
     from dp_accounting.pld import privacy_loss_distribution as pld
 
+    trace = pld.from_gaussian_mechanism(trace_std, sampling_prob=q, value_discretization_interval=1e-3)
+    hop = pld.from_gaussian_mechanism(hop_std, value_discretization_interval=1e-3).self_compose(hops)
+    return (trace.self_compose(steps).compose(hop) if steps else hop).get_epsilon_for_delta(delta)
+
+
+def _row_claim(row: dict):
     from audit.data import load
     from targets.base import build
 
     params = {k: (int(v) if v.isdigit() else v) for k, v in row["params"].items()}
-    claim = build("gap", epsilon=row["epsilon"], **params).claim(load(row["dataset"]))
+    return build(row["target"], epsilon=row["epsilon"], **params).claim(load(row["dataset"]))
+
+
+def gap_joint_exact(row: dict) -> float:
+    """GAP-NDP's joint pair: T Poisson(q) steps (the canary at the clip norm, multiplier σ) and its hops,
+    each of μ = √D/(σ√D) = 1/σ."""
+    claim = _row_claim(row)
     d = claim.details
-    sigma, q, steps = d["noise_multiplier"], d["sampling_rate"], d["steps_encoder"]
-    trace = pld.from_gaussian_mechanism(sigma, sampling_prob=q, value_discretization_interval=1e-3).self_compose(steps)
-    hops = pld.from_gaussian_mechanism(sigma, value_discretization_interval=1e-3).self_compose(int(d["hops"]))
-    return trace.compose(hops).get_epsilon_for_delta(claim.delta)
+    sigma = d["noise_multiplier"]
+    return joint_exact(sigma, d["sampling_rate"], d["steps_encoder"], sigma, int(d["hops"]), claim.delta)
+
+
+def is_replace(row: dict) -> bool:
+    """Whether the row's gradient pair is replace-one (its run record's canary: ``gradient_pair``)."""
+    run = json.loads((BINDING.parent / f"{row['run_id']}.json").read_text())
+    return run["canary"].get("gradient_pair") == "replace-one"
+
+
+def dpdgc_joint_exact(row: dict, replace: bool) -> float:
+    """DPDGC's joint pair at q = 1: T DP-Emb steps whose canary has norm g·C under noise 2σ·g·C (μ = 1/(2σ)
+    each; a replace-one pair, ±g·C, 1/σ) and Z_{\\r}, moved by Δ_Z = c·√k under noise σ·Δ_Z (μ = 1/σ)."""
+    claim = _row_claim(row)
+    d = claim.details
+    shift = d["canary_norm"] * (2.0 if replace else 1.0)
+    return joint_exact(d["trace_noise_std"] / shift, d["sampling_rate"], d["steps_encoder"],
+                       d["noise_multiplier"], 1, claim.delta)
 
 
 def exact_ratio(witness: str) -> float:
@@ -94,6 +120,12 @@ def main() -> None:
         _binding_lines(ax, "CARIBOU", "C0", caribou, exact, table)
     if gap:
         _binding_lines(ax, "GAP-NDP", "C3", gap, [gap_joint_exact(r) for r in gap], table)
+    dpdgc = [r for r in rows if r["target"] == "dpdgc"]
+    if dpdgc:
+        for label, colour, replace in (("DPDGC (g·C canary)", "C2", False), ("DPDGC (replace-one)", "C4", True)):
+            rows_ = [r for r in dpdgc if is_replace(r) == replace]
+            if rows_:
+                _binding_lines(ax, label, colour, rows_, [dpdgc_joint_exact(r, replace) for r in rows_], table)
     ax.axhline(0.8, color="grey", lw=0.8, ls="--")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("claimed ε")
