@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from attacks.base import Attack
-from attacks.gradient import FullVectorGradientCanary, _canary_and_law, _step_canary
+from attacks.gradient import FullVectorGradientCanary, canary_and_law, step_canary
 from attacks.mechanism import MechanismLRT
 from targets.base import Level, Release
 
@@ -42,7 +42,7 @@ class JointLRT(Attack):
     @staticmethod
     def replace_llr(release: Release, pair: Any) -> float:
         """The trace's LLR of a replace-one pair (module docstring)."""
-        c1, _, std, q, trace = _canary_and_law(release, pair)
+        c1, _, std, q, trace = canary_and_law(release, pair)
         if q < 1.0:
             raise ValueError("a replace-one gradient pair needs full-batch DP-SGD (q = 1)")
         c0 = torch.as_tensor(pair.g0.canary_gradient, dtype=torch.float64)
@@ -50,7 +50,7 @@ class JointLRT(Attack):
         for t, step in enumerate(trace):
             if step.clean is None or step.canary is None:
                 raise ValueError("a replace-one gradient pair needs the trace's clean sums and carried canaries")
-            a, b = _step_canary(c0, t), _step_canary(c1, t)
+            a, b = step_canary(c0, t), step_canary(c1, t)
             x = step.noisy.double() - (step.clean.double() - step.canary.double())
             total += float((x * (b - a)).sum() - 0.5 * ((b * b).sum() - (a * a).sum())) / std**2
         return total
