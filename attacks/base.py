@@ -50,6 +50,9 @@ class Attack:
     #: the declared-model check's deviations (``audit.declared_joint.JOINT_TESTS``, or ``"any"``) this
     #: score exploits: where the check fails, the portfolio pilots it before the others
     exploits: ClassVar[tuple[str, ...]] = ()
+    #: reference-machine seconds one score takes beyond the trial's fit (what a budget in work units
+    #: charges per trial besides ``Target.trial_cost``); 0 where scoring is cheap beside training
+    score_cost: ClassVar[float] = 0.0
 
     @classmethod
     def rests_on_declared_model(cls) -> bool:

@@ -82,7 +82,9 @@ def sml_log_integral(r2: np.ndarray, d: int, std: float) -> np.ndarray:
     return (m[:, 0] + np.log((np.exp(f - m) * wts).sum(axis=1))) + np.log(step)
 
 
-def _canary_and_law(release: Release, pair) -> tuple[torch.Tensor, str, float, float, object]:
+def canary_and_law(release: Release, pair) -> tuple[torch.Tensor, str, float, float, object]:
+    """(the gradient canary of world 1, the noise law's name, its std, the sampling rate q, the trace):
+    the pair's record first, the released trace where the record is silent."""
     trace = release.view(Level.TRACE)
     gc = getattr(pair.g1, "canary_gradient", None)
     if gc is None:
@@ -94,7 +96,8 @@ def _canary_and_law(release: Release, pair) -> tuple[torch.Tensor, str, float, f
     return torch.as_tensor(gc, dtype=torch.float64), noise, std, q, trace
 
 
-def _step_canary(gc: torch.Tensor, t: int) -> torch.Tensor:
+def step_canary(gc: torch.Tensor, t: int) -> torch.Tensor:
+    """The canary step t carried: one row per step, or the same vector at every step."""
     return gc[t] if gc.dim() == 2 else gc
 
 
@@ -106,10 +109,10 @@ class ProjectedGradientCanary(Attack):
     canary_kind = "gradient"
 
     def score(self, release: Release, pair, graph=None) -> float:
-        gc, _, _, _, trace = _canary_and_law(release, pair)
+        gc, _, _, _, trace = canary_and_law(release, pair)
         total = 0.0
         for t, step in enumerate(trace):
-            c = _step_canary(gc, t)
+            c = step_canary(gc, t)
             norm = float(c.norm())
             if norm == 0:
                 continue
@@ -128,11 +131,11 @@ class FullVectorGradientCanary(Attack):
 
     def step_llrs(self, release: Release, pair) -> np.ndarray:
         """ℓ_t for every step (before the sampling mixture)."""
-        gc, noise, std, _, trace = _canary_and_law(release, pair)
+        gc, noise, std, _, trace = canary_and_law(release, pair)
         std = max(std, 1e-12)
         xs, cs = [], []
         for t, step in enumerate(trace):
-            c = _step_canary(gc, t)
+            c = step_canary(gc, t)
             scale = _step_scale(step)
             if scale is not None:
                 c = scale * c
@@ -154,7 +157,7 @@ class FullVectorGradientCanary(Attack):
         raise ValueError(f"gradient-lrt knows the noise laws 'gaussian' and 'sml', not {noise!r}")
 
     def score(self, release: Release, pair, graph=None) -> float:
-        _, _, _, q, trace = _canary_and_law(release, pair)
+        _, _, _, q, trace = canary_and_law(release, pair)
         ell = self.step_llrs(release, pair)
         if q >= 1.0:
             return float(ell.sum())
@@ -197,11 +200,11 @@ class ProductLaplaceGradientCanary(Attack):
     canary_kind = "gradient"
 
     def score(self, release: Release, pair, graph=None) -> float:
-        gc, _, std, q, trace = _canary_and_law(release, pair)
+        gc, _, std, q, trace = canary_and_law(release, pair)
         b = max(std, 1e-12) / math.sqrt(2.0)
         ell = []
         for t, step in enumerate(trace):
-            c = _step_canary(gc, t)
+            c = step_canary(gc, t)
             if step.clean is None:
                 raise ValueError("the gradient-l1 attack needs the trace's clean sums (white-box instrumentation)")
             x = step.noisy.double() - (step.clean.double() - (c if step.canary_in else 0.0))

@@ -210,9 +210,17 @@ def _gdp_valid(claim: targets.Claim, attack: str, declared: dict[str, Any] | Non
     trade-off is then the declared Gaussian one), the rule ``--estimator gdp`` follows by hand."""
     if claim.gdp_mu is not None:
         return "the claim is μ-GDP"
-    if attacks.get(attack).rests_on_declared_model() and declared and declared.get("allows_declared_model"):
+    if attacks.get(attack).rests_on_declared_model() and _model_passed(declared):
         return "an exact likelihood ratio of a declared model that passed its check"
     return None
+
+
+def _model_passed(declared: dict[str, Any] | None) -> bool:
+    """The declared model passed its check, undeclared steps aside (``DeclaredCheck.allows(strict=False)``,
+    what ``--estimator gdp`` needs for its a-priori threshold)."""
+    if not declared or not declared.get("checked") or not declared.get("ok") or declared.get("deviations"):
+        return False
+    return all(s.get("status") in ("pass", "undeclared") for s in declared.get("steps") or [])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -289,13 +297,17 @@ class Meter:
             n = min(n, int(PILOT_SHARE * b.trials) - self.trials)
         elif b.units is not None:
             left = PILOT_SHARE * b.units - self.units - self.setup_units(cand)
-            n = min(n, int(left / self.target.trial_cost(cand.level)))
+            n = min(n, int(left / self.trial_cost(cand)))
         elif rows_so_far and time.time() - self.t0 >= PILOT_SHARE * (b.seconds or 0.0):
             return 0
         return n // 2 * 2
 
+    def trial_cost(self, cand: Candidate) -> float:
+        """Units one trial of the candidate costs: the target's fit of the view and the attack's score."""
+        return self.target.trial_cost(cand.level) + attacks.get(cand.attack).score_cost
+
     def charge(self, cand: Candidate, n: int) -> None:
-        self.units += self.setup_units(cand) + n * self.target.trial_cost(cand.level)
+        self.units += self.setup_units(cand) + n * self.trial_cost(cand)
         self.setups.add((cand.level, cand.canary))
         self.trials += n
 
@@ -427,7 +439,7 @@ def _certification_trials(meter: Meter, winner: Candidate, piloted: list[dict[st
     fixed, _ = game.auto_trials(claim, winner.level, spec.confidence)
     cap = EXTEND * game.BUDGET_CAP["mechanism" if winner.level == Level.MECHANISM else "training"]
     if budget.units is not None:
-        cost = meter.target.trial_cost(winner.level)
+        cost = meter.trial_cost(winner)
         left = budget.units - meter.units - meter.setup_units(winner)
         n, what = int(left / cost) // 2 * 2, f"{max(left, 0):g} work units left at {cost:g} per {winner.level} trial"
     else:

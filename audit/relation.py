@@ -38,7 +38,7 @@ def charge(unpinned: targets.Target, pair: Any, pinned: targets.Target, claim: t
         charged = claim  # the pair charges what the given graph does: the run's claim, as it was
     outside = {f"world {w}": target.claim_assumptions(g) for w, g in ((0, pair.g0), (1, pair.g1))}
     record: dict[str, Any] = {
-        "relation": pair.info.get("relation", "insert"),
+        "relation": pair.relation or "insert",
         "pins": dict(pins),
         "pins_from": "the given graph" if pins == base_pins else "the worse world of the pair (it charges more)",
         "claim_epsilon": charged.epsilon,
@@ -55,11 +55,10 @@ def charge(unpinned: targets.Target, pair: Any, pinned: targets.Target, claim: t
 def pair_share(pair: Any) -> dict[str, Any] | None:
     """Which share of the dataset's edges (or training nodes) a pair of this kind concerns, where
     the canary measured it."""
-    shares = pair.info.get("shares")
+    shares = pair.shares
     if not shares:
         return None
-    kind = "isolating" if pair.info.get("isolates") else "at_min_degree" if pair.info.get("relation") == "remove" \
-        else None
+    kind = "isolating" if pair.isolates else "at_min_degree" if pair.relation == "remove" else None
     if kind is None or kind not in shares:
         return None
     return {"of": shares.get("of", "undirected edges"), "kind": kind, "share": shares[kind],

@@ -63,12 +63,19 @@ def gap_joint_exact(row: dict) -> float:
     return joint_exact(sigma, d["sampling_rate"], d["steps_encoder"], sigma, int(d["hops"]), claim.delta)
 
 
-def dpdgc_joint_exact(row: dict) -> float:
+def is_replace(row: dict) -> bool:
+    """Whether the row's gradient pair is replace-one (its run record's canary: ``gradient_pair``)."""
+    run = json.loads((BINDING.parent / f"{row['run_id']}.json").read_text())
+    return run["canary"].get("gradient_pair") == "replace-one"
+
+
+def dpdgc_joint_exact(row: dict, replace: bool) -> float:
     """DPDGC's joint pair at q = 1: T DP-Emb steps whose canary has norm g·C under noise 2σ·g·C (μ = 1/(2σ)
-    each) and Z_{\\r}, moved by Δ_Z = c·√k under noise σ·Δ_Z (μ = 1/σ)."""
+    each; a replace-one pair, ±g·C, 1/σ) and Z_{\\r}, moved by Δ_Z = c·√k under noise σ·Δ_Z (μ = 1/σ)."""
     claim = _row_claim(row)
     d = claim.details
-    return joint_exact(d["trace_noise_std"] / d["canary_norm"], d["sampling_rate"], d["steps_encoder"],
+    shift = d["canary_norm"] * (2.0 if replace else 1.0)
+    return joint_exact(d["trace_noise_std"] / shift, d["sampling_rate"], d["steps_encoder"],
                        d["noise_multiplier"], 1, claim.delta)
 
 
@@ -115,7 +122,10 @@ def main() -> None:
         _binding_lines(ax, "GAP-NDP", "C3", gap, [gap_joint_exact(r) for r in gap], table)
     dpdgc = [r for r in rows if r["target"] == "dpdgc"]
     if dpdgc:
-        _binding_lines(ax, "DPDGC", "C2", dpdgc, [dpdgc_joint_exact(r) for r in dpdgc], table)
+        for label, colour, replace in (("DPDGC (g·C canary)", "C2", False), ("DPDGC (replace-one)", "C4", True)):
+            rows_ = [r for r in dpdgc if is_replace(r) == replace]
+            if rows_:
+                _binding_lines(ax, label, colour, rows_, [dpdgc_joint_exact(r, replace) for r in rows_], table)
     ax.axhline(0.8, color="grey", lw=0.8, ls="--")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("claimed ε")

@@ -24,6 +24,8 @@ class CanaryPair:
     """Two neighbouring worlds and what tells them apart.
 
     ``edge`` (u, v) or ``node`` z is the canary where it is one, ``chosen_by`` how it was chosen;
+    ``relation`` whether world 1 adds ("insert") or world 0 removes ("remove") it, ``isolates`` the
+    nodes the removal leaves with no edge, ``shares`` the share of the dataset such pairs concern.
     ``info`` is the pair's record for the result, holding the same (``edge`` as [u, v]). A field
     left unset is read from the record, and a field set is written to it, so the two agree.
     """
@@ -34,9 +36,12 @@ class CanaryPair:
     edge: tuple[int, int] | None = None
     node: int | None = None
     chosen_by: str | None = None
+    relation: str | None = None
+    isolates: list[int] | None = None
+    shares: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
-        targets.sync_fields(self, self.info, ("edge", "node", "chosen_by"))
+        targets.sync_fields(self, self.info, ("edge", "node", "chosen_by", "relation", "isolates", "shares"))
         if self.edge is not None:
             self.edge = (int(self.edge[0]), int(self.edge[1]))
         if self.node is not None:

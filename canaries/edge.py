@@ -30,7 +30,7 @@ from graphs.ops import EdgeSet, add_directed_edge, add_edge, degrees, has_edge, 
 from targets.base import Unit
 
 
-def _random_non_edges(graph: Data, count: int, rng: np.random.Generator) -> list[tuple[int, int]]:
+def random_non_edges(graph: Data, count: int, rng: np.random.Generator) -> list[tuple[int, int]]:
     n = graph.num_nodes
     existing = EdgeSet(graph.edge_index)
     out: list[tuple[int, int]] = []
@@ -85,7 +85,7 @@ class RandomEdge(Canary):
                 for u, v in edges]
 
     def worlds(self, graph: Data, rng: np.random.Generator, target: Any = None) -> CanaryPair:
-        (u, v), = _random_non_edges(graph, 1, rng)
+        (u, v), = random_non_edges(graph, 1, rng)
         return CanaryPair(graph, add_edge(graph, u, v),
                           {"canary": self.name, "edge": [u, v], "chosen_by": "uniform random non-edge"})
 
@@ -139,7 +139,7 @@ class WorstCaseEdge(Canary):
         big = np.argsort(-graph.x.norm(dim=1).numpy(), kind="stable")[:k]  # largest feature rows
         pairs = [(int(min(a, b)), int(max(a, b))) for group in (low, big) for i, a in enumerate(group)
                  for b in group[i + 1:] if not has_edge(graph, int(a), int(b))]
-        pairs += _random_non_edges(graph, self.candidates, rng)
+        pairs += random_non_edges(graph, self.candidates, rng)
         return list(dict.fromkeys(pairs))[: 2 * self.candidates]
 
     def worlds(self, graph: Data, rng: np.random.Generator, target: Any = None) -> CanaryPair:

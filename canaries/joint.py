@@ -10,6 +10,10 @@ relation allows. World 0 is the hub canary's (the node present, isolated, in no 
 
 ``--canary hub-with-gradient:D`` gives the node D neighbours: at a degree bound of D every one of its
 edges is kept, so the aggregation's shift is the bound's √D exactly and its mean needs no sampling seed.
+``hub-with-gradient:D:replace`` is the replace-one pair where the claim's relation replaces the node's data
+(node r in both graphs): world 0's node, isolated, carries the opposite canary (−v against world 1's +v),
+two examples of norm ≤ C that differ by 2C, the replace-one sensitivity. It needs full-batch DP-SGD (q = 1:
+no inclusion coin) and an attack that reads both worlds' canaries (``attacks.joint:JointLRT``).
 """
 from __future__ import annotations
 
@@ -28,14 +32,16 @@ class HubWithGradient(Canary):
     name = "hub-with-gradient"
     unit = Unit.NODE
 
-    def __init__(self, degree: int = 256, scale: float = 3.0) -> None:
+    def __init__(self, degree: int = 256, scale: float = 3.0, replace: bool = False) -> None:
         self.hub = InsertHubNode(degree=degree, scale=scale)
+        self.replace = replace
 
     @classmethod
     def parse(cls, text: str) -> HubWithGradient:
-        if not text.isdigit() or int(text) < 1:
-            raise ValueError(f"hub-with-gradient:D needs the node's degree D (an int >= 1), got {text!r}")
-        return cls(degree=int(text))
+        degree, _, mode = text.partition(":")
+        if not degree.isdigit() or int(degree) < 1 or mode not in ("", "replace"):
+            raise ValueError(f"hub-with-gradient:D[:replace] needs the node's degree D (an int >= 1), got {text!r}")
+        return cls(degree=int(degree), replace=mode == "replace")
 
     def worlds(self, graph: Data, rng: np.random.Generator, target: Any = None) -> CanaryPair:
         hub = self.hub.worlds(graph, rng, target)
@@ -46,7 +52,13 @@ class HubWithGradient(Canary):
         g1.train_mask[node] = False  # its example is the gradient canary, not its natural gradient
         g1.canary_gradient = gradient.g1.canary_gradient
         info = {**gradient.info, **hub.info, "canary": self.name,
+                "gradient_pair": "replace-one" if self.replace else "add-one",
                 "chosen_by": f"{hub.info['chosen_by']}; its example: the Dirac gradient canary "
                              f"({gradient.info['chosen_by']})",
                 "g1": "the node with its edges, its training example the gradient canary"}
-        return CanaryPair(hub.g0, g1, info)
+        g0 = hub.g0
+        if self.replace:
+            g0 = hub.g0.clone()
+            g0.canary_gradient = -gradient.g1.canary_gradient
+            info["g0"] = f"{info['g0']}, its training example the opposite gradient canary"
+        return CanaryPair(g0, g1, info)

@@ -312,7 +312,7 @@ def _keep(table: dict[str, dict[str, Any]], key: str, m: Measurement) -> None:
 
 
 def _given_candidates(graph: Data, kind: str, count: int, rng: np.random.Generator) -> dict[str, Any]:
-    from canaries.edge import FeatureExtremeEdge, LowDegreeEdge, _random_non_edges
+    from canaries.edge import FeatureExtremeEdge, LowDegreeEdge, random_non_edges
 
     n = int(graph.num_nodes)
     if kind == "node":
@@ -330,7 +330,7 @@ def _given_candidates(graph: Data, kind: str, count: int, rng: np.random.Generat
         except ValueError:
             pass
     try:
-        absent += _random_non_edges(graph, max(1, count // 4), rng)
+        absent += random_non_edges(graph, max(1, count // 4), rng)
     except ValueError:
         pass
     return {"edges": list(dict.fromkeys(present + absent))}

@@ -225,7 +225,20 @@ def test_code_key_is_the_one_the_game_computes():
     # a row without a code key predates code recording: it is rerun, not trusted on its options
     assert "no code recorded" in campaign._stale_code({**rec, "code": None})
     assert "no code recorded" in campaign._stale_code({k: v for k, v in rec.items() if k != "code"})
-    assert run_key("a" * 16, "b" * 16) == run_key("a" * 16, "b" * 16) != run_key("a" * 16, "c" * 16)
+    # the store key changes with the code and the options, and is the same in another process (no hash())
+    key = run_key("a" * 16, "b" * 16)
+    assert len(key) == 16 and key not in (run_key("a" * 16, "c" * 16), run_key("c" * 16, "b" * 16))
+    assert key == _in_a_fresh_process('from audit.store import run_key; print(run_key("a" * 16, "b" * 16))')
+
+
+def _in_a_fresh_process(code: str) -> str:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[1])
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root,
+                          env={"PYTHONPATH": root, "PYTHONHASHSEED": "random"}).stdout.strip()
 
 
 def test_a_cached_utility_is_keyed_by_the_targets_code(monkeypatch):

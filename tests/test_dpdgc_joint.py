@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 import torch
 
+from attacks.joint import JointLRT
 from attacks.mechanism import shift_norm2
 from audit.data import load
 from canaries.joint import HubWithGradient
-from targets.base import build
+from targets.base import Level, build
 from targets.common.accounting import gdp_epsilon
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -46,6 +47,32 @@ def test_pair_epsilon_pld_matches_the_gaussian_closed_form(eps):
     claim = _target(eps).claim(load("csbm"))
     sigma = claim.details["noise_multiplier"]
     closed = gdp_epsilon(math.sqrt(1 / 4 + 1) / sigma, claim.delta)
-    exact = tightness_report.dpdgc_joint_exact(row)
+    exact = tightness_report.dpdgc_joint_exact(row, replace=False)
     assert exact == pytest.approx(closed, abs=2e-3)
     assert exact < 0.6 * claim.epsilon  # the slack the row reports: the classifier step and the g·C canary
+
+
+def test_replace_pair_carries_opposite_canaries_and_its_trace_llr_is_the_two_means():
+    graph = load("csbm")
+    target = build("dpdgc", epsilon=4.0, bug="no-noise", unit="node", k=4, epochs_encoder=2,
+                   epochs_classifier=1, batch_size=100000)
+    pair = HubWithGradient.parse("4:replace").worlds(graph, np.random.default_rng(0), target)
+    v = torch.as_tensor(pair.g1.canary_gradient, dtype=torch.float64)
+    assert torch.equal(torch.as_tensor(pair.g0.canary_gradient, dtype=torch.float64), -v)
+    assert pair.info["gradient_pair"] == "replace-one"
+    std, steps = pair.info["noise_std"], 2
+    for sign, g in ((-1.0, pair.g0), (1.0, pair.g1)):
+        release = target.fit(g, torch.Generator().manual_seed(3))
+        trace = release.view(Level.TRACE)
+        assert len(trace) == steps and all(torch.equal(s.canary.double(), sign * v) for s in trace)
+        # no noise: x_t is the world's own canary ±v, so ℓ = Σ_t ⟨±v, 2v⟩ / std² = ±2T‖v‖²/std²
+        assert JointLRT.replace_llr(release, pair) == pytest.approx(sign * 2 * steps * float(v @ v) / std**2, rel=1e-5)
+
+
+def test_replace_pair_epsilon_is_gdp_at_root_t_plus_one_over_sigma():
+    row = {"target": "dpdgc", "epsilon": 8.0, "dataset": "csbm", "params": {**PARAMS, "epochs_encoder": "20"}}
+    claim = build("dpdgc", epsilon=8.0, unit="node", k=4, epochs_encoder=20, epochs_classifier=1,
+                  batch_size=100000).claim(load("csbm"))
+    closed = gdp_epsilon(math.sqrt(20 + 1) / claim.details["noise_multiplier"], claim.delta)
+    assert tightness_report.dpdgc_joint_exact(row, replace=True) == pytest.approx(closed, abs=2e-3)
+    assert 0.8 * claim.epsilon < closed < claim.epsilon

@@ -292,7 +292,10 @@ def test_gdp_is_valid_only_for_a_gdp_claim_or_a_checked_exact_llr():
 
     plain = Claim(epsilon=8.0, delta=1e-3, accountant="rdp", unit="node")
     gdp_claim = Claim(epsilon=8.0, delta=1e-3, accountant="gdp", unit="node", gdp_mu=3.0)
-    passed, failed = {"checked": True, "allows_declared_model": True}, {"checked": True, "allows_declared_model": False}
+    passed = {"checked": True, "ok": True, "steps": [{"status": "pass"}, {"status": "undeclared"}]}
+    failed = {"checked": True, "ok": False, "steps": [{"status": "fail"}]}
+    deviating = {"checked": True, "ok": True, "deviations": ["shared-steps"], "steps": [{"status": "pass"}]}
+    assert portfolio._gdp_valid(plain, "gradient-lrt", deviating) is None
     assert portfolio._gdp_valid(gdp_claim, "learned-trace", None)
     assert portfolio._gdp_valid(plain, "gradient-lrt", passed)
     assert portfolio._gdp_valid(plain, "gradient-lrt", failed) is None

@@ -22,6 +22,9 @@ class TraceStep:
     canary_in: bool | None = None
     clean: torch.Tensor | None = None
     canary_scale: float | None = None
+    #: the gradient canary this step carried (white-box, like ``clean``, which includes it): where both
+    #: worlds carry one (a replace-one pair), ``clean`` minus it is the rest of the batch
+    canary: torch.Tensor | None = None
 
 
 @dataclass

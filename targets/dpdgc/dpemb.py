@@ -198,7 +198,8 @@ def _train_stack(adj: Adjacency, sched: Schedule, y: torch.Tensor, train_idx: to
             if canary is not None:
                 clean = clean + c
             trace.steps.append(TraceStep(noisy=noisy[0].flatten().to("cpu", copy=True), central=idx[0].cpu(),
-                                         canary_in=True if canary is not None else None, clean=clean.cpu()))
+                                         canary_in=True if canary is not None else None, clean=clean.cpu(),
+                                         canary=c.cpu() if canary is not None else None))
         step.fill_(t + 1)
         noisy_blocks = blocks[1] if noisy.data_ptr() == grads.data_ptr() else list(noisy.unbind(0))
         torch._fused_adam_(blocks[0], noisy_blocks, blocks[2], blocks[3], [], [step] * k_runs, lr=sched.lr,
