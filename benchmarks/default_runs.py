@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--targets", nargs="*", default=list(TARGETS))
     p.add_argument("--jsonl", default=None, help="also append each row here as it is measured")
     args = p.parse_args(argv)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip() or "?"
     print(f"`python -m audit run --target T --out FRESH --no-progress --json` at {commit}, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores\n")
     print("| target | wall s | CPU s (user + sys) | CPU ≤ 60 s | peak MB | load before → after | trials | verdict | ε_lb |")
