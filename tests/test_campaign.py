@@ -196,12 +196,13 @@ def test_config_by_name_and_shipped_campaigns_validate():
 
 def test_tightness_campaign_plays_witness_datasets_and_attacks_by_path(tmp_path):
     """campaigns/tightness.toml (issue #32): a witness file as the dataset and an attack named by path
-    validate; --quick keeps the one CARIBOU row CI runs."""
+    validate; --quick keeps the one CARIBOU row (2,000 trials) and the one-sided DPDGC joint row (500)."""
     full = campaign.load("tightness")
     quick = campaign.load("tightness", quick=True)
     assert {r.spec.dataset for r in full.rows} == {"witness:campaigns/witnesses/caribou-binding.json", "csbm"}
     assert "attacks.joint:JointLRT" in {r.spec.attack for r in full.rows}
-    assert [(r.spec.epsilon, r.spec.trials) for r in quick.rows] == [(4.0, 2000)]
+    assert [(r.spec.target, r.spec.epsilon, r.spec.trials) for r in quick.rows] == [
+        ("targets.caribou.given_input:CaribouGivenInput", 4.0, 2000), ("dpdgc", 4.0, 500)]
     with pytest.raises(campaign.CampaignError, match="unknown dataset"):
         campaign.load(_write(tmp_path, '[campaign]\nname = "c"\ndatasets = ["nope"]\nepsilons = [1]\n'
                                         '[[audit]]\ntarget = "gaussian"\n'))

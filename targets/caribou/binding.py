@@ -18,7 +18,7 @@ from torch_geometric.data import Data
 from graphs.ops import add_edge
 from graphs.small import make_graph
 from targets.caribou.accountant import convergent_multiplier, edge_sensitivity
-from targets.caribou.linear_chain import chain_law, max_row_norm, operator, pair_mu
+from targets.caribou.linear_chain import CPU, chain_law, max_row_norm, operator, pair_mu
 
 
 def circulant(n: int, d: int, features: int) -> Data:
@@ -46,21 +46,21 @@ def search(g0: Data, g1: Data, *, hops: int, contraction: float, alpha1: float, 
            margin: float = 0.05, steps: int = 600, restarts: int = 2, seed: int = 0) -> BindingWitness:
     """The best unit-row X⁽⁰⁾ (n × width) and β found by projected Adam on the exact chain."""
     l0, l1 = (operator(g, contraction, alpha1) for g in (g0, g1))
-    cov0 = chain_law(g0, torch.zeros(g0.num_nodes, 1), hops, contraction, alpha1, 0.0).cov
+    cov0 = chain_law(g0, torch.zeros(g0.num_nodes, 1, device=CPU), hops, contraction, alpha1, 0.0).cov
     cov0_inv = torch.linalg.inv(cov0)
     d_min = min(int(g.edge_index[0].bincount(minlength=g.num_nodes).min()) for g in (g0, g1))
     claim_unit = math.sqrt(convergent_multiplier(hops, contraction)) * edge_sensitivity(d_min, contraction, alpha1)
     best: BindingWitness | None = None
     for r in range(restarts):
         gen = torch.Generator().manual_seed(seed + r)
-        w = torch.randn(g0.num_nodes, width, generator=gen, dtype=torch.float64).requires_grad_()
+        w = torch.randn(g0.num_nodes, width, generator=gen, dtype=torch.float64, device=CPU).requires_grad_()
         log_beta = torch.tensor(math.log(max(1e-3, (1 - contraction) * (1 - margin))), dtype=torch.float64,
                                 requires_grad=True)
         opt = torch.optim.Adam([w, log_beta], lr=0.02)
         for _ in range(steps):
             x0 = w / w.norm(dim=1, keepdim=True)
             beta = log_beta.exp()
-            x_0, x_1, top = x0, x0, torch.zeros((), dtype=torch.float64)
+            x_0, x_1, top = x0, x0, torch.zeros((), dtype=torch.float64, device=CPU)
             for _ in range(hops):
                 x_0, x_1 = l0 @ x_0 + beta * x0, l1 @ x_1 + beta * x0
                 top = torch.maximum(top, torch.maximum(x_0.norm(dim=1).max(), x_1.norm(dim=1).max()))

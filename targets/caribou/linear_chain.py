@@ -18,12 +18,15 @@ from torch_geometric.data import Data
 
 from targets.caribou.model import gcn_operator
 
+#: the chain is an analysis tool (witness search, exact laws of small graphs): dense float64 on the CPU
+CPU = torch.device("cpu")
+
 
 def operator(graph: Data, contraction: float, alpha1: float) -> torch.Tensor:
     """L = C_L (α1 Â + (1 − α1) 11ᵀ/n), dense float64 (the CGL's linear part)."""
     n = int(graph.num_nodes)
-    a_hat = gcn_operator(graph, torch.device("cpu"), torch.float64).to_dense()
-    return contraction * (alpha1 * a_hat + (1 - alpha1) * torch.full((n, n), 1.0 / n, dtype=torch.float64))
+    a_hat = gcn_operator(graph, CPU, torch.float64).to_dense()
+    return contraction * (alpha1 * a_hat + (1 - alpha1) * torch.full((n, n), 1.0 / n, dtype=torch.float64, device=CPU))
 
 
 @dataclass
@@ -49,7 +52,7 @@ def chain_law(graph: Data, x0: torch.Tensor, hops: int, contraction: float, alph
     lin = operator(graph, contraction, alpha1)
     x0 = x0.double()
     mean = x0
-    power = torch.eye(lin.size(0), dtype=torch.float64)
+    power = torch.eye(lin.size(0), dtype=torch.float64, device=CPU)
     cov = torch.zeros_like(power)
     for _ in range(hops):
         mean = lin @ mean + beta * x0

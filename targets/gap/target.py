@@ -531,8 +531,8 @@ class GAP(Target[GAPConfig]):
         for k in range(cfg.hops):
             wide = k + 1 < cfg.hops and b > 1  # H_{k+1} written side by side for the next product
             aggs = [first] * b if k == 0 and cached else aggregate_together(aggregate, [hs[-1] for hs in trial_hs])
-            side = torch.empty(aggs[0].size(0), b * aggs[0].size(1), dtype=aggs[0].dtype,
-                               device=aggs[0].device) if wide else None
+            side = torch.empty(aggs[0].size(0), b * aggs[0].size(1), device=aggs[0].device,
+                               dtype=aggs[0].dtype) if wide else None
             for j, (agg, g) in enumerate(zip(aggs, gens)):
                 noise = torch.randn(agg.shape, generator=g, dtype=agg.dtype, device=agg.device)
                 s_k = noise.mul_(std).add_(agg)  # agg + std·noise, in the draw's buffer
