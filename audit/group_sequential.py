@@ -119,7 +119,7 @@ class SequentialAudit:
         if 4 * nj >= self.max_trials and proj <= self.claimed_eps:
             return self._finish(Decision(True, "consistent", est, nj, j, self.spent,
                                          f"futility: the observed rates at {self.max_trials} trials would "
-                                         f"certify only {proj:.3f} ≤ {self.claimed_eps}"))
+                                         f"certify only {proj:.3f} ≤ {self.claimed_eps:.4g}"))
         return self._record(Decision(False, "continue", est, nj, j, self.spent, f"projected {proj:.3f}"))
 
     def _projection(self, est: "_e.Estimate", nj: int) -> float:
