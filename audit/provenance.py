@@ -109,9 +109,25 @@ def _module_file(name: str, base: Path) -> Path | None:
     return None
 
 
+_IMPORTS_SEEN: dict[tuple[Path, int, int], list[Path]] = {}
+
+
 def _imported(file: Path) -> list[Path]:
     """Project files (under :data:`SOURCE_DIRS`) that `file` imports at module level: what runs when
-    it is imported (an import inside a function is a lazy dependency of that function only)."""
+    it is imported (an import inside a function is a lazy dependency of that function only). Parsed
+    once per version of the file in a process (keyed on its modification time and size): a default
+    run asks for its code identity once per candidate."""
+    try:
+        stat = file.stat()
+    except OSError:
+        return []
+    key = (file, stat.st_mtime_ns, stat.st_size)
+    if key not in _IMPORTS_SEEN:
+        _IMPORTS_SEEN[key] = _parse_imports(file)
+    return list(_IMPORTS_SEEN[key])
+
+
+def _parse_imports(file: Path) -> list[Path]:
     try:
         body = ast.parse(file.read_text()).body
     except (OSError, SyntaxError, ValueError):

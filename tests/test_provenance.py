@@ -95,3 +95,20 @@ def test_the_tree_hash_is_that_of_the_source_folders_at_head():
                              capture_output=True, check=True).stdout
     assert len(listing.splitlines()) == len(provenance.SOURCE_DIRS)  # one tree per source folder
     assert tree == hashlib.sha256(listing).hexdigest()[:16]
+
+
+def test_an_import_added_after_a_first_hash_is_followed(tmp_path, monkeypatch):
+    """The import graph is parsed once per version of a file in a process: an import added later (same
+    process, new content) is followed, so the hash then covers the newly imported module."""
+    pkg = tmp_path / "repo" / "targets"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "extra.py").write_text("EXTRA = 1\n")
+    user = _module(tmp_path, "user_module2", "X = 1\n")
+    monkeypatch.setattr(provenance, "REPO", tmp_path / "repo")
+    monkeypatch.setattr(provenance, "SOURCE_DIRS", ("targets",))
+    provenance.source_hash(user)
+    user.write_text("from targets.extra import EXTRA\nX = 1\n")
+    with_import = provenance.source_hash(user)
+    (pkg / "extra.py").write_text("EXTRA = 2\n")
+    assert provenance.source_hash(user) != with_import
