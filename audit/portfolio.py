@@ -206,13 +206,21 @@ def _rank(row: dict[str, Any]) -> tuple[float, float]:
 def _gdp_valid(claim: targets.Claim, attack: str, declared: dict[str, Any] | None) -> str | None:
     """Why ``gdp`` is a valid estimator for this candidate, or None: the claim is μ-GDP (it then
     bounds every test's error pair by its Gaussian curve, whatever the score), or the score is the
-    declared model's exact likelihood ratio and the model passed its check at the view (the
-    trade-off is then the declared Gaussian one), the rule ``--estimator gdp`` follows by hand."""
+    declared model's exact likelihood ratio, the model passed its check at the view and every step it
+    checked is Gaussian (the trade-off is then the declared Gaussian one). An exact ratio of another
+    law (HeterPoisson's SML, a Laplace) has that law's trade-off, not a Gaussian curve: a Gaussian
+    curve through one of its points can claim more ε than the law has, so gdp is refused there."""
     if claim.gdp_mu is not None:
         return "the claim is μ-GDP"
-    if attacks.get(attack).rests_on_declared_model() and _model_passed(declared):
-        return "an exact likelihood ratio of a declared model that passed its check"
+    if attacks.get(attack).rests_on_declared_model() and _model_passed(declared) and _all_gaussian(declared):
+        return "an exact likelihood ratio of a declared Gaussian model that passed its check"
     return None
+
+
+def _all_gaussian(declared: dict[str, Any]) -> bool:
+    """Every step the check passed declares the Gaussian law (a record without the law: not known)."""
+    passed = [s for s in declared.get("steps") or [] if s.get("status") == "pass"]
+    return bool(passed) and all(s.get("law") == "gaussian" for s in passed)
 
 
 def _model_passed(declared: dict[str, Any] | None) -> bool:

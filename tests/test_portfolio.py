@@ -292,7 +292,9 @@ def test_gdp_is_valid_only_for_a_gdp_claim_or_a_checked_exact_llr():
 
     plain = Claim(epsilon=8.0, delta=1e-3, accountant="rdp", unit="node")
     gdp_claim = Claim(epsilon=8.0, delta=1e-3, accountant="gdp", unit="node", gdp_mu=3.0)
-    passed = {"checked": True, "ok": True, "steps": [{"status": "pass"}, {"status": "undeclared"}]}
+    passed = {"checked": True, "ok": True, "steps": [{"status": "pass", "law": "gaussian"}, {"status": "undeclared"}]}
+    sml = {"checked": True, "ok": True, "steps": [{"status": "pass", "law": "sml"}]}
+    unnamed = {"checked": True, "ok": True, "steps": [{"status": "pass"}]}  # a record without the law
     failed = {"checked": True, "ok": False, "steps": [{"status": "fail"}]}
     deviating = {"checked": True, "ok": True, "deviations": ["shared-steps"], "steps": [{"status": "pass"}]}
     assert portfolio._gdp_valid(plain, "gradient-lrt", deviating) is None
@@ -301,6 +303,8 @@ def test_gdp_is_valid_only_for_a_gdp_claim_or_a_checked_exact_llr():
     assert portfolio._gdp_valid(plain, "gradient-lrt", failed) is None
     assert portfolio._gdp_valid(plain, "learned-trace", passed) is None      # not the declared model's LLR
     assert portfolio._gdp_valid(plain, "gradient-lrt", None) is None
+    assert portfolio._gdp_valid(plain, "gradient-lrt", sml) is None          # SML's exact LLR: not a Gaussian curve
+    assert portfolio._gdp_valid(plain, "gradient-lrt", unnamed) is None
 
 
 def test_the_estimator_is_gdp_where_its_held_out_bound_beats_cp():
