@@ -203,18 +203,54 @@ def _rank(row: dict[str, Any]) -> tuple[float, float]:
     return max(row["heldout_eps_lb"], gdp), row["heldout_auc"]
 
 
-def _gdp_valid(claim: targets.Claim, attack: str, declared: dict[str, Any] | None) -> str | None:
+def _gdp_valid(claim: targets.Claim, attack: str, declared: dict[str, Any] | None,
+               canary: dict[str, Any] | None = None) -> str | None:
     """Why ``gdp`` is a valid estimator for this candidate, or None: the claim is μ-GDP (it then
     bounds every test's error pair by its Gaussian curve, whatever the score), or the score is the
     declared model's exact likelihood ratio, the model passed its check at the view and every step it
     checked is Gaussian (the trade-off is then the declared Gaussian one). An exact ratio of another
     law (HeterPoisson's SML, a Laplace) has that law's trade-off, not a Gaussian curve: a Gaussian
-    curve through one of its points can claim more ε than the law has, so gdp is refused there."""
+    curve through one of its points can claim more ε than the law has, so gdp is refused there. Or the
+    score is linear in the release given the pair's record `canary` (``Attack.linear_in_release``) and
+    the check found only the noise std off (:func:`_only_scale_off`): each world's score is then
+    exactly Gaussian with one variance, whatever the std, so its trade-off is a Gaussian curve.
+    """
     if claim.gdp_mu is not None:
         return "the claim is μ-GDP"
     if attacks.get(attack).rests_on_declared_model() and _model_passed(declared) and _all_gaussian(declared):
         return "an exact likelihood ratio of a declared Gaussian model that passed its check"
+    if attacks.make(attack).linear_in_release(canary or {}) and _only_scale_off(declared):
+        return ("a score linear in the release, on noise the check found Gaussian, of one std in both worlds and "
+                "around the declared mean, with only its std off the declared one: both worlds' scores are "
+                "Gaussian with one variance, so the trade-off is a Gaussian curve")
     return None
+
+
+#: the tests that must have run and passed on a step whose only failure is its scale: the law's
+#: shape (standardised by the measured variance, so free of the scale), one std in both worlds,
+#: the declared mean (:mod:`audit.declared`)
+_SHAPE_TESTS = frozenset({"shape-ks", "kurtosis", "world-scale", "entry-mean", "global-mean"})
+
+
+def _only_scale_off(declared: dict[str, Any] | None) -> bool:
+    """The check failed, and only on the noise std (``scale``): every failing step declares the
+    Gaussian law and passed its shape, world-scale and mean tests, no joint deviation was found,
+    and every other step passed or declares no law. This reading spends no α of its own: it reads
+    the check's tests (α overall, Bonferroni); what it adds rests on those tests' power to reject a
+    non-Gaussian shape or a world-dependent std, not on a further test."""
+    if not declared or not declared.get("checked") or declared.get("deviations"):
+        return False
+    steps = declared.get("steps") or []
+    failing = [s for s in steps if s.get("status") == "fail"]
+    if not failing or any(s.get("status") not in ("pass", "fail", "undeclared") for s in steps):
+        return False
+    for s in failing:
+        tests = s.get("tests") or []
+        if s.get("law") != "gaussian" or any(not t["passed"] and t["name"] != "scale" for t in tests):
+            return False
+        if not _SHAPE_TESTS <= {t["name"] for t in tests if t["passed"]}:
+            return False
+    return all(s.get("law") == "gaussian" for s in steps if s.get("status") == "pass")
 
 
 def _all_gaussian(declared: dict[str, Any]) -> bool:
@@ -349,7 +385,7 @@ def _pilots(spec: game.AuditSpec, pool: list[Candidate], meter: Meter, claim: ta
         with Store(result.store) as store:
             out_s, in_s = game.worlds(store.trials(result.key, limit=n))
         stat = heldout_statistic(out_s, in_s, delta=claim.delta, confidence=spec.confidence)
-        valid = _gdp_valid(claim, cand.attack, result.declared)
+        valid = _gdp_valid(claim, cand.attack, result.declared, result.canary)
         rows.append({**row, "status": "piloted", "trials": n, "seconds": time.time() - start,
                      "canary_chosen": result.canary.get("canary"), **stat, "gdp_valid": valid})
         failed = _deviation(result.declared)
