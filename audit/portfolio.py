@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -391,7 +392,9 @@ def _pilots(spec: game.AuditSpec, pool: list[Candidate], meter: Meter, claim: ta
         failed = _deviation(result.declared)
         if failed and cand.level not in acted:
             acted.add(cand.level)
-            pool = _act_on_deviation(cand.level, failed, pool, rows)
+            scale_only = _only_scale_off(result.declared)
+            pool = _act_on_deviation(cand.level, failed, pool, rows, keep=lambda name: scale_only and attacks.make(
+                name).linear_in_release(result.canary))
         if progress:
             print(f"pilot {cand.label}: held-out ε_lb {stat['heldout_eps_lb']:.3f}, AUC {stat['heldout_auc']:.3f} "
                   f"({n} trials, {time.time() - start:.0f}s)", file=sys.stderr)
@@ -406,18 +409,21 @@ def _deviation(declared: dict[str, Any] | None) -> str | None:
     return "; ".join(found) if found else str(declared.get("reason") or "the declared noise model failed its check")
 
 
-def _act_on_deviation(level: str, failed: str, pool: list[Candidate], rows: list[dict[str, Any]]
-                      ) -> list[Candidate]:
+def _act_on_deviation(level: str, failed: str, pool: list[Candidate], rows: list[dict[str, Any]],
+                      keep: Callable[[str], bool] = lambda name: False) -> list[Candidate]:
     """The declared model failed its check at `level`: no score there may rest on it any longer.
     Its pilots already played are set aside, those still to play are dropped, and the scores that
     exploit the deviation (``Attack.exploits``: the named test, or any deviation for the learned
-    distinguisher) move to the front of the order. Returns the new order of what is left."""
+    distinguisher) move to the front of the order. Returns the new order of what is left. `keep`:
+    the scores kept though they read the model, where the check found only the std off and the
+    score is linear in the release (a statistic whose law is then still a Gaussian of one
+    variance in both worlds, :func:`_gdp_valid`; its threshold is held out)."""
     why = f"the declared model failed its check at the {level} view ({failed})"
     tests = {line.split(":")[0].strip() for line in failed.split(";")}
 
     def rests(c: Candidate | dict[str, Any]) -> bool:
         name, lvl = (c.attack, c.level) if isinstance(c, Candidate) else (c["attack"], c["level"])
-        return lvl == level and attacks.get(name).rests_on_declared_model()
+        return lvl == level and attacks.get(name).rests_on_declared_model() and not keep(name)
 
     for r in rows:
         if r["status"] == "piloted" and rests(r):

@@ -271,6 +271,16 @@ def test_a_failed_check_sets_aside_declared_model_scores_and_promotes_what_explo
     assert any(r["attack"] == "mechanism-lrt" and r["status"].startswith("not piloted") for r in rows[1:])
 
 
+def test_a_linear_score_is_kept_where_only_the_std_is_off():
+    pool = [portfolio.Candidate("trace", a, "dirac-gradient") for a in ("gradient-lrt", "gradient-projection")]
+    rows = [{"level": "trace", "attack": "gradient-lrt", "canary": "split-gradient", "status": "piloted"}]
+    left = portfolio._act_on_deviation("trace", "noise std differs", pool, rows,
+                                       keep=lambda name: name == "gradient-lrt")
+    assert rows == [{"level": "trace", "attack": "gradient-lrt", "canary": "split-gradient", "status": "piloted"}]
+    assert [c.attack for c in left] == ["gradient-lrt", "gradient-projection"]
+    assert portfolio._act_on_deviation("trace", "noise std differs", pool, rows)[0].attack == "gradient-projection"
+
+
 def test_the_default_acts_on_a_deviation_end_to_end(tmp_path):
     """A user target that releases the rows of non-training nodes without noise: the check names the
     deviation, the exact LLR is set aside, and the certificate rests on a score that does not use the
