@@ -59,6 +59,7 @@ from audit.trial_runner import release_shared
 from canaries import base as canaries
 from targets import base as targets
 from targets.base import Level
+from targets.common.noise import NoiseLaw
 
 #: share of the budget the pilots may spend
 PILOT_SHARE = 0.3
@@ -247,17 +248,17 @@ def _only_scale_off(declared: dict[str, Any] | None) -> bool:
         return False
     for s in failing:
         tests = s.get("tests") or []
-        if s.get("law") != "gaussian" or any(not t["passed"] and t["name"] != "scale" for t in tests):
+        if s.get("law") != NoiseLaw.GAUSSIAN or any(not t["passed"] and t["name"] != "scale" for t in tests):
             return False
         if not _SHAPE_TESTS <= {t["name"] for t in tests if t["passed"]}:
             return False
-    return all(s.get("law") == "gaussian" for s in steps if s.get("status") == "pass")
+    return all(s.get("law") == NoiseLaw.GAUSSIAN for s in steps if s.get("status") == "pass")
 
 
 def _all_gaussian(declared: dict[str, Any]) -> bool:
     """Every step the check passed declares the Gaussian law (a record without the law: not known)."""
     passed = [s for s in declared.get("steps") or [] if s.get("status") == "pass"]
-    return bool(passed) and all(s.get("law") == "gaussian" for s in passed)
+    return bool(passed) and all(s.get("law") == NoiseLaw.GAUSSIAN for s in passed)
 
 
 def _model_passed(declared: dict[str, Any] | None) -> bool:
