@@ -98,10 +98,10 @@ def beyond_finding(eps_lb: float | str, ceiling: PairEpsilon) -> dict[str, Any]:
         why = "; ".join(r for r in ceiling.not_covered if "not observed" not in r)
         record["beyond_note"] = f"not counted: the correct system's exact ε on this pair is not computable ({why})"
     else:
-        exact = f"{pair_epsilon.exact_cell(ceiling.to_dict())} of the correct system on this pair"
-        caveats = f" (caveat: {'; '.join(ceiling.caveats)})" if ceiling.caveats else ""
-        record["beyond_note"] = (f"caught beyond the finding: {lb:.3g} > exact {exact}{caveats}" if record["beyond_finding"]
-                                 else f"not counted: {lb:.3g} ≤ exact {exact}{caveats}")
+        how = "; ".join((ceiling.method, *(f"caveat: {c}" for c in ceiling.caveats)))
+        exact = f"{top:.3g}, the exact ε of the correct system on this pair ({how})"
+        record["beyond_note"] = (f"caught beyond the finding: ε_lb {lb:.3g} > {exact}" if record["beyond_finding"]
+                                 else f"not counted as caught: ε_lb {lb:.3g} ≤ {exact}")
     return record
 
 

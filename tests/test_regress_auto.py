@@ -40,7 +40,7 @@ def test_a_bug_counts_beyond_the_finding_only_above_the_ceiling(played):
     ceiling = regress_auto.correct_ceiling(ENTRY, canary, "mechanism", seed=0)
     above, below = regress_auto.beyond_finding(exact + 0.1, ceiling), regress_auto.beyond_finding(exact - 0.1, ceiling)
     assert above["beyond_finding"] and above["beyond_note"].startswith("caught beyond the finding")
-    assert not below["beyond_finding"] and below["beyond_note"].startswith("not counted")
+    assert not below["beyond_finding"] and below["beyond_note"].startswith("not counted as caught")
     assert above["correct_exact"]["value"] == pytest.approx(exact, rel=1e-4)
 
 
