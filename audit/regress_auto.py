@@ -111,11 +111,11 @@ def row_text(row: dict[str, Any]) -> str:
     note = "; ".join(n for n in (row["note"], row.get("beyond_note", "")) if n)
     note = f" ({note})" if note else ""
     return (f"| {row['entry']} | {row['expected']} | {row['got']}{mark}{note} | {eps} | {row['claimed_epsilon']:.3g} | "
-            f"{row['chosen']} | {row['piloted']}/{row['candidates']} | {row['trials']} | {row['power']} | "
+            f"{row['chosen']}, {row['method']} | {row['piloted']}/{row['candidates']} | {row['trials']} | {row['power']} | "
             f"{row['seconds']:.0f} |")
 
 
-HEADER = ("| entry | expected | got | ε_lb | claimed ε | chosen (attack / canary @ level) | piloted | trials | power | s |\n"
+HEADER = ("| entry | expected | got | ε_lb | claimed ε | chosen (attack / canary @ level, estimator) | piloted | trials | power | s |\n"
           "|---|---|---|---|---|---|---|---|---|---|")
 
 
