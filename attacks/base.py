@@ -54,6 +54,12 @@ class Attack:
     #: charges per trial besides ``Target.trial_cost``); 0 where scoring is cheap beside training
     score_cost: ClassVar[float] = 0.0
 
+    def linear_in_release(self, info: dict[str, Any]) -> bool:
+        """Whether the score is a fixed affine function of the release given the pair's public record
+        `info` (no mixture, no weight read from the noise): on noise that is Gaussian with one
+        covariance in both worlds, its two worlds' scores are then Gaussian with one variance."""
+        return False
+
     @classmethod
     def rests_on_declared_model(cls) -> bool:
         """Whether the score is the declared noise model's likelihood ratio (an a-priori threshold):

@@ -47,6 +47,7 @@ Theorem 2's Gaussian moment term for term.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import torch
@@ -128,6 +129,11 @@ class FullVectorGradientCanary(Attack):
     canary_kind = "gradient"
     natural_threshold = 0.0
     exact_loss = True  # given the declared noise law and the auditor-known batches (module docstring)
+
+    def linear_in_release(self, info: dict[str, Any]) -> bool:
+        """The Gaussian LLR with the canary in every step (q = 1): Σ_t (⟨x_t, c_t⟩ − ‖c_t‖²/2)/s², x_t
+        the step's release less the auditor-known rest of its batch, c_t fixed (a gradient canary)."""
+        return info.get("noise") == NoiseLaw.GAUSSIAN and float(info.get("sampling_rate", 0.0)) >= 1.0
 
     def step_llrs(self, release: Release, pair) -> np.ndarray:
         """ℓ_t for every step (before the sampling mixture)."""

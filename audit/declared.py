@@ -145,6 +145,7 @@ class StepCheck:
     measured_std: list[float] = field(default_factory=list)
     tests: list[Test] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    law: str | None = None  # the declared noise law the battery tested ("gaussian", "sml"), None if none
 
     def failures(self) -> list[Test]:
         return [t for t in self.tests if not t.passed]
@@ -152,7 +153,7 @@ class StepCheck:
     def to_dict(self) -> dict[str, Any]:
         return {"view": self.view, "index": self.index, "name": self.name, "status": self.status,
                 "reason": self.reason, "declared_std": self.declared_std, "measured_std": self.measured_std,
-                "notes": self.notes, "tests": [t.to_dict() for t in self.tests]}
+                "notes": self.notes, "tests": [t.to_dict() for t in self.tests], "law": self.law}
 
 
 @dataclass
@@ -589,6 +590,7 @@ def _step_check(k: int, w: dict[int, _StepWorld]) -> tuple[StepCheck, bool]:
         check.notes.append("row-projected: output rows have norm <= 1 checked; the noise law before the "
                            "projection is not recoverable from the output")
         return check, False
+    check.law = NoiseLaw.GAUSSIAN.value  # noise_std without a density or a projection: the Gaussian battery
     for b in (0, 1):
         check.tests += w[b].tests
         check.measured_std.append(math.sqrt(w[b].vhat))
@@ -652,6 +654,7 @@ def _check_trace(groups: dict[int, list[dict[int, tuple[list, list]]]], law: tup
             check.notes.append(f"trace noise law {noise!r} is not one this check knows: freshness only")
             continue
         s = float(std)
+        check.law = NoiseLaw(noise).value
         if noise == NoiseLaw.GAUSSIAN:
             vh = {}
             for b in (0, 1):

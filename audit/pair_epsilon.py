@@ -42,6 +42,7 @@ What the number rests on but could not be proven is a *caveat* of the result, ne
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -339,10 +340,13 @@ def of_run(target: Any, pair: Any, *, level: str, delta: float, confidence: floa
         return not_computable(delta, f"{level} view: the declared noise model failed its check against the real "
                                      "releases, so the releases' law is unknown: not computable", *others)
     unverified = () if declared_ok else ("the declared noise model is not verified on every step",)
-    if level == Level.TRACE:
-        found = _trace_exact(delta=delta, confidence=confidence, trial_losses=trial_losses)
+
+    def stated(found: PairEpsilon) -> PairEpsilon:  # the views not observed, and the check's caveat
         return replace(found, not_covered=found.not_covered + others,
                        caveats=found.caveats + (unverified if found.computable else ()))
+
+    if level == Level.TRACE:
+        return stated(_trace_exact(delta=delta, confidence=confidence, trial_losses=trial_losses))
     views_0, views_1 = ([r.view(Level.MECHANISM) for r in rs] for rs in check_releases(target, pair, seed))
 
     source = []
@@ -355,9 +359,7 @@ def of_run(target: Any, pair: Any, *, level: str, delta: float, confidence: floa
                             pair)
 
     found = of_releases(views_0, views_1, pair, delta=delta, confidence=confidence, losses=losses, seed=seed)
-    found = replace(found, note=found.note + "".join(source))
-    return replace(found, not_covered=found.not_covered + others,
-                   caveats=found.caveats + (unverified if found.computable else ()))
+    return stated(replace(found, note=found.note + "".join(source)))
 
 
 def _trace_exact(*, delta: float, confidence: float, trial_losses: Losses | None) -> PairEpsilon:
@@ -418,7 +420,8 @@ def slack_line(claimed: float, exact: PairEpsilon | dict[str, Any] | None, eps_l
     if exact is None:
         middle = "exact not computed (a result written before this field existed)"
     elif exact.value is None:
-        middle = f"exact not computable: {'; '.join(r for r in exact.not_covered if 'not observed' not in r)}"
+        reasons = (re.sub(r":? not computable\b", "", r) for r in exact.not_covered if "not observed" not in r)
+        middle = f"exact not computable: {'; '.join(reasons)}"  # said once, not again after each reason
         if exact.upper is not None:
             middle += f"; exact ≤ {_g(exact.upper)} ({exact.upper_why})"
     elif exact.method == MONTE_CARLO:

@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,7 @@ from audit.trial_runner import release_shared
 from canaries import base as canaries
 from targets import base as targets
 from targets.base import Level
+from targets.common.noise import NoiseLaw
 
 #: share of the budget the pilots may spend
 PILOT_SHARE = 0.3
@@ -203,16 +205,60 @@ def _rank(row: dict[str, Any]) -> tuple[float, float]:
     return max(row["heldout_eps_lb"], gdp), row["heldout_auc"]
 
 
-def _gdp_valid(claim: targets.Claim, attack: str, declared: dict[str, Any] | None) -> str | None:
+def _gdp_valid(claim: targets.Claim, attack: str, declared: dict[str, Any] | None,
+               canary: dict[str, Any] | None = None) -> str | None:
     """Why ``gdp`` is a valid estimator for this candidate, or None: the claim is μ-GDP (it then
     bounds every test's error pair by its Gaussian curve, whatever the score), or the score is the
-    declared model's exact likelihood ratio and the model passed its check at the view (the
-    trade-off is then the declared Gaussian one), the rule ``--estimator gdp`` follows by hand."""
+    declared model's exact likelihood ratio, the model passed its check at the view and every step it
+    checked is Gaussian (the trade-off is then the declared Gaussian one). An exact ratio of another
+    law (HeterPoisson's SML, a Laplace) has that law's trade-off, not a Gaussian curve: a Gaussian
+    curve through one of its points can claim more ε than the law has, so gdp is refused there. Or the
+    score is linear in the release given the pair's record `canary` (``Attack.linear_in_release``) and
+    the check found only the noise std off (:func:`_only_scale_off`): each world's score is then
+    exactly Gaussian with one variance, whatever the std, so its trade-off is a Gaussian curve.
+    """
     if claim.gdp_mu is not None:
         return "the claim is μ-GDP"
-    if attacks.get(attack).rests_on_declared_model() and _model_passed(declared):
-        return "an exact likelihood ratio of a declared model that passed its check"
+    if attacks.get(attack).rests_on_declared_model() and _model_passed(declared) and _all_gaussian(declared):
+        return "an exact likelihood ratio of a declared Gaussian model that passed its check"
+    if attacks.make(attack).linear_in_release(canary or {}) and _only_scale_off(declared):
+        return ("a score linear in the release, on noise the check found Gaussian, of one std in both worlds and "
+                "around the declared mean, with only its std off the declared one: both worlds' scores are "
+                "Gaussian with one variance, so the trade-off is a Gaussian curve")
     return None
+
+
+#: the tests that must have run and passed on a step whose only failure is its scale: the law's
+#: shape (standardised by the measured variance, so free of the scale), one std in both worlds,
+#: the declared mean (:mod:`audit.declared`)
+_SHAPE_TESTS = frozenset({"shape-ks", "kurtosis", "world-scale", "entry-mean", "global-mean"})
+
+
+def _only_scale_off(declared: dict[str, Any] | None) -> bool:
+    """The check failed, and only on the noise std (``scale``): every failing step declares the
+    Gaussian law and passed its shape, world-scale and mean tests, no joint deviation was found,
+    and every other step passed or declares no law. This reading spends no α of its own: it reads
+    the check's tests (α overall, Bonferroni); what it adds rests on those tests' power to reject a
+    non-Gaussian shape or a world-dependent std, not on a further test."""
+    if not declared or not declared.get("checked") or declared.get("deviations"):
+        return False
+    steps = declared.get("steps") or []
+    failing = [s for s in steps if s.get("status") == "fail"]
+    if not failing or any(s.get("status") not in ("pass", "fail", "undeclared") for s in steps):
+        return False
+    for s in failing:
+        tests = s.get("tests") or []
+        if s.get("law") != NoiseLaw.GAUSSIAN or any(not t["passed"] and t["name"] != "scale" for t in tests):
+            return False
+        if not _SHAPE_TESTS <= {t["name"] for t in tests if t["passed"]}:
+            return False
+    return all(s.get("law") == NoiseLaw.GAUSSIAN for s in steps if s.get("status") == "pass")
+
+
+def _all_gaussian(declared: dict[str, Any]) -> bool:
+    """Every step the check passed declares the Gaussian law (a record without the law: not known)."""
+    passed = [s for s in declared.get("steps") or [] if s.get("status") == "pass"]
+    return bool(passed) and all(s.get("law") == NoiseLaw.GAUSSIAN for s in passed)
 
 
 def _model_passed(declared: dict[str, Any] | None) -> bool:
@@ -341,13 +387,15 @@ def _pilots(spec: game.AuditSpec, pool: list[Candidate], meter: Meter, claim: ta
         with Store(result.store) as store:
             out_s, in_s = game.worlds(store.trials(result.key, limit=n))
         stat = heldout_statistic(out_s, in_s, delta=claim.delta, confidence=spec.confidence)
-        valid = _gdp_valid(claim, cand.attack, result.declared)
+        valid = _gdp_valid(claim, cand.attack, result.declared, result.canary)
         rows.append({**row, "status": "piloted", "trials": n, "seconds": time.time() - start,
                      "canary_chosen": result.canary.get("canary"), **stat, "gdp_valid": valid})
         failed = _deviation(result.declared)
         if failed and cand.level not in acted:
             acted.add(cand.level)
-            pool = _act_on_deviation(cand.level, failed, pool, rows)
+            scale_only = _only_scale_off(result.declared)
+            pool = _act_on_deviation(cand.level, failed, pool, rows, keep=lambda name: scale_only and attacks.make(
+                name).linear_in_release(result.canary))
         if progress:
             print(f"pilot {cand.label}: held-out ε_lb {stat['heldout_eps_lb']:.3f}, AUC {stat['heldout_auc']:.3f} "
                   f"({n} trials, {time.time() - start:.0f}s)", file=sys.stderr)
@@ -362,18 +410,21 @@ def _deviation(declared: dict[str, Any] | None) -> str | None:
     return "; ".join(found) if found else str(declared.get("reason") or "the declared noise model failed its check")
 
 
-def _act_on_deviation(level: str, failed: str, pool: list[Candidate], rows: list[dict[str, Any]]
-                      ) -> list[Candidate]:
+def _act_on_deviation(level: str, failed: str, pool: list[Candidate], rows: list[dict[str, Any]],
+                      keep: Callable[[str], bool] = lambda name: False) -> list[Candidate]:
     """The declared model failed its check at `level`: no score there may rest on it any longer.
     Its pilots already played are set aside, those still to play are dropped, and the scores that
     exploit the deviation (``Attack.exploits``: the named test, or any deviation for the learned
-    distinguisher) move to the front of the order. Returns the new order of what is left."""
+    distinguisher) move to the front of the order. Returns the new order of what is left. `keep`:
+    the scores kept though they read the model, where the check found only the std off and the
+    score is linear in the release (a statistic whose law is then still a Gaussian of one
+    variance in both worlds, :func:`_gdp_valid`; its threshold is held out)."""
     why = f"the declared model failed its check at the {level} view ({failed})"
     tests = {line.split(":")[0].strip() for line in failed.split(";")}
 
     def rests(c: Candidate | dict[str, Any]) -> bool:
         name, lvl = (c.attack, c.level) if isinstance(c, Candidate) else (c["attack"], c["level"])
-        return lvl == level and attacks.get(name).rests_on_declared_model()
+        return lvl == level and attacks.get(name).rests_on_declared_model() and not keep(name)
 
     for r in rows:
         if r["status"] == "piloted" and rests(r):

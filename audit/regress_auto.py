@@ -6,15 +6,29 @@ within the budget. Entries that differ only in what the defaults replace are one
 once. An entry may say how the default reads it (``Entry.auto_expect``, ``Entry.auto_note``): where its
 hand-chosen verdict rests on a unit narrower than the standard one, the default audits the standard
 unit, and a planted bug "caught" only through a finding of that configuration does not count.
+
+A bug whose configuration's correct system violates too (a finding) counts as caught *beyond* the
+finding where its ε_lb exceeds the exact ε of the correct system on the same pair
+(:func:`correct_ceiling`), read at the mechanism view: every other view but the trace is its
+post-processing in the correct system's DP proof, so its exact ε bounds what the correct system leaks
+at the played view. Then the bug leaks more than the correct system can on that pair.
 """
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from audit import catalogue, game, portfolio
+import numpy as np
+
+from audit import catalogue, declared, game, pair_epsilon, portfolio, relation
 from audit.budget import Budget
+from audit.pair_epsilon import PairEpsilon
+from audit.run_spec import build_target
+from canaries import base as canaries
+from targets import base as targets
+from targets.base import Level
 from targets.common.catalogue import FINDING
 
 
@@ -42,25 +56,66 @@ def play(entry: catalogue.Entry, budget: Budget, *, seed: int, out: Path, jobs: 
     expect = entry.auto_expect or entry.expect
     ok = expect == FINDING or result.verdict == expect
     caught = bool(entry.bug) and expect == "VIOLATION" and ok and not entry.auto_note
+    beyond: dict[str, Any] = {}
+    if entry.bug and expect == "VIOLATION" and ok and entry.auto_note:
+        ceiling = correct_ceiling(entry, result.canary, result.level, seed=seed)
+        beyond = beyond_finding(result.eps_lb, ceiling)
+        caught = beyond["beyond_finding"]
     piloted = sum(r["status"] == "piloted" for r in record["candidates"])
     return {"entry": entry.name, "bug": entry.bug, "expected": expect, "got": result.verdict, "ok": ok,
             "counts_as_caught": caught, "note": entry.auto_note, "eps_lb": result.eps_lb,
             "claimed_epsilon": result.claimed_epsilon, "method": result.method,
             "chosen": f"{result.attack} / {result.canary.get('canary', '?')} @ {result.level}",
             "piloted": piloted, "candidates": len(record["candidates"]), "trials": result.trials,
-            "power": (result.power or {}).get("reading"), "seconds": time.time() - start}
+            "power": (result.power or {}).get("reading"), **beyond, "seconds": time.time() - start}
+
+
+def correct_ceiling(entry: catalogue.Entry, canary: dict[str, Any], level: str, *, seed: int) -> PairEpsilon:
+    """The exact ε of `entry`'s configuration without its bug, on the pair the default played
+    (`canary`: the result's record; an edge canary's pair is rebuilt from its edge), at the mechanism
+    view, which bounds the played `level` unless that is the trace (module docstring)."""
+    spec = replace(spec_of(entry, seed), bug=None)
+    graph, target, claim = game.setup_run(spec)
+    if level == Level.TRACE or Level.MECHANISM not in target.levels:
+        return pair_epsilon.not_computable(claim.delta, f"played at the {level} view, which the correct system's "
+                                                        "mechanism view does not bound")
+    name = "edge:{}-{}".format(*canary["edge"]) if "edge" in canary else canary.get("canary", "?")
+    pair = canaries.make(name).worlds(graph, np.random.default_rng([seed, 0xCA4A]), targets.on_cpu(target))
+    target, claim, _ = relation.charge(build_target(spec), pair, target, claim)
+    check = declared.check_declared(target, pair, seed=seed, attack=(Level.MECHANISM,), graph=graph,
+                                    n=game.DECLARED_CHECK_N)
+    return pair_epsilon.of_run(target, pair, level=Level.MECHANISM, delta=claim.delta, confidence=spec.confidence,
+                               seed=seed, declared_ok=pair_epsilon.declared_state(check))
+
+
+def beyond_finding(eps_lb: float | str, ceiling: PairEpsilon) -> dict[str, Any]:
+    """Whether ε_lb exceeds the correct system's exact ε on the pair (a Monte Carlo's upper end),
+    with both numbers and the sentence the table prints."""
+    top = None if ceiling.value is None else (ceiling.interval or (ceiling.value, ceiling.value))[1]
+    lb = float(eps_lb) if not isinstance(eps_lb, str) else float("inf")
+    record = {"correct_exact": ceiling.to_dict(), "beyond_finding": top is not None and lb > top}
+    if top is None:
+        why = "; ".join(r for r in ceiling.not_covered if "not observed" not in r)
+        record["beyond_note"] = f"not counted: the correct system's exact ε on this pair is not computable ({why})"
+    else:
+        how = "; ".join((ceiling.method, *(f"caveat: {c}" for c in ceiling.caveats)))
+        exact = f"{top:.3g}, the exact ε of the correct system on this pair ({how})"
+        record["beyond_note"] = (f"caught beyond the finding: ε_lb {lb:.3g} > {exact}" if record["beyond_finding"]
+                                 else f"not counted as caught: ε_lb {lb:.3g} ≤ {exact}")
+    return record
 
 
 def row_text(row: dict[str, Any]) -> str:
     mark = "" if row["ok"] else "  ← MISMATCH"
     eps = row["eps_lb"] if isinstance(row["eps_lb"], str) else f"{row['eps_lb']:.3f}"
-    note = f" ({row['note']})" if row["note"] else ""
+    note = "; ".join(n for n in (row["note"], row.get("beyond_note", "")) if n)
+    note = f" ({note})" if note else ""
     return (f"| {row['entry']} | {row['expected']} | {row['got']}{mark}{note} | {eps} | {row['claimed_epsilon']:.3g} | "
-            f"{row['chosen']} | {row['piloted']}/{row['candidates']} | {row['trials']} | {row['power']} | "
+            f"{row['chosen']}, {row['method']} | {row['piloted']}/{row['candidates']} | {row['trials']} | {row['power']} | "
             f"{row['seconds']:.0f} |")
 
 
-HEADER = ("| entry | expected | got | ε_lb | claimed ε | chosen (attack / canary @ level) | piloted | trials | power | s |\n"
+HEADER = ("| entry | expected | got | ε_lb | claimed ε | chosen (attack / canary @ level, estimator) | piloted | trials | power | s |\n"
           "|---|---|---|---|---|---|---|---|---|---|")
 
 

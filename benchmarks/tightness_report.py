@@ -21,6 +21,8 @@ DEFAULTS = ROOT / "results" / "campaign-default" / "campaign.json"
 BINDING = ROOT / "results" / "tightness" / "campaign.json"
 FIGURE = ROOT / "results" / "figures" / "tightness.png"
 REPORT = ROOT / "results" / "tightness.md"
+#: a configuration binds where its ε_lb reaches this share of the claim (issue #32)
+BINDS = 0.8
 BEGIN, END = "<!-- begin generated -->", "<!-- end generated -->"
 #: the defaults line of each published system: (label, target, params) of campaign-default's csbm rows
 SYSTEMS = [("CARIBOU", "caribou", {}), ("GCON", "gcon", {}), ("DPDGC", "dpdgc", {}),
@@ -93,7 +95,8 @@ def _binding_lines(ax, label: str, colour: str, rows: list[dict], exact: list[fl
     ax.plot(eps, [x / r["claimed_epsilon"] for x, r in zip(exact, rows)], ls=":", color=colour,
             label=f"{label}, binding: exact ε of the pair")
     for r, x in zip(rows, exact):
-        table.append(f"| {label} binding | {r['epsilon']:g} | {r['claimed_epsilon']:.3f} | {x:.3f} "
+        reading = "binding" if r["tightness"] >= BINDS else f"short of {BINDS:g}"  # ε_lb / claim, the issue's mark
+        table.append(f"| {label} {reading} | {r['epsilon']:g} | {r['claimed_epsilon']:.3f} | {x:.3f} "
                      f"({x / r['claimed_epsilon']:.3f}) | {r['eps_lb']:.3f} | **{r['tightness']:.3f}** | "
                      f"{r['auc']:.4f} | {r['trials']} |")
 
@@ -126,7 +129,7 @@ def main() -> None:
             rows_ = [r for r in dpdgc if is_replace(r) == replace]
             if rows_:
                 _binding_lines(ax, label, colour, rows_, [dpdgc_joint_exact(r, replace) for r in rows_], table)
-    ax.axhline(0.8, color="grey", lw=0.8, ls="--")
+    ax.axhline(BINDS, color="grey", lw=0.8, ls="--")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("claimed ε")
     ax.set_ylabel("ε_lb / claimed ε")

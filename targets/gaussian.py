@@ -181,7 +181,7 @@ class GaussianMechanism(Target[GaussianConfig]):
 
 def _predictor(released: torch.Tensor):
     def predict(query: Data | None = None, nodes: torch.Tensor | None = None) -> torch.Tensor:
-        probs = torch.softmax(released, dim=1).cpu()
-        return probs if nodes is None else probs[nodes]
+        rows = released if nodes is None else released[nodes]  # softmax is row-wise: the queried rows only
+        return torch.softmax(rows, dim=1).cpu()
 
     return predict

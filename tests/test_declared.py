@@ -125,6 +125,7 @@ def test_trace_declared_law(csbm, pair, kw, fragment):
     assert check.steps[0].view == "trace"
     if fragment is None:
         assert check.ok and check.allows_declared_model, check.reason
+        assert check.to_dict()["steps"][0]["law"] == kw.get("law", "gaussian")  # what gdp's validity reads
     else:
         assert not check.ok and fragment in check.reason, check.reason
 
@@ -134,7 +135,7 @@ def test_correct_gaussian_passes(csbm):
     pair = make_canary("random-edge").worlds(csbm, np.random.default_rng(0), target)
     check = declared.check_declared(target, pair, seed=0, n=16, attack="mechanism-lrt", graph=csbm)
     assert check.ok and check.allows_declared_model, check.reason
-    assert check.steps[0].status == "pass" and check.tests >= 20
+    assert check.steps[0].status == "pass" and check.tests >= 20 and check.steps[0].law == "gaussian"
     assert declared.apply_policy(check, "gdp", 0.0)[:2] == ("gdp", 0.0)
     json.dumps(check.to_dict())
 

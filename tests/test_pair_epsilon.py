@@ -225,6 +225,7 @@ def test_steps_without_a_computable_law_are_named_with_the_reason():
     assert got.value is None and "no noise law declared" in got.not_covered[0]
     line = pe.slack_line(1.0, got, 0.2)
     assert line.startswith("claim 1 → exact not computable: X(K): no noise law declared") and "ε_lb 0.2" in line
+    assert line.count("not computable") == 1  # said once, not again after the step's reason
 
 
 def test_views_other_than_mechanism_and_failed_declarations_are_not_computable(csbm):

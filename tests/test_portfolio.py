@@ -271,6 +271,16 @@ def test_a_failed_check_sets_aside_declared_model_scores_and_promotes_what_explo
     assert any(r["attack"] == "mechanism-lrt" and r["status"].startswith("not piloted") for r in rows[1:])
 
 
+def test_a_linear_score_is_kept_where_only_the_std_is_off():
+    pool = [portfolio.Candidate("trace", a, "dirac-gradient") for a in ("gradient-lrt", "gradient-projection")]
+    rows = [{"level": "trace", "attack": "gradient-lrt", "canary": "split-gradient", "status": "piloted"}]
+    left = portfolio._act_on_deviation("trace", "noise std differs", pool, rows,
+                                       keep=lambda name: name == "gradient-lrt")
+    assert rows == [{"level": "trace", "attack": "gradient-lrt", "canary": "split-gradient", "status": "piloted"}]
+    assert [c.attack for c in left] == ["gradient-lrt", "gradient-projection"]
+    assert portfolio._act_on_deviation("trace", "noise std differs", pool, rows)[0].attack == "gradient-projection"
+
+
 def test_the_default_acts_on_a_deviation_end_to_end(tmp_path):
     """A user target that releases the rows of non-training nodes without noise: the check names the
     deviation, the exact LLR is set aside, and the certificate rests on a score that does not use the
@@ -292,7 +302,9 @@ def test_gdp_is_valid_only_for_a_gdp_claim_or_a_checked_exact_llr():
 
     plain = Claim(epsilon=8.0, delta=1e-3, accountant="rdp", unit="node")
     gdp_claim = Claim(epsilon=8.0, delta=1e-3, accountant="gdp", unit="node", gdp_mu=3.0)
-    passed = {"checked": True, "ok": True, "steps": [{"status": "pass"}, {"status": "undeclared"}]}
+    passed = {"checked": True, "ok": True, "steps": [{"status": "pass", "law": "gaussian"}, {"status": "undeclared"}]}
+    sml = {"checked": True, "ok": True, "steps": [{"status": "pass", "law": "sml"}]}
+    unnamed = {"checked": True, "ok": True, "steps": [{"status": "pass"}]}  # a record without the law
     failed = {"checked": True, "ok": False, "steps": [{"status": "fail"}]}
     deviating = {"checked": True, "ok": True, "deviations": ["shared-steps"], "steps": [{"status": "pass"}]}
     assert portfolio._gdp_valid(plain, "gradient-lrt", deviating) is None
@@ -301,6 +313,8 @@ def test_gdp_is_valid_only_for_a_gdp_claim_or_a_checked_exact_llr():
     assert portfolio._gdp_valid(plain, "gradient-lrt", failed) is None
     assert portfolio._gdp_valid(plain, "learned-trace", passed) is None      # not the declared model's LLR
     assert portfolio._gdp_valid(plain, "gradient-lrt", None) is None
+    assert portfolio._gdp_valid(plain, "gradient-lrt", sml) is None          # SML's exact LLR: not a Gaussian curve
+    assert portfolio._gdp_valid(plain, "gradient-lrt", unnamed) is None
 
 
 def test_the_estimator_is_gdp_where_its_held_out_bound_beats_cp():
@@ -317,3 +331,67 @@ def test_the_estimator_is_gdp_where_its_held_out_bound_beats_cp():
     assert portfolio._estimator(game.AuditSpec(estimator="cp"), [{**row, "gdp_valid": "x"}], win)[0] == "cp"
     assert portfolio._rank({**row, "gdp_valid": "x"})[0] == stat["heldout_gdp_eps_lb"]
     assert portfolio._rank({**row, "gdp_valid": None})[0] == stat["heldout_eps_lb"]
+
+
+# ---------------------------------------------------------------------------------------------
+# gdp for a linear score where the check found only the noise std off
+# ---------------------------------------------------------------------------------------------
+GAUSSIAN_Q1 = {"noise": "gaussian", "sampling_rate": 1.0}
+
+
+@pytest.fixture(scope="module")
+def trace_checks(csbm):
+    """The declared check's records on a Gaussian trace: honest, its std planted at half the
+    declared one, and Laplace-like noise (SML) declared Gaussian."""
+    from audit import declared
+    from canaries.edge import ExplicitEdge
+    from targets.base import build
+
+    pair = ExplicitEdge(0, 1).worlds(csbm, np.random.default_rng(0))
+    record = lambda **kw: {"checked": True, **declared.check_declared(  # noqa: E731
+        build("tests.deviants:TraceTarget", **kw), pair, seed=0, n=8).to_dict()}
+    return record(), record(applied_scale=0.5), record(applied_law="sml")
+
+
+def test_gdp_is_valid_for_a_linear_score_where_only_the_std_is_off(trace_checks):
+    from targets.base import Claim
+
+    plain = Claim(epsilon=8.0, delta=1e-3, accountant="rdp", unit="node")
+    honest, half_std, laplace_like = trace_checks
+    assert not half_std["ok"] and "noise std differs" in half_std["reason"]
+    assert portfolio._gdp_valid(plain, "gradient-lrt", half_std, GAUSSIAN_Q1).startswith("a score linear")
+    assert portfolio._gdp_valid(plain, "gradient-lrt", half_std, {**GAUSSIAN_Q1, "sampling_rate": 0.5}) is None  # a mixture
+    assert portfolio._gdp_valid(plain, "gradient-projection", half_std, GAUSSIAN_Q1) is None  # reads the whole batch
+    assert portfolio._gdp_valid(plain, "gradient-lrt", half_std, None) is None  # the record is silent: not known
+    # a non-Gaussian deviation: the shape test fails, gdp is refused
+    assert not laplace_like["ok"] and "not Gaussian" in laplace_like["reason"]
+    assert portfolio._gdp_valid(plain, "gradient-lrt", laplace_like, GAUSSIAN_Q1) is None
+    assert portfolio._gdp_valid(plain, "gradient-lrt", honest, GAUSSIAN_Q1).startswith("an exact likelihood ratio")
+    steps = [{**s, "tests": [t for t in s["tests"] if t["name"] != "world-scale"]} for s in half_std["steps"]]
+    assert portfolio._gdp_valid(plain, "gradient-lrt", {**half_std, "steps": steps}, GAUSSIAN_Q1) is None  # not run
+
+
+def test_gdp_on_a_linear_score_with_a_planted_std_covers_the_true_epsilon():
+    """The Gaussian mechanism behind gradient-lrt at q = 1: T steps release b·c + N(0, s'² I) and
+    the score is Σ_t (⟨x_t, c⟩ − ‖c‖²/2)/s² at the declared s, while the planted s' = s/2. Its exact
+    ε is the μ-GDP one at μ = √T‖c‖/s'. The portfolio's gdp (held-out threshold, 95%) exceeds it in at
+    most the binomial limit of 400 seeds."""
+    from tests.size import count_exceedances
+    from targets.common.accounting import gdp_epsilon
+
+    steps, dim, declared_std, delta = 4, 16, 4.0, 1e-3
+    c = np.zeros(dim)
+    c[0] = 1.0
+    true_std = declared_std / 2
+    truth = gdp_epsilon(np.sqrt(steps) * np.linalg.norm(c) / true_std, delta)
+
+    def draw(r):
+        rng = np.random.default_rng([r, 0x5CA1E])
+        scores = []
+        for b in (0, 1):
+            x = b * c + true_std * rng.standard_normal((300, steps, dim))
+            scores.append(((x @ c) - 0.5 * c @ c).sum(axis=1) / declared_std**2)
+        est = estimators.estimate(*scores, delta=delta, method="gdp", confidence=0.95, seed=r)
+        return est.eps_lb, truth
+
+    count_exceedances(draw, 400, 0.05, "gdp on a linear score with a planted std")

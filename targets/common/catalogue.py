@@ -35,7 +35,8 @@ class Entry:
     finding: str = ""  # set when a faithful (bug-free) configuration is expected to VIOLATE its paper's claim
     #: ``regress --auto`` (the default command): the verdict expected where it differs (:data:`FINDING`:
     #: the default audits the standard unit, so its verdict is a finding's, reported but not scored), and
-    #: why; a planted bug with a note is not counted as caught by the default
+    #: why; a planted bug with a note (its VIOLATION may be its configuration's finding) counts as caught
+    #: only beyond the finding (``audit.regress_auto``: above the correct system's exact ε on the pair)
     auto_expect: str | None = None
     auto_note: str = ""
 

@@ -27,7 +27,7 @@ CATALOGUE = (
                   "or edge_unit=undirected."),
     Entry("gap", "VIOLATION", bug="no-noise", trials=100, params=GAP_FAST),
     Entry("gap", "VIOLATION", bug="fresh-inference-noise", epsilon=4, params=GAP_TRAINED, canary="worst-directed-edge",
-          attack="fresh-query", estimator="gdp", trials=400, auto_note=GAP_DIRECTED + ", not counted as caught",
+          attack="fresh-query", estimator="gdp", trials=400, auto_note=GAP_DIRECTED,
           why="every api call re-aggregates the private edges with fresh noise: 64 probe/control query pairs read "
               "at the canary's endpoint; μ_lb 1.73-3.40 against the claimed μ 1.04 (seeds 0-4)"),
     Entry("gap", "CONSISTENT", epsilon=4, params=GAP_TRAINED, canary="worst-directed-edge", attack="fresh-query",

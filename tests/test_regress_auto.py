@@ -1,0 +1,59 @@
+"""`regress --auto`'s counting (audit.regress_auto): a bug whose configuration shows a finding counts
+only where its ε_lb exceeds the correct system's exact ε on the played pair."""
+import numpy as np
+import pytest
+
+from audit import catalogue, game, regress_auto
+from audit.budget import Budget
+from canaries import base as canaries
+from targets import base as targets
+from targets.common.accounting import gdp_epsilon
+
+SMALL = "csbm:n=120,features=8"
+#: a planted bug read "through a finding" (the note), as GAP's fresh-inference-noise is
+ENTRY = catalogue.Entry("gaussian", "VIOLATION", bug="no-noise", epsilon=2, dataset=SMALL, trials=100,
+                        auto_note="through a finding of this configuration")
+
+
+@pytest.fixture(scope="module")
+def played():
+    """A worst-edge pair of the small graph, its canary record and the correct system's exact ε,
+    computed here from the noiseless map and the claimed noise (μ = ‖Δm‖/σ, DRS 2019 Cor. 2.13)."""
+    spec = game.AuditSpec(target="gaussian", epsilon=2, dataset=SMALL)
+    graph, target, claim = game.setup_run(spec)
+    pair = canaries.make("worst-edge").worlds(graph, np.random.default_rng([0, 0xCA4A]), targets.on_cpu(target))
+    mu = float((target.noiseless(pair.g1) - target.noiseless(pair.g0)).norm()) / claim.details["noise_std"]
+    return pair.info, gdp_epsilon(mu, claim.delta), claim.epsilon
+
+
+def test_the_correct_systems_exact_epsilon_on_the_played_pair(played):
+    canary, exact, claimed = played
+    ceiling = regress_auto.correct_ceiling(ENTRY, canary, "mechanism", seed=0)
+    assert ceiling.method == "closed-form" and ceiling.value == pytest.approx(exact, rel=1e-4)
+    assert 0 < ceiling.value <= claimed * (1 + 1e-6)  # a correct system's pair stays within its claim
+    # the api view is the mechanism's post-processing: the same ceiling bounds it
+    assert regress_auto.correct_ceiling(ENTRY, canary, "api", seed=0).value == ceiling.value
+
+
+def test_a_bug_counts_beyond_the_finding_only_above_the_ceiling(played):
+    canary, exact, _ = played
+    ceiling = regress_auto.correct_ceiling(ENTRY, canary, "mechanism", seed=0)
+    above, below = regress_auto.beyond_finding(exact + 0.1, ceiling), regress_auto.beyond_finding(exact - 0.1, ceiling)
+    assert above["beyond_finding"] and above["beyond_note"].startswith("caught beyond the finding")
+    assert not below["beyond_finding"] and below["beyond_note"].startswith("not counted as caught")
+    assert above["correct_exact"]["value"] == pytest.approx(exact, rel=1e-4)
+
+
+def test_a_trace_is_not_bounded_by_the_mechanism_view(played):
+    canary, _, _ = played
+    ceiling = regress_auto.correct_ceiling(ENTRY, canary, "trace", seed=0)
+    row = regress_auto.beyond_finding(50.0, ceiling)
+    assert not ceiling.computable and not row["beyond_finding"] and "not computable" in row["beyond_note"]
+
+
+def test_play_counts_a_bug_caught_beyond_its_finding(tmp_path):
+    """no-noise leaks more than the correct system's exact ε ≤ 2 on any pair."""
+    row = regress_auto.play(ENTRY, Budget(trials=400), seed=0, out=tmp_path, jobs=1)
+    assert row["got"] == "VIOLATION" and row["counts_as_caught"] and row["beyond_finding"]
+    assert row["eps_lb"] > row["correct_exact"]["value"]
+    assert "caught beyond the finding" in regress_auto.row_text(row)
