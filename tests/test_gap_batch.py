@@ -249,6 +249,18 @@ def test_aggregate_together_equals_one_product_per_trial(csbm):
                         assert agg.data_ptr() == out[:, 16 * j].data_ptr()
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_one_pass_noise_addition_rounds_as_two(dtype):
+    """The batch adds std·noise with addcmul (one pass): the floats of noise·std, then + agg."""
+    g = torch.Generator().manual_seed(5)
+    noise, agg = torch.randn(4096, 16, generator=g, dtype=dtype), torch.randn(4096, 16, generator=g, dtype=dtype) * 3
+    one = torch.ones((), dtype=dtype)
+    for std in (0.0, 0.37, 1.0, 7.3125, 41.9):
+        two = noise.clone().mul_(std).add_(agg)
+        assert torch.equal(torch.addcmul(agg, noise, one, value=std), two)
+        assert torch.equal(agg.clone().addcmul_(noise, one, value=std), two)
+
+
 def storages(releases):
     return {s.output.untyped_storage().data_ptr() for r in releases for s in r.mechanism}
 

@@ -529,6 +529,7 @@ class GAP(Target[GAPConfig]):
         # (:func:`aggregate_together`: the same floats as one product per trial, fewer passes over
         # the edges); every N × h tensor comes from the pool (the last batch's, once it is dropped)
         ref, pool = h0 if cached else h0[0], self._buffers
+        one = torch.ones((), dtype=ref.dtype, device=ref.device)
         gens, wide_shape = [noise_generator(r, ref.device) for r in rngs], (ref.size(0), b * ref.size(1))
         trial_hs = [[h0 if cached else h0[j]] for j in range(b)]  # H_0..H_{K-1}
         trial_sums: list[list[torch.Tensor]] = [[] for _ in range(b)]  # S_1..S_K on the run's device
@@ -539,15 +540,14 @@ class GAP(Target[GAPConfig]):
             side = pool.empty(wide_shape, ref.dtype, ref.device) if k + 1 < cfg.hops else None
             for j, (agg, g) in enumerate(zip(aggs, gens)):
                 noise = torch.randn(agg.shape, generator=g, out=pool.empty(agg.shape, agg.dtype, agg.device))
-                # agg + std·noise (addition commutes exactly): in the product's buffer where it is the
-                # trial's own (the draw's buffer is then free for the next trial), else in the draw's
-                s_k = agg.add_(noise.mul_(std)) if own else noise.mul_(std).add_(agg)
+                # agg + std·noise in one pass (addcmul rounds std·noise·1 = std·noise, then the sum): in
+                # the product's buffer where it is the trial's own (the draw's is then free), else in the draw's
+                s_k = agg.addcmul_(noise, one, value=std) if own else torch.addcmul(agg, noise, one, value=std, out=noise)
                 del noise
                 trial_sums[j].append(s_k.detach())  # on the run's device: the attack moves the rows it reads
                 if side is not None:
                     width = s_k.size(1)
                     trial_hs[j].append(unit_rows(s_k, out=side[:, j * width:(j + 1) * width]))
-            del aggs
         last_sums = [sums[-1] for sums in trial_sums]
 
         # 3. the classifiers: trained together on first use of any trial's classifier view (H_K,
