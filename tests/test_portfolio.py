@@ -363,6 +363,7 @@ def test_gdp_is_valid_for_a_linear_score_where_only_the_std_is_off(trace_checks)
     assert portfolio._gdp_valid(plain, "gradient-lrt", half_std, {**GAUSSIAN_Q1, "sampling_rate": 0.5}) is None  # a mixture
     assert portfolio._gdp_valid(plain, "gradient-projection", half_std, GAUSSIAN_Q1) is None  # reads the whole batch
     assert portfolio._gdp_valid(plain, "gradient-lrt", half_std, None) is None  # the record is silent: not known
+    assert portfolio._gdp_valid(plain, "gradient-lrt", half_std, {**GAUSSIAN_Q1, "node": 3}) is None  # k_t drawn
     # a non-Gaussian deviation: the shape test fails, gdp is refused
     assert not laplace_like["ok"] and "not Gaussian" in laplace_like["reason"]
     assert portfolio._gdp_valid(plain, "gradient-lrt", laplace_like, GAUSSIAN_Q1) is None
