@@ -234,11 +234,41 @@ def test_aggregate_together_equals_one_product_per_trial(csbm):
     side = torch.randn(csbm.num_nodes, 16 * 11)
     blocks = [side[:, 16 * j:16 * (j + 1)] for j in range(11)]  # column blocks of one buffer (read in place)
     apart = [torch.randn(csbm.num_nodes, 16) for _ in range(3)]  # separate tensors (concatenated)
+    def aggregate(h, out=None):
+        return adj @ h if out is None else torch.addmm(out, adj, h, beta=0, out=out)
+
     for hs in (blocks, apart, blocks[:1]):
-        together = aggregate_together(lambda h: adj @ h, hs, group=8)
-        assert len(together) == len(hs)
-        for h, agg in zip(hs, together):
-            assert torch.equal(agg, adj @ h.contiguous())
+        for group in (8, None):
+            out = torch.full((csbm.num_nodes, 16 * len(hs)), float("nan"))  # its contents are never read
+            for dest in (None, out):
+                together = aggregate_together(aggregate, hs, group=group, out=dest)
+                assert len(together) == len(hs)
+                for j, (h, agg) in enumerate(zip(hs, together)):
+                    assert torch.equal(agg, adj @ h.contiguous())
+                    if dest is not None:  # written in place, trial j in its column block
+                        assert agg.data_ptr() == out[:, 16 * j].data_ptr()
+
+
+def storages(releases):
+    return {s.output.untyped_storage().data_ptr() for r in releases for s in r.mechanism}
+
+
+def outputs_equal(releases, outputs):
+    return all(torch.equal(s.output, o) for r, outs in zip(releases, outputs) for s, o in zip(r.mechanism, outs))
+
+
+def test_pooled_buffers_never_overwrite_held_releases(csbm):
+    t, fresh = target(csbm), target(csbm)
+    first = t.fit_batch(csbm, gens([1, 2, 3]))
+    held = [[s.output.clone() for s in r.mechanism] for r in first]
+    second = t.fit_batch(csbm, gens([4, 5, 6]))  # the first batch is still held: other buffers
+    assert not storages(first) & storages(second) and outputs_equal(first, held)
+    before = storages(first)
+    del first
+    third = t.fit_batch(csbm, gens([1, 2, 3]))  # the first batch's buffers, now free, are reused
+    assert storages(third) <= before and outputs_equal(third, held)
+    for a, b in zip(second, fresh.fit_batch(csbm, gens([4, 5, 6]))):
+        assert_same_release(a, b, csbm)
 
 
 def test_differing_rows_counts_multiplicity():

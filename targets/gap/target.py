@@ -13,6 +13,7 @@ from torch import nn
 from graphs.ops import drop_isolated_with_notice, fingerprint
 from targets.base import (Claim, Lazy, Level, MechanismStep, Release, Target, TargetConfig, child_generator,
                           noise_generator, seeded)
+from targets.common.buffer_pool import BufferPool
 from targets.common.dpsgd import assign_flat_grad, canary_from, clip_rows, noisy_sum, poisson_sample
 from targets.gap.accountant import dpsgd_schedule, gap_claim
 from targets.gap.config import GAPConfig
@@ -114,6 +115,7 @@ class GAP(Target[GAPConfig]):
         self._supports = _ByIdentity(4)  # rows where two graphs' Aᵀ differ
         self._row_blocks = _ByIdentity(8)  # those rows of Aᵀ
         self._first_hops = _ByIdentity(4)  # Aᵀ·H0 per graph with the prepared encoder (edge level)
+        self._buffers = BufferPool()  # the edge-level batch's per-trial N × h tensors
 
     def preprocess(self, graph: Any) -> tuple[Any, str | None]:
         """The paper's pre-processing (GAP's loader; spec §5): isolated nodes dropped, with a notice."""
@@ -231,8 +233,9 @@ class GAP(Target[GAPConfig]):
             return lambda h: sum_aggregate(h, edges, n)
         adj = self._adjacencies.get((graph.edge_index,), lambda: transposed_adjacency(edges, n))
 
-        def aggregate(h: torch.Tensor) -> torch.Tensor:
-            return (adj if adj.dtype == h.dtype else adj.to(h.dtype)) @ h
+        def aggregate(h: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+            a = adj if adj.dtype == h.dtype else adj.to(h.dtype)  # into `out` (beta 0: not read): a @ h's floats
+            return a @ h if out is None else torch.addmm(out, a, h, beta=0, out=out)
 
         return aggregate
 
@@ -522,24 +525,28 @@ class GAP(Target[GAPConfig]):
         aggregate = self._aggregator(graph, edges)
         first = self._first_hops.get((graph.edge_index, h0), lambda: aggregate(h0)) if cached else None
         # hop by hop over the trials: each trial's generator still draws its hops in order, and a
-        # hop's aggregates of several trials are one product over their H side by side
-        # (:func:`aggregate_together`: the same floats as one product per trial, fewer passes
-        # over the edges)
-        gens = [noise_generator(r, h0.device if cached else h0[0].device) for r in rngs]
+        # hop's aggregates of all the trials are one product over their H side by side
+        # (:func:`aggregate_together`: the same floats as one product per trial, fewer passes over
+        # the edges); every N × h tensor comes from the pool (the last batch's, once it is dropped)
+        ref, pool = h0 if cached else h0[0], self._buffers
+        gens, wide_shape = [noise_generator(r, ref.device) for r in rngs], (ref.size(0), b * ref.size(1))
         trial_hs = [[h0 if cached else h0[j]] for j in range(b)]  # H_0..H_{K-1}
         trial_sums: list[list[torch.Tensor]] = [[] for _ in range(b)]  # S_1..S_K on the run's device
-        for k in range(cfg.hops):
-            wide = k + 1 < cfg.hops and b > 1  # H_{k+1} written side by side for the next product
-            aggs = [first] * b if k == 0 and cached else aggregate_together(aggregate, [hs[-1] for hs in trial_hs])
-            side = torch.empty(aggs[0].size(0), b * aggs[0].size(1), device=aggs[0].device,
-                               dtype=aggs[0].dtype) if wide else None
+        for k in range(cfg.hops):  # H_{k+1} is written side by side (`side`) for the next product
+            own = not (k == 0 and cached)  # the aggregates are this batch's own (not the shared first hop)
+            aggs = aggregate_together(aggregate, [hs[-1] for hs in trial_hs], out=pool.empty(wide_shape, ref.dtype,
+                                      ref.device)) if own else [first] * b
+            side = pool.empty(wide_shape, ref.dtype, ref.device) if k + 1 < cfg.hops else None
             for j, (agg, g) in enumerate(zip(aggs, gens)):
-                noise = torch.randn(agg.shape, generator=g, dtype=agg.dtype, device=agg.device)
-                s_k = noise.mul_(std).add_(agg)  # agg + std·noise, in the draw's buffer
+                noise = torch.randn(agg.shape, generator=g, out=pool.empty(agg.shape, agg.dtype, agg.device))
+                # agg + std·noise (addition commutes exactly): in the product's buffer where it is the
+                # trial's own (the draw's buffer is then free for the next trial), else in the draw's
+                s_k = agg.add_(noise.mul_(std)) if own else noise.mul_(std).add_(agg)
+                del noise
                 trial_sums[j].append(s_k.detach())  # on the run's device: the attack moves the rows it reads
-                if k + 1 < cfg.hops:
+                if side is not None:
                     width = s_k.size(1)
-                    trial_hs[j].append(unit_rows(s_k, out=side[:, j * width:(j + 1) * width] if wide else None))
+                    trial_hs[j].append(unit_rows(s_k, out=side[:, j * width:(j + 1) * width]))
             del aggs
         last_sums = [sums[-1] for sums in trial_sums]
 
