@@ -315,6 +315,11 @@ def test_gdp_is_valid_only_for_a_gdp_claim_or_a_checked_exact_llr():
     assert portfolio._gdp_valid(plain, "gradient-lrt", None) is None
     assert portfolio._gdp_valid(plain, "gradient-lrt", sml) is None          # SML's exact LLR: not a Gaussian curve
     assert portfolio._gdp_valid(plain, "gradient-lrt", unnamed) is None
+    full, sampled = {"sampling_rate": 1.0, "noise": "gaussian"}, {"sampling_rate": 0.5, "noise": "gaussian"}
+    assert portfolio._gdp_valid(plain, "gradient-lrt", passed, full)
+    assert portfolio._gdp_valid(plain, "gradient-lrt", passed, sampled) is None  # a mixture: not a Gaussian curve
+    assert portfolio._gdp_valid(plain, "gradient-lrt", passed, {**full, "node": 3}) is None  # k_t drawn with the batch
+    assert portfolio._gdp_valid(plain, "mechanism-lrt", passed, {"canary": "worst-edge"})  # no trace, no sampling
 
 
 def test_the_estimator_is_gdp_where_its_held_out_bound_beats_cp():
