@@ -132,8 +132,11 @@ class FullVectorGradientCanary(Attack):
 
     def linear_in_release(self, info: dict[str, Any]) -> bool:
         """The Gaussian LLR with the canary in every step (q = 1): Σ_t (⟨x_t, c_t⟩ − ‖c_t‖²/2)/s², x_t
-        the step's release less the auditor-known rest of its batch, c_t fixed (a gradient canary)."""
-        return info.get("noise") == NoiseLaw.GAUSSIAN and float(info.get("sampling_rate", 0.0)) >= 1.0
+        the step's release less the auditor-known rest of its batch, c_t fixed (a gradient canary). Not
+        a whole-node canary (its record names the node): its c_t is scaled by a k_t drawn with the
+        batch, so the score is a mixture."""
+        return (info.get("noise") == NoiseLaw.GAUSSIAN and float(info.get("sampling_rate", 0.0)) >= 1.0
+                and "node" not in info)
 
     def step_llrs(self, release: Release, pair) -> np.ndarray:
         """ℓ_t for every step (before the sampling mixture)."""

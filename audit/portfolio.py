@@ -210,16 +210,18 @@ def _gdp_valid(claim: targets.Claim, attack: str, declared: dict[str, Any] | Non
     """Why ``gdp`` is a valid estimator for this candidate, or None: the claim is μ-GDP (it then
     bounds every test's error pair by its Gaussian curve, whatever the score), or the score is the
     declared model's exact likelihood ratio, the model passed its check at the view and every step it
-    checked is Gaussian (the trade-off is then the declared Gaussian one). An exact ratio of another
-    law (HeterPoisson's SML, a Laplace) has that law's trade-off, not a Gaussian curve: a Gaussian
-    curve through one of its points can claim more ε than the law has, so gdp is refused there. Or the
+    checked is Gaussian, with no sampling mixture (:func:`_mixture`): the trade-off is then the declared
+    Gaussian one. An exact ratio of another law (HeterPoisson's SML, a Laplace) or of a mixture has that
+    law's trade-off, not a Gaussian curve: a Gaussian curve through one of its points can claim more ε
+    than the law has, so gdp is refused there. Or the
     score is linear in the release given the pair's record `canary` (``Attack.linear_in_release``) and
     the check found only the noise std off (:func:`_only_scale_off`): each world's score is then
     exactly Gaussian with one variance, whatever the std, so its trade-off is a Gaussian curve.
     """
     if claim.gdp_mu is not None:
         return "the claim is μ-GDP"
-    if attacks.get(attack).rests_on_declared_model() and _model_passed(declared) and _all_gaussian(declared):
+    if attacks.get(attack).rests_on_declared_model() and _model_passed(declared) and _all_gaussian(declared) \
+            and not _mixture(canary or {}):
         return "an exact likelihood ratio of a declared Gaussian model that passed its check"
     if attacks.make(attack).linear_in_release(canary or {}) and _only_scale_off(declared):
         return ("a score linear in the release, on noise the check found Gaussian, of one std in both worlds and "
@@ -253,6 +255,14 @@ def _only_scale_off(declared: dict[str, Any] | None) -> bool:
         if not _SHAPE_TESTS <= {t["name"] for t in tests if t["passed"]}:
             return False
     return all(s.get("law") == NoiseLaw.GAUSSIAN for s in steps if s.get("status") == "pass")
+
+
+def _mixture(canary: dict[str, Any]) -> bool:
+    """The pair's record says the canary enters a trace with a presence or a scale drawn with the batch
+    (Poisson sampling at q < 1, a whole node's k_t): the exact ratio is then of a mixture of Gaussians,
+    whose trade-off is the subsampled Gaussian's, not a Gaussian curve (a Gaussian curve through one of
+    its points can claim more ε than the mixture has)."""
+    return "sampling_rate" in canary and (float(canary["sampling_rate"]) < 1.0 or "node" in canary)
 
 
 def _all_gaussian(declared: dict[str, Any]) -> bool:

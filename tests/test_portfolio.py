@@ -315,6 +315,11 @@ def test_gdp_is_valid_only_for_a_gdp_claim_or_a_checked_exact_llr():
     assert portfolio._gdp_valid(plain, "gradient-lrt", None) is None
     assert portfolio._gdp_valid(plain, "gradient-lrt", sml) is None          # SML's exact LLR: not a Gaussian curve
     assert portfolio._gdp_valid(plain, "gradient-lrt", unnamed) is None
+    full, sampled = {"sampling_rate": 1.0, "noise": "gaussian"}, {"sampling_rate": 0.5, "noise": "gaussian"}
+    assert portfolio._gdp_valid(plain, "gradient-lrt", passed, full)
+    assert portfolio._gdp_valid(plain, "gradient-lrt", passed, sampled) is None  # a mixture: not a Gaussian curve
+    assert portfolio._gdp_valid(plain, "gradient-lrt", passed, {**full, "node": 3}) is None  # k_t drawn with the batch
+    assert portfolio._gdp_valid(plain, "mechanism-lrt", passed, {"canary": "worst-edge"})  # no trace, no sampling
 
 
 def test_the_estimator_is_gdp_where_its_held_out_bound_beats_cp():
@@ -363,6 +368,7 @@ def test_gdp_is_valid_for_a_linear_score_where_only_the_std_is_off(trace_checks)
     assert portfolio._gdp_valid(plain, "gradient-lrt", half_std, {**GAUSSIAN_Q1, "sampling_rate": 0.5}) is None  # a mixture
     assert portfolio._gdp_valid(plain, "gradient-projection", half_std, GAUSSIAN_Q1) is None  # reads the whole batch
     assert portfolio._gdp_valid(plain, "gradient-lrt", half_std, None) is None  # the record is silent: not known
+    assert portfolio._gdp_valid(plain, "gradient-lrt", half_std, {**GAUSSIAN_Q1, "node": 3}) is None  # k_t drawn
     # a non-Gaussian deviation: the shape test fails, gdp is refused
     assert not laplace_like["ok"] and "not Gaussian" in laplace_like["reason"]
     assert portfolio._gdp_valid(plain, "gradient-lrt", laplace_like, GAUSSIAN_Q1) is None
