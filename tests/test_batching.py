@@ -134,6 +134,7 @@ def test_batch_is_not_in_the_key_and_is_validated():
 def test_auto_batch_size_follows_the_target():
     assert runner.batch_size(0, targets.build("gaussian")) == runner.AUTO_BATCH
     assert runner.batch_size(0, targets.build("gap"), "api") == runner.AUTO_BATCH_TRAINING
+    assert runner.batch_size(0, targets.build("gap")) == 32  # its own: the whole batch's hop products side by side
     assert runner.batch_size(0, targets.build("gcn"), "api") == runner.AUTO_BATCH_TRAINING  # stacked since stop 28
     assert runner.batch_size(0, targets.build("gcon")) == 64  # its own auto_batch: per-graph work shared by a batch
     assert runner.batch_size(0, targets.build("dpdgc")) == 48 and runner.batch_size(3, targets.build("dpdgc")) == 3
