@@ -97,6 +97,13 @@ def canary_and_law(release: Release, pair) -> tuple[torch.Tensor, str, float, fl
     return torch.as_tensor(gc, dtype=torch.float64), noise, std, q, trace
 
 
+def drawn_with_batch(info: dict[str, Any]) -> bool:
+    """A trace pair's record (``sampling_rate`` set) says the canary enters a step with a presence or a
+    scale drawn with the batch: Poisson sampling at q < 1, or a whole node (its k_t). A score of such a
+    trace is a mixture over that draw, whose trade-off is not a Gaussian curve."""
+    return float(info.get("sampling_rate", 1.0)) < 1.0 or "node" in info
+
+
 def step_canary(gc: torch.Tensor, t: int) -> torch.Tensor:
     """The canary step t carried: one row per step, or the same vector at every step."""
     return gc[t] if gc.dim() == 2 else gc
@@ -135,8 +142,7 @@ class FullVectorGradientCanary(Attack):
         the step's release less the auditor-known rest of its batch, c_t fixed (a gradient canary). Not
         a whole-node canary (its record names the node): its c_t is scaled by a k_t drawn with the
         batch, so the score is a mixture."""
-        return (info.get("noise") == NoiseLaw.GAUSSIAN and float(info.get("sampling_rate", 0.0)) >= 1.0
-                and "node" not in info)
+        return info.get("noise") == NoiseLaw.GAUSSIAN and "sampling_rate" in info and not drawn_with_batch(info)
 
     def step_llrs(self, release: Release, pair) -> np.ndarray:
         """ℓ_t for every step (before the sampling mixture)."""

@@ -49,6 +49,7 @@ import numpy as np
 import torch
 
 from attacks import base as attacks
+from attacks.gradient import drawn_with_batch
 from attacks.metrics import rates_at
 from audit import estimators, game
 from audit.budget import Budget
@@ -258,11 +259,10 @@ def _only_scale_off(declared: dict[str, Any] | None) -> bool:
 
 
 def _mixture(canary: dict[str, Any]) -> bool:
-    """The pair's record says the canary enters a trace with a presence or a scale drawn with the batch
-    (Poisson sampling at q < 1, a whole node's k_t): the exact ratio is then of a mixture of Gaussians,
-    whose trade-off is the subsampled Gaussian's, not a Gaussian curve (a Gaussian curve through one of
-    its points can claim more ε than the mixture has)."""
-    return "sampling_rate" in canary and (float(canary["sampling_rate"]) < 1.0 or "node" in canary)
+    """A trace pair whose canary is drawn with the batch (:func:`attacks.gradient.drawn_with_batch`): the
+    exact ratio is then of a mixture of Gaussians, whose trade-off is the subsampled Gaussian's, not a
+    Gaussian curve (a Gaussian curve through one of its points can claim more ε than the mixture has)."""
+    return "sampling_rate" in canary and drawn_with_batch(canary)
 
 
 def _all_gaussian(declared: dict[str, Any]) -> bool:
