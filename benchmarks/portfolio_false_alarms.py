@@ -35,6 +35,8 @@ def main() -> None:
     p.add_argument("--set", nargs="*", default=[])
     p.add_argument("--dataset", default="csbm")
     p.add_argument("--seeds", type=int, default=200)
+    p.add_argument("--from-seed", type=int, default=0,
+                   help="first seed this process plays (split one measurement over processes by seed range)")
     p.add_argument("--budget", default="1000")
     p.add_argument("--confidence", type=float, default=0.95)
     p.add_argument("--rows", default=None, help="JSON-lines file of finished seeds (default beside --out)")
@@ -51,7 +53,7 @@ def main() -> None:
                 done[row["seed"]] = row
     budget = parse(args.budget)
     with tempfile.TemporaryDirectory(prefix="dpgnn-false-alarms-") as tmp:
-        for seed in range(args.seeds):
+        for seed in range(args.from_seed, args.seeds):
             if seed in done:
                 continue
             start = time.time()
@@ -65,7 +67,7 @@ def main() -> None:
             done[seed] = row
             with rows_path.open("a") as f:
                 f.write(json.dumps(row) + "\n")
-    rows = [done[s] for s in sorted(done) if s < args.seeds]
+    rows = [done[s] for s in sorted(done) if args.from_seed <= s < args.seeds]
     alarms = sum(r["verdict"] == "VIOLATION" for r in rows)
     limit = int(stats.binom.ppf(0.99, len(rows), 1 - args.confidence))
     chosen = Counter(r["chosen"] for r in rows).most_common(4)
