@@ -10,6 +10,8 @@ from the user's code), or ``--attack package.module:Class`` without registering.
 """
 from __future__ import annotations
 
+import inspect
+
 from typing import Any, ClassVar
 
 import numpy as np
@@ -96,10 +98,17 @@ class Attack:
         trial by the cp selection rule on these draws, so every trial counts. Default: None."""
         return None
 
-    def applies_to(self, release: Release) -> bool:
-        """Whether the attack can score this target's releases, read off one probe release (the
-        portfolio asks before piloting it). Default: True."""
+    def applies_to(self, release: Release, graph: Any = None) -> bool:
+        """Whether the attack can score this target's releases, read off one probe release of
+        `graph` (the portfolio asks before piloting it; an override may take the release alone).
+        Default: True."""
         return True
+
+    def asks_applies(self, release: Release, graph: Any) -> bool:
+        """:meth:`applies_to`, given the graph where the override takes it."""
+        if len(inspect.signature(self.applies_to).parameters) >= 2:
+            return bool(self.applies_to(release, graph))
+        return bool(self.applies_to(release))
 
     def pointed_by(self, release: Release) -> str | None:
         """Why this target's release points to the attack (the portfolio pilots it early), read off one

@@ -19,13 +19,20 @@ from __future__ import annotations
 from typing import Any
 
 from attacks.base import Attack
-from targets.base import Level, Release, Unit
+from targets.base import Level, Release, Unit, resolve
 
 
 class EdgeCorrelation(Attack):
     name = "edge-correlation"
     levels = (Level.MECHANISM,)
     units = (Unit.EDGE,)
+
+    def applies_to(self, release: Release, graph: Any = None) -> bool:
+        """A mechanism whose last step has a row per node (not, e.g., released weights d × c)."""
+        if not release.mechanism:
+            return False
+        out = resolve(release.mechanism)[-1].output
+        return out.dim() == 2 and (graph is None or out.size(0) == graph.num_nodes)
 
     def score(self, release: Release, pair: Any, graph: Any = None) -> float:
         if "edge" not in pair.info:
@@ -34,5 +41,8 @@ class EdgeCorrelation(Attack):
         out = release.view(Level.MECHANISM)[-1].output
         if out.dim() != 2:
             raise ValueError(f"edge-correlation needs an n × h release, got shape {tuple(out.shape)}")
+        if max(u, v) >= out.size(0):
+            raise ValueError(f"edge-correlation needs a row per node; the last step has {out.size(0)} rows "
+                             f"and the canary edge is ({u}, {v})")
         out = out.double()
         return float((out[u] * out[v]).sum())

@@ -158,7 +158,7 @@ def _applies(cls: type[attacks.Attack], level: Level, target: targets.Target, gr
     attack that overrides the default, from a generator no trial uses)."""
     if cls.applies_to is attacks.Attack.applies_to:
         return True
-    return bool(cls().applies_to(_probe_release(target, graph, probes)))
+    return cls().asks_applies(_probe_release(target, graph, probes), graph)
 
 
 def _pointed_attack(cls: type[attacks.Attack], target: targets.Target, graph: Any,

@@ -67,6 +67,15 @@ def test_candidates_of_an_edge_level_target_follow_its_views():
     assert cheap == sorted(cheap, reverse=True)  # every cheap view before any view that trains a model
 
 
+def test_an_attack_that_reads_a_row_per_node_is_left_out_where_the_release_has_none():
+    """edge-correlation reads the canary's two rows of the mechanism's last step: GCON releases
+    weights (d × c), so its pool leaves it out, with the reason, and never fails a pilot on it."""
+    pool, skipped = _pool("gcon")
+    assert "edge-correlation" not in {c.attack for c in pool}
+    assert any(s["attack"] == "edge-correlation" and "applies_to" in s["why"] for s in skipped)
+    assert "edge-correlation" in {c.attack for c in _pool("gaussian")[0]}
+
+
 def test_candidates_of_a_dp_sgd_target_pair_gradient_attacks_with_gradient_canaries():
     pool, skipped = _pool("dpsgd-gcn")
     assert pool[0].attack == "gradient-lrt" and pool[0].level == "trace"
