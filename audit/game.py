@@ -104,6 +104,15 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
                           setup=shared.setup if shared is not None else setup, shared=shared, exact=exact)
 
 
+def charged_pair(canary: Any, spec: AuditSpec, graph: Any, target: targets.Target, claim: targets.Claim
+                 ) -> tuple[Any, targets.Target, targets.Claim, dict[str, Any]]:
+    """The canary's pair of worlds on `graph` (from the seed's pair stream), and the target and claim
+    charged at the pair's worse world where the calibration reads a quantity of the private data
+    (:func:`audit.relation.charge`), with the charge's record."""
+    pair = canary.worlds(graph, np.random.default_rng([spec.seed, 0xCA4A]), targets.on_cpu(target))
+    return pair, *relation.charge(build_target(spec), pair, target, claim)
+
+
 def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, scheduler: str | None,
                progress: bool, on_chunk: Callable[[int], None] | None, pipeline: bool | None, fresh: bool,
                sequential: bool, setup: RunSetup | None, shared: SharedSetup | None = None,
@@ -138,12 +147,8 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
             graph, target, claim = once(shared, ("setup", run_spec.setup_key()), lambda: setup_run(run_spec))
     canary = canaries.make(canary_name)
 
-    def charged_pair() -> tuple[Any, targets.Target, targets.Claim, dict[str, Any]]:
-        pair = canary.worlds(graph, np.random.default_rng([spec.seed, 0xCA4A]), targets.on_cpu(target))
-        # a quantity the calibration reads from private data is charged at the worse world of the pair
-        return pair, *relation.charge(build_target(run_spec), pair, target, claim)
-
-    pair, target, claim, charge_record = once(shared, ("pair", run_spec.setup_key(), canary_name), charged_pair)
+    pair, target, claim, charge_record = once(shared, ("pair", run_spec.setup_key(), canary_name),
+                                              lambda: charged_pair(canary, run_spec, graph, target, claim))
     pair.info["relation_charge"] = dict(charge_record)
     if choice is not None:
         pair.info["input_choice"] = choice.record

@@ -20,14 +20,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from audit import catalogue, declared, game, pair_epsilon, portfolio, relation
+from audit import catalogue, declared, game, pair_epsilon, portfolio
 from audit.budget import Budget
 from audit.pair_epsilon import PairEpsilon
-from audit.run_spec import build_target
 from canaries import base as canaries
-from targets import base as targets
 from targets.base import Level
 from targets.common.catalogue import FINDING
 
@@ -80,8 +76,7 @@ def correct_ceiling(entry: catalogue.Entry, canary: dict[str, Any], level: str, 
         return pair_epsilon.not_computable(claim.delta, f"played at the {level} view, which the correct system's "
                                                         "mechanism view does not bound")
     name = "edge:{}-{}".format(*canary["edge"]) if "edge" in canary else canary.get("canary", "?")
-    pair = canaries.make(name).worlds(graph, np.random.default_rng([seed, 0xCA4A]), targets.on_cpu(target))
-    target, claim, _ = relation.charge(build_target(spec), pair, target, claim)
+    pair, target, claim, _ = game.charged_pair(canaries.make(name), spec, graph, target, claim)
     check = declared.check_declared(target, pair, seed=seed, attack=(Level.MECHANISM,), graph=graph,
                                     n=game.DECLARED_CHECK_N)
     return pair_epsilon.of_run(target, pair, level=Level.MECHANISM, delta=claim.delta, confidence=spec.confidence,
