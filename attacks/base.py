@@ -55,6 +55,9 @@ class Attack:
     #: reference-machine seconds one score takes beyond the trial's fit (what a budget in work units
     #: charges per trial besides ``Target.trial_cost``); 0 where scoring is cheap beside training
     score_cost: ClassVar[float] = 0.0
+    #: reference-machine seconds the attack spends once on a pair before its first score (a law
+    #: solved per pair, say), charged once per (view, canary) it is piloted on; 0 where none
+    pair_cost: ClassVar[float] = 0.0
 
     def linear_in_release(self, info: dict[str, Any]) -> bool:
         """Whether the score is a fixed affine function of the release given the pair's public record

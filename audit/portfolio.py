@@ -339,10 +339,14 @@ class Meter:
     def __init__(self, budget: Budget, target: targets.Target, t0: float) -> None:
         self.budget, self.target, self.t0 = budget, target, t0
         self.trials, self.units = 0, 0.0
-        self.setups: set[tuple[str, str]] = set()
+        self.setups: set[tuple[str, ...]] = set()
 
     def setup_units(self, cand: Candidate) -> float:
-        return 0.0 if (cand.level, cand.canary) in self.setups else self.target.setup_cost()
+        """Units the candidate's first trial costs beyond the others: the target's setup on a new
+        (view, canary), and the attack's :attr:`~attacks.base.Attack.pair_cost` on a new pair."""
+        target = 0.0 if (cand.level, cand.canary) in self.setups else self.target.setup_cost()
+        attack = 0.0 if (cand.level, cand.canary, cand.attack) in self.setups else attacks.get(cand.attack).pair_cost
+        return target + attack
 
     def pilot_size(self, cand: Candidate, rows_so_far: int) -> int:
         """How many of the level's pilot trials fit in what is left of the pilot share (even; below
@@ -364,7 +368,7 @@ class Meter:
 
     def charge(self, cand: Candidate, n: int) -> None:
         self.units += self.setup_units(cand) + n * self.trial_cost(cand)
-        self.setups.add((cand.level, cand.canary))
+        self.setups.update({(cand.level, cand.canary), (cand.level, cand.canary, cand.attack)})
         self.trials += n
 
 

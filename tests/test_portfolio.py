@@ -202,6 +202,30 @@ def test_budget_parses_work_units():
         Budget(units=0.0)
 
 
+def test_a_work_budget_charges_an_attacks_pair_cost_once_per_pair():
+    """adam-lrt solves its law once per pair (pair_cost) and reads it per score (score_cost): the
+    meter charges the first once per (view, canary) and the target's setup once per (view, canary)
+    whatever the attack."""
+    class Costs:
+        def setup_cost(self):
+            return 2.0
+
+        def trial_cost(self, level):
+            return 0.01
+
+    adam = attacks.get("adam-lrt")
+    meter = portfolio.Meter(Budget(units=1000.0), Costs(), 0.0)
+    first, same, other = (portfolio.Candidate("weights", "adam-lrt", "auto"),
+                          portfolio.Candidate("weights", "adam-lrt", "auto"),
+                          portfolio.Candidate("weights", "learned-weights", "auto"))
+    assert meter.setup_units(first) == pytest.approx(2.0 + adam.pair_cost)
+    meter.charge(first, 60)
+    assert meter.units == pytest.approx(2.0 + adam.pair_cost + 60 * (0.01 + adam.score_cost))
+    assert meter.setup_units(same) == 0.0 and meter.setup_units(other) == 0.0  # setup shared, pair solved
+    assert meter.setup_units(portfolio.Candidate("weights", "adam-lrt", "random-edge")) == \
+        pytest.approx(2.0 + adam.pair_cost)
+
+
 def test_the_default_budget_gives_the_same_result_for_the_same_seed(tmp_path, monkeypatch):
     """Two runs of the same spec on a work-unit budget, one of them on a machine made 'slower' (every
     clock reading later by a minute per call): the same JSON, timings aside, trial counts included."""
