@@ -116,6 +116,10 @@ def candidates(target: targets.Target, graph: Any) -> tuple[list[Candidate], lis
         for level in cls.levels:
             if level not in target.levels:
                 continue
+            if level == Level.TRACE and not gradient_canaries and not _probe_release(target, graph, probes).trace:
+                skipped.append({"attack": name, "level": level, "why": "the release offers no trace on a graph "
+                                "canary, and the target takes no gradient canary"})
+                continue
             pool = _canaries_for(cls.canary_kind, level, graph_canaries, gradient_canaries)
             if not pool:
                 continue

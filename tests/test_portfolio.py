@@ -76,6 +76,15 @@ def test_an_attack_that_reads_a_row_per_node_is_left_out_where_the_release_has_n
     assert "edge-correlation" in {c.attack for c in _pool("gaussian")[0]}
 
 
+def test_no_trace_candidate_where_the_release_has_no_trace():
+    """DPDGC at the edge level releases no trace (its DP-SGD carries a node-level claim only) and takes
+    no gradient canary: a trace candidate there could only fail after being charged its pilot."""
+    pool, skipped = _pool("dpdgc", unit="edge", epochs_encoder="1", epochs_classifier="1")
+    assert "trace" not in {c.level for c in pool}
+    node_pool, _ = _pool("dpdgc", unit="node", epochs_encoder="1", epochs_classifier="1")
+    assert "trace" in {c.level for c in node_pool}
+
+
 def test_candidates_of_a_dp_sgd_target_pair_gradient_attacks_with_gradient_canaries():
     pool, skipped = _pool("dpsgd-gcn")
     assert pool[0].attack == "gradient-lrt" and pool[0].level == "trace"

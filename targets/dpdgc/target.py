@@ -96,6 +96,8 @@ class DPDGC(Target[DPDGCConfig]):
 
     def __init__(self, config: TargetConfig | None = None, **overrides: Any) -> None:
         super().__init__(config, **overrides)
+        if not self.offers_trace():  # the edge level releases no trace: no attack may be offered one
+            self.levels = (Level.API, Level.WEIGHTS, Level.MECHANISM)
         self._claims: dict[tuple, Claim] = {}
         self._last: tuple[torch.Tensor, torch.Tensor, int] | None = None
         self._adj_cache: dict[tuple, dpemb.Adjacency] = {}
