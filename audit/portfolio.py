@@ -101,11 +101,15 @@ def candidates(target: targets.Target, graph: Any) -> tuple[list[Candidate], lis
     gradient_ok = target.takes_gradient_canary(graph)
     names = [c for c in canaries.available() if not c.startswith("witness")]
     gradient = {c for c in names if canaries.get(c).relation == "gradient"}
-    graph_canaries = ["auto"] + [c for c in names if c not in gradient and canaries.get(c).unit == target.unit]
+    playable = set(canaries.relation_canaries(target, graph))  # a needs_map canary only where a map is declared
+    graph_canaries = ["auto"] + [c for c in names if c in playable]
     gradient_canaries = [c for c in names if c in gradient] if gradient_ok else []
     classic = _classic(target, graph)
     probes: dict[str, targets.Release | None] = {}
-    skipped: list[dict[str, Any]] = []
+    skipped: list[dict[str, Any]] = [
+        {"attack": "every attack", "level": "every view", "canary": c,
+         "why": "the canary reads the target's noiseless map (needs_map), which this target does not declare"}
+        for c in names if c not in gradient and c not in playable and canaries.get(c).unit == target.unit]
     found: list[tuple[tuple[int, ...], Candidate]] = []
     pointed = {c: why for c in graph_canaries[1:] + gradient_canaries
                if (why := canaries.get(c).pointed_by(target, graph))}
@@ -547,6 +551,7 @@ def render(record: dict[str, Any]) -> str:
         lines.append(f"| {len(waiting)} more ({', '.join(waiting[:3])}{', …' if len(waiting) > 3 else ''}) | – | – | – "
                      "| – | – | not piloted: the pilot share of the budget was spent (raise --budget) |")
     for s in record.get("not_applicable", []):
-        lines.append(f"| {s['attack']} @ {s['level']} | – | – | – | – | – | not applicable: {s['why']} |")
+        who = f"{s['attack']} / {s['canary']} @ {s['level']}" if "canary" in s else f"{s['attack']} @ {s['level']}"
+        lines.append(f"| {who} | – | – | – | – | – | not applicable: {s['why']} |")
     lines.append(f"chosen: {w['attack']} / {w['canary']} @ {w['level']}: {record['why']}")
     return "\n".join(lines)

@@ -9,6 +9,7 @@ from attacks import base as attacks
 from audit import catalogue, estimators, game, portfolio
 from audit.budget import Budget, BudgetError, parse
 from audit.cli import main
+from canaries import base as canaries_registry
 
 SMALL = "csbm:n=120,features=8"
 
@@ -74,6 +75,17 @@ def test_an_attack_that_reads_a_row_per_node_is_left_out_where_the_release_has_n
     assert "edge-correlation" not in {c.attack for c in pool}
     assert any(s["attack"] == "edge-correlation" and "applies_to" in s["why"] for s in skipped)
     assert "edge-correlation" in {c.attack for c in _pool("gaussian")[0]}
+
+
+def test_a_canary_that_reads_the_noiseless_map_only_where_the_target_declares_one():
+    """The non-private GCN declares no noiseless mechanism map: the worst-case canaries, which rank
+    pairs by it, would fail after being charged their pilot, so they are left out with the reason."""
+    pool, skipped = _pool("gcn", epochs="2")
+    needs_map = {c for c in canaries_registry.available() if canaries_registry.get(c).needs_map}
+    assert needs_map and not needs_map & {c.canary for c in pool}
+    assert needs_map <= {s.get("canary") for s in skipped}
+    assert {"random-edge", "remove-edge"} <= {c.canary for c in pool}  # the others stay
+    assert needs_map <= {c.canary for c in _pool("gaussian")[0]}  # a target with a map keeps them
 
 
 def test_no_trace_candidate_where_the_release_has_no_trace():
