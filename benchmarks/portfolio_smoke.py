@@ -2,7 +2,8 @@
 
 For each built-in target (at a fast configuration) this lists the default's candidates
 (:func:`audit.portfolio.candidates`) and plays a few trials of each distinct (level, attack) on the
-first canary the pool pairs it with (``--every-canary``: each of them): a candidate that raises wastes the pilot share it was charged and shows as
+first canary the pool pairs it with, and of each canary with the first candidate that plays it
+(``--every-canary``: every (level, attack, canary)): a candidate that raises wastes the pilot share it was charged and shows as
 "failed" in the portfolio's table, so each failure here is a bug in an attack's ``applies_to``, its
 levels or units, or in the target's views.
 
@@ -51,10 +52,12 @@ def main() -> int:
         pool, skipped = portfolio.candidates(target, graph)
         seen = set()
         for cand in pool:
-            key = (cand.level, cand.attack, cand.canary if args.every_canary else "")
-            if key in seen:
+            keys = {(cand.level, cand.attack, cand.canary if args.every_canary else "")}
+            if not args.every_canary:
+                keys.add(("", "", cand.canary))  # each canary once too, with the first candidate playing it
+            if keys <= seen:
                 continue
-            seen.add(key)
+            seen |= keys
             start = time.time()
             with tempfile.TemporaryDirectory() as tmp:
                 try:
