@@ -86,6 +86,11 @@ def test_a_canary_that_reads_the_noiseless_map_only_where_the_target_declares_on
     assert needs_map <= {s.get("canary") for s in skipped}
     assert {"random-edge", "remove-edge"} <= {c.canary for c in pool}  # the others stay
     assert needs_map <= {c.canary for c in _pool("gaussian")[0]}  # a target with a map keeps them
+    record = {"budget": "120 work units", "pilot_stream": 1, "certification_trials": 8, "why": "-",
+              "winner": {"attack": "linkteller", "canary": "random-edge", "level": "api"},
+              "candidates": [], "not_applicable": skipped}
+    table = portfolio.render(record)
+    assert all(f"every attack / {c} @ every view" in table for c in needs_map)  # said, with the reason
 
 
 def test_no_trace_candidate_where_the_release_has_no_trace():
