@@ -11,7 +11,6 @@ from the user's code), or ``--attack package.module:Class`` without registering.
 from __future__ import annotations
 
 import inspect
-
 from typing import Any, ClassVar
 
 import numpy as np
