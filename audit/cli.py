@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import argparse
+import enum
 import json
 import math
 import sys
+import sysconfig
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +17,52 @@ from audit.data import DatasetError
 
 class UserError(Exception):
     """A mistake in the command line or its inputs: printed without a traceback, exit status 2."""
+
+
+class ExitCode(enum.IntEnum):
+    """Every exit status of ``dpgnn-audit``."""
+
+    OK = 0
+    VIOLATION = 1  # --fail-on-violation, a regress mismatch or error, a sensitivity violation
+    USAGE = 2  # a mistake in the command line or its inputs (one line, no traceback)
+    NOT_PROBED = 3  # sensitivity: the target declares nothing to probe
+    INTERNAL = 70  # a bug: in dpgnn-audit or in the target's code (sysexits' EX_SOFTWARE)
+    INTERRUPTED = 130
+
+
+#: where a ValueError raised in a library (torch, numpy, ...) or the standard library comes from: there it
+#: is not a message for the user but a bug in the code that called it
+_LIBRARY_PATHS = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")})
+
+
+def _is_usage_error(err: BaseException) -> bool:
+    """A usage error is one we raise on purpose about an input: :class:`UserError`, a missing dataset or
+    file, or a ValueError raised by project (or the user's target) code itself. A ValueError raised inside
+    a library, and every other exception, is an internal error."""
+    if isinstance(err, (UserError, DatasetError, FileNotFoundError)):
+        return True
+    if not isinstance(err, ValueError):
+        return False
+    frames = traceback.extract_tb(err.__traceback__)
+    return bool(frames) and not frames[-1].filename.startswith(_LIBRARY_PATHS)
+
+
+def _report_internal(command: str, err: BaseException, debug: bool) -> None:
+    frames = traceback.extract_tb(err.__traceback__)
+    ours = [f for f in frames if not f.filename.startswith(_LIBRARY_PATHS)]
+    where = ""
+    if frames:
+        last = frames[-1]
+        where = f"\n  raised at {last.filename}:{last.lineno} in {last.name}"
+        if ours and ours[-1] is not last:
+            where += f", called from {ours[-1].filename}:{ours[-1].lineno} in {ours[-1].name}"
+    if debug:
+        traceback.print_exception(err, file=sys.stderr)
+    print(f"dpgnn-audit {command}: internal error: {type(err).__name__}: {err}{where}\n"
+          "  This is a bug in dpgnn-audit or in the target's code, not in your command line. "
+          + ("" if debug else "Rerun with --debug for the traceback, and ")
+          + ("report" if not debug else "Report") + " it to the maintainers with the command and that output.",
+          file=sys.stderr)
 
 
 def _positive_float(text: str) -> float:
@@ -68,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     from targets.base import LEVELS
 
     parser = argparse.ArgumentParser(prog="dpgnn-audit", description="Audit the privacy claims of DP graph neural networks.")
+    parser.add_argument("--debug", action="store_true", help="print the traceback of an error")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("run", help="play the audit game and compare the ε lower bound with the claim")
@@ -127,7 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("regress", help="the bug catalogue: every planted bug caught, every correct config consistent")
     p.add_argument("--quick", action="store_true", help="only the cheap entries (CI)")
     p.add_argument("--target", default=None)
-    p.add_argument("--jobs", type=int, default=1)
+    p.add_argument("--jobs", type=int, default=1,
+                   help="with --auto: entries side by side, one per process; else each entry's trials in parallel")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="results folder (default: a temporary one)")
     p.add_argument("--no-sequential", action="store_true",
@@ -163,6 +214,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("runs", nargs="+")
 
     _add_campaign_parser(sub)
+    for command in sub.choices.values():  # --debug after the command too (``run ... --debug``)
+        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                             help="print the traceback of an error")
     return parser
 
 
@@ -454,8 +508,17 @@ def cmd_regress(args: argparse.Namespace) -> int:
         print("|---|---|---|---|---|---|---|---|---|---|", flush=True)
         for entry in todo:
             start = time.time()
-            result = run_audit(entry.spec(args.seed), out=out, jobs=args.jobs, progress=False,
-                               sequential=not args.no_sequential)
+            try:
+                result = run_audit(entry.spec(args.seed), out=out, jobs=args.jobs, progress=False,
+                                   sequential=not args.no_sequential)
+            except Exception as err:  # noqa: BLE001 -- an entry that errors fails the catalogue, the rest still run
+                failed += 1
+                rows.append({"entry": entry.name, "expected": entry.expect, "got": "ERROR", "ok": False,
+                             "error": f"{type(err).__name__}: {err}", "seconds": time.time() - start,
+                             "trials": 0, "budget": entry.trials})
+                print(f"| {entry.name} | {entry.expect} | ERROR  ← {rows[-1]['error']} | - | - | - | - | "
+                      f"{entry.trials} | - | {rows[-1]['seconds']:.0f} |", flush=True)
+                continue
             ok = result.verdict == entry.expect
             failed += not ok
             seq = result.sequential or {"on": False}
@@ -471,7 +534,9 @@ def cmd_regress(args: argparse.Namespace) -> int:
                   f"{row['claimed_epsilon']:.3g} | {row['method']} | {row['trials']} | {entry.trials} | {stop} | "
                   f"{row['seconds']:.0f} |", flush=True)
     gaps = {k: v for k, v in catalogue.NOT_YET_CAUGHT.items() if args.target in (None, k[0])}
-    print(f"\n{len(rows) - failed}/{len(rows)} as expected; {failed} mismatch(es) (missed bug or false alarm). "
+    errors = sum("error" in r for r in rows)
+    print(f"\n{len(rows) - failed}/{len(rows)} as expected; {failed - errors} mismatch(es) (missed bug or false "
+          f"alarm); {errors} error(s). "
           f"{sum(r['trials'] for r in rows):,} trials played of {sum(r['budget'] for r in rows):,} budgeted"
           + (" (sequential)." if not args.no_sequential else "."))
     if gaps:
@@ -493,9 +558,9 @@ def _regress_auto(args: argparse.Namespace, todo: list[Any]) -> int:
     with tempfile.TemporaryDirectory(prefix="dpgnn-regress-auto-") as tmp:
         out = Path(args.out) if args.out else Path(tmp)
         print(regress_auto.HEADER, flush=True)
-        for entry in regress_auto.configurations(todo):
-            rows.append(regress_auto.play(entry, budget, seed=args.seed, out=out, jobs=args.jobs))
-            print(regress_auto.row_text(rows[-1]), flush=True)
+        for row in regress_auto.play_all(todo, budget, seed=args.seed, out=out, jobs=args.jobs):
+            rows.append(row)
+            print(regress_auto.row_text(row), flush=True)
     print("\n" + regress_auto.summary(rows))
     if args.json:
         print(json.dumps({"rows": rows}, indent=2, default=str))
@@ -625,12 +690,17 @@ COMMANDS = {"run": cmd_run, "accounting": cmd_accounting, "train": cmd_train, "e
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return COMMANDS[args.command](args)
-    except (UserError, DatasetError, ValueError, FileNotFoundError) as err:
-        print(f"dpgnn-audit {args.command}: error: {err}", file=sys.stderr)
-        return 2
+        return int(COMMANDS[args.command](args))
     except BrokenPipeError:
-        return 0
+        return ExitCode.OK
     except KeyboardInterrupt:
         print("\ninterrupted: finished trials are saved; rerun the same command to resume", file=sys.stderr)
-        return 130
+        return ExitCode.INTERRUPTED
+    except Exception as err:  # noqa: BLE001 -- the one place an exception becomes an exit status
+        if _is_usage_error(err):
+            if args.debug:
+                traceback.print_exception(err, file=sys.stderr)
+            print(f"dpgnn-audit {args.command}: error: {err}", file=sys.stderr)
+            return ExitCode.USAGE
+        _report_internal(args.command, err, args.debug)
+        return ExitCode.INTERNAL

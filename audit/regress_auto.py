@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,39 @@ def play(entry: catalogue.Entry, budget: Budget, *, seed: int, out: Path, jobs: 
             "power": (result.power or {}).get("reading"), **beyond, "seconds": time.time() - start}
 
 
+def error_row(entry: catalogue.Entry, err: BaseException, seconds: float) -> dict[str, Any]:
+    """An entry whose default run raised: a row that is never ``ok`` (the catalogue fails), with the error."""
+    expect = entry.auto_expect or entry.expect
+    return {"entry": entry.name, "bug": entry.bug, "expected": expect, "got": "ERROR", "ok": False,
+            "counts_as_caught": False, "note": None, "error": f"{type(err).__name__}: {err}", "eps_lb": "-",
+            "claimed_epsilon": float("nan"), "method": "-", "chosen": "-", "piloted": 0, "candidates": 0,
+            "trials": 0, "power": None, "seconds": seconds}
+
+
+def play_safely(entry: catalogue.Entry, budget: Budget, *, seed: int, out: Path, jobs: int) -> dict[str, Any]:
+    """:func:`play`, with an error caught into the entry's row, so one failing entry does not hide the rest."""
+    start = time.time()
+    try:
+        return play(entry, budget, seed=seed, out=out, jobs=jobs)
+    except Exception as err:  # noqa: BLE001 -- reported in the row and by the command's exit status
+        return error_row(entry, err, time.time() - start)
+
+
+def play_all(entries: list[catalogue.Entry], budget: Budget, *, seed: int, out: Path,
+             jobs: int) -> Iterator[dict[str, Any]]:
+    """Every configuration's row, in catalogue order; with ``jobs > 1`` the entries run side by side, one per
+    process (each entry's trials in one process: the same rows as one after the other)."""
+    todo = configurations(entries)
+    if jobs <= 1 or len(todo) <= 1:
+        for entry in todo:
+            yield play_safely(entry, budget, seed=seed, out=out, jobs=1)
+        return
+    from joblib import Parallel, delayed
+
+    yield from Parallel(n_jobs=jobs, backend="loky", return_as="generator")(
+        delayed(play_safely)(entry, budget, seed=seed, out=out, jobs=1) for entry in todo)
+
+
 def correct_ceiling(entry: catalogue.Entry, canary: dict[str, Any], level: str, *, seed: int) -> PairEpsilon:
     """The exact ε of `entry`'s configuration without its bug, on the pair the default played
     (`canary`: the result's record; an edge canary's pair is rebuilt from its edge), at the mechanism
@@ -101,6 +135,9 @@ def beyond_finding(eps_lb: float | str, ceiling: PairEpsilon) -> dict[str, Any]:
 
 
 def row_text(row: dict[str, Any]) -> str:
+    if "error" in row:
+        return (f"| {row['entry']} | {row['expected']} | ERROR  ← {row['error']} | - | - | - | - | - | - | "
+                f"{row['seconds']:.0f} |")
     mark = "" if row["ok"] else "  ← MISMATCH"
     eps = row["eps_lb"] if isinstance(row["eps_lb"], str) else f"{row['eps_lb']:.3f}"
     note = "; ".join(n for n in (row["note"], row.get("beyond_note", "")) if n)
@@ -119,4 +156,5 @@ def summary(rows: list[dict[str, Any]]) -> str:
     consistent = [r for r in rows if r["expected"] == "CONSISTENT"]
     return (f"{sum(r['counts_as_caught'] for r in planted)}/{len(planted)} planted violations caught by the default; "
             f"{sum(r['ok'] for r in consistent)}/{len(consistent)} CONSISTENT configurations kept consistent; "
-            f"{sum(not r['ok'] for r in rows)} mismatch(es); {sum(r['seconds'] for r in rows) / 60:.1f} min")
+            f"{sum(not r['ok'] and 'error' not in r for r in rows)} mismatch(es); "
+            f"{sum('error' in r for r in rows)} error(s); {sum(r['seconds'] for r in rows) / 60:.1f} min")

@@ -2,6 +2,8 @@
 ``list --target`` documents every key (issue #21)."""
 import textwrap
 
+import pytest
+
 from audit import cli
 
 _NOT_A_RELEASE = '''
@@ -88,3 +90,58 @@ def test_bad_numbers_exit_2(tmp_path, capsys):
             code = stop.code
         assert code == 2, argv
         assert "Traceback" not in capsys.readouterr().err
+
+
+_RAISES = '''
+import torch
+from targets.api import Claim, Target, gdp_mu
+
+
+class InLibrary(Target):
+    name = "raises-in-library"
+    levels = ("mechanism",)
+
+    def claim(self, graph):
+        return Claim(epsilon=1.0, delta=1e-5, accountant="gdp", unit="edge", gdp_mu=gdp_mu(1.0, 1e-5),
+                     details={"noise_std": 3.0})
+
+    def fit(self, graph, rng):
+        torch.nn.functional.batch_norm(torch.zeros(1, 4), None, None, training=True)  # a one-row batch
+
+
+class OnPurpose(InLibrary):
+    def fit(self, graph, rng):
+        raise ValueError("k must be > 0 for this trainer")
+
+
+class Broken(InLibrary):
+    def fit(self, graph, rng):
+        return {}["release"]
+'''
+
+
+def _run_file(path, cls, tmp_path, *extra):
+    return cli.main(["run", "--target", f"{path}:{cls}", "--dataset", "csbm:n=60", "--trials", "8",
+                     "--attack", "mechanism-lrt", "--canary", "random-edge", "--out", str(tmp_path / "r"),
+                     "--no-progress", *extra])
+
+
+@pytest.mark.parametrize("cls, kind", [("InLibrary", "ValueError"), ("Broken", "KeyError")])
+def test_an_internal_error_is_reported_as_one(tmp_path, capsys, cls, kind):
+    """A ValueError from inside a library (torch's BatchNorm on one row) or any other exception is not a usage
+    error: a short message naming where it came from and how to report it, its own exit status, and the
+    traceback only behind --debug."""
+    path = _file(tmp_path, _RAISES)
+    assert _run_file(path, cls, tmp_path) == cli.ExitCode.INTERNAL == 70
+    err = capsys.readouterr().err
+    assert f"internal error: {kind}" in err and "Traceback" not in err and "--debug" in err
+    assert f"{path}:" in err  # the user's frame that called the library
+    assert _run_file(path, cls, tmp_path, "--debug") == 70
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_a_value_error_raised_on_purpose_stays_a_usage_error(tmp_path, capsys):
+    path = _file(tmp_path, _RAISES)
+    assert _run_file(path, "OnPurpose", tmp_path) == 2
+    err = capsys.readouterr().err
+    assert "error: k must be > 0 for this trainer" in err and "internal" not in err and "Traceback" not in err

@@ -163,3 +163,21 @@ def test_short_audit_end_to_end(csbm, tmp_path):
     res = run_audit(spec, out=tmp_path, progress=False)
     assert res["level"] == "trace" and res["canary"]["canary"] == "dirac-gradient"
     assert res["trials"] == 40 and res["auc"] > 0.7
+
+
+def test_noiseless_proxy_trains_on_the_catalogue_batch(csbm):
+    """The node level's noiseless map trains an edge-level proxy with this config's batch_size (179 of 180
+    training rows, BatchNorm on): it used to stop on a one-row batch (issue #42)."""
+    target = build("gap", trace_module="encoder", **AUDIT)
+    sums = target.noiseless(csbm)
+    assert sums.shape[1] == csbm.num_nodes and torch.isfinite(sums).all()
+
+
+def test_shuffled_batches_leave_no_one_row_batch():
+    from targets.common.runtime import shuffled_batches
+    rows = torch.arange(180)
+    batches = shuffled_batches(rows, 179, torch.Generator().manual_seed(0))
+    assert [b.numel() for b in batches] == [180]
+    assert sorted(torch.cat(batches).tolist()) == rows.tolist()
+    assert [b.numel() for b in shuffled_batches(rows, 60, torch.Generator().manual_seed(0))] == [60, 60, 60]
+    assert [b.numel() for b in shuffled_batches(rows, 50, torch.Generator().manual_seed(0))] == [50, 50, 50, 30]

@@ -57,3 +57,28 @@ def test_play_counts_a_bug_caught_beyond_its_finding(tmp_path):
     assert row["got"] == "VIOLATION" and row["counts_as_caught"] and row["beyond_finding"]
     assert row["eps_lb"] > row["correct_exact"]["value"]
     assert "caught beyond the finding" in regress_auto.row_text(row)
+
+
+def test_an_entry_that_errors_fails_the_catalogue_and_the_rest_still_run(tmp_path, monkeypatch, capsys):
+    """A target that raises in its noiseless map (as GAP's proxy did on a one-row batch) is an ERROR row, the
+    other entries still play, and `regress --auto` exits non-zero (issue #42)."""
+    from audit import cli
+
+    broken = catalogue.Entry("gaussian", "CONSISTENT", epsilon=2, dataset=SMALL, trials=100, params={"normalize": "true"})
+    fine = catalogue.Entry("gaussian", "VIOLATION", bug="no-noise", epsilon=2, dataset=SMALL, trials=100)
+    real = regress_auto.play
+
+    def play(entry, *args, **kwargs):
+        if entry is broken:
+            raise ValueError("noiseless failed")
+        return real(entry, *args, **kwargs)
+
+    monkeypatch.setattr(regress_auto, "play", play)
+    rows = list(regress_auto.play_all([broken, fine], Budget(trials=200), seed=0, out=tmp_path, jobs=1))
+    assert [r["got"] for r in rows] == ["ERROR", "VIOLATION"]
+    assert not rows[0]["ok"] and rows[0]["error"] == "ValueError: noiseless failed"
+    assert "ERROR  ← ValueError: noiseless failed" in regress_auto.row_text(rows[0])
+    assert "1 error(s)" in regress_auto.summary(rows)
+    monkeypatch.setattr(catalogue, "entries", lambda **kw: [broken, fine])
+    assert cli.main(["regress", "--auto", "--budget", "200", "--out", str(tmp_path / "cli")]) == 1
+    assert "ERROR" in capsys.readouterr().out

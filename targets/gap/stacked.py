@@ -279,6 +279,8 @@ class ClassifierBatch:
             if minibatch:
                 order = torch.stack([tr[torch.randperm(tr.numel(), generator=r).to(dev)] for r in self.cls_rngs])
                 batches = list(order.split(cfg.batch_size, dim=1))  # [B, size] node ids per step
+                if len(batches) > 1 and batches[-1].size(1) == 1:  # as shuffled_batches: no one-row batch
+                    batches[-2:] = [torch.cat(batches[-2:], dim=1)]
             else:
                 batches = [None]
             for idx in batches:

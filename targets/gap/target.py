@@ -14,6 +14,7 @@ from graphs.ops import drop_isolated_with_notice, fingerprint
 from targets.base import (Claim, Lazy, Level, MechanismStep, Release, Target, TargetConfig, child_generator,
                           noise_generator, seeded)
 from targets.common.buffer_pool import BufferPool
+from targets.common.runtime import shuffled_batches
 from targets.common.dpsgd import assign_flat_grad, canary_from, clip_rows, noisy_sum, poisson_sample
 from targets.gap.accountant import dpsgd_schedule, gap_claim
 from targets.gap.config import GAPConfig
@@ -253,8 +254,7 @@ class GAP(Target[GAPConfig]):
                 if cfg.batch_size is None or cfg.batch_size >= tr.numel():
                     batches = [tr]
                 else:
-                    perm = torch.randperm(tr.numel(), generator=rng).to(tr.device)
-                    batches = list(tr[perm].split(cfg.batch_size))
+                    batches = shuffled_batches(tr, cfg.batch_size, rng)
                 for b in batches:
                     opt.zero_grad()
                     F.cross_entropy(model(inputs[b]), y[b]).backward()
@@ -317,7 +317,7 @@ class GAP(Target[GAPConfig]):
             s = sum_aggregate(h, edges, n)
             if rng is not None:
                 noise = torch.randn(s.shape, generator=rng, dtype=s.dtype, device=s.device)
-                s = s + std * noise
+                s = torch.addcmul(s, noise, noise.new_ones(()), value=std)  # fit_batch's op: the same floats
             sums.append(s)
             h = rownorm(s)
             hs.append(h)
