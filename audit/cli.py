@@ -564,7 +564,7 @@ def _regress_auto(args: argparse.Namespace, todo: list[Any]) -> int:
     print("\n" + regress_auto.summary(rows))
     if args.json:
         print(json.dumps({"rows": rows}, indent=2, default=str))
-    return 0 if all(r["ok"] for r in rows) else 1
+    return ExitCode.VIOLATION if any(regress_auto.fails(r) for r in rows) else ExitCode.OK
 
 
 def cmd_attack(args: argparse.Namespace) -> int:

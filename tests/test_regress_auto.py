@@ -82,3 +82,13 @@ def test_an_entry_that_errors_fails_the_catalogue_and_the_rest_still_run(tmp_pat
     monkeypatch.setattr(catalogue, "entries", lambda **kw: [broken, fine])
     assert cli.main(["regress", "--auto", "--budget", "200", "--out", str(tmp_path / "cli")]) == 1
     assert "ERROR" in capsys.readouterr().out
+
+
+def test_only_errors_and_unlisted_misses_fail_the_catalogue():
+    row = {"ok": True, "known_miss": ""}
+    assert not regress_auto.fails(row)
+    assert regress_auto.fails({**row, "ok": False})
+    assert not regress_auto.fails({**row, "ok": False, "known_miss": "a 60-trial pilot cannot show it"})
+    assert regress_auto.fails({**row, "ok": False, "error": "ValueError: x"})
+    listed = [e for e in catalogue.entries() if e.auto_miss]
+    assert listed and all(e.bug and e.expect == "VIOLATION" for e in listed)  # only planted bugs may be listed

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from targets.common.accounting import gdp_epsilon, gdp_mu
-from targets.base import Claim, MechanismStep, Release, Target, TargetConfig
+from targets.api import Claim, MechanismStep, Release, Target, TargetConfig, gdp_epsilon, gdp_mu
 
 
 @dataclass

@@ -39,6 +39,9 @@ class Entry:
     #: only beyond the finding (``audit.regress_auto``: above the correct system's exact ε on the pair)
     auto_expect: str | None = None
     auto_note: str = ""
+    #: ``regress --auto``: why the default command is known not to reach this entry's verdict yet (listed, not
+    #: failed, like ``Target.not_yet_caught``); an entry without it that the default misses fails the catalogue
+    auto_miss: str = ""
 
     @property
     def name(self) -> str:
