@@ -480,7 +480,8 @@ def _save(out: Path, meta: dict[str, Any], rows: list[dict[str, Any]]) -> None:
 
 
 def run(campaign: Campaign, out: str | Path | None = None, *, jobs: int = 1, progress: bool = True,
-        command: str | None = None, log: Any = None, fresh: bool = False) -> dict[str, Any]:
+        command: str | None = None, log: Any = None, fresh: bool = False,
+        allow_dirty: bool = False) -> dict[str, Any]:
     """Run (or resume) every row into one folder; write campaign.json, plots and README.md.
 
     A rerun only adds: a row whose options (spec key, trials, estimator) and code (where the stored
@@ -488,7 +489,9 @@ def run(campaign: Campaign, out: str | Path | None = None, *, jobs: int = 1, pro
     points, provenance and utility), and the header keeps its date, commit and wall time unless a
     row really ran. ``fresh``: run every row again. Rows of targets outside the plan (``--only``)
     are kept. campaign.json is rewritten after each row, so an interruption (Ctrl-C) loses no
-    finished row, and finished trials of the interrupted row are in the store."""
+    finished row, and finished trials of the interrupted row are in the store. A tree with
+    uncommitted changes to tracked files is refused (:class:`CampaignError`) when a row would run,
+    unless ``allow_dirty``: such a row would record a commit that is not the code that played it."""
     from audit.game import run_audit
 
     log = log or sys.stderr
@@ -504,6 +507,10 @@ def run(campaign: Campaign, out: str | Path | None = None, *, jobs: int = 1, pro
         match = None if fresh else next((r for r in prev_rows if _matches(r, row.spec)), None)
         stored.append(match)
     git = _git()
+    if git.get("dirty") and not allow_dirty and any(m is None for m in stored):
+        raise CampaignError("the working tree has uncommitted changes to tracked files (git status): rows run now "
+                            "would record a commit that is not the code that plays them; commit first, or pass "
+                            "--allow-dirty (each row run is then recorded as dirty)")
     meta = {"name": campaign.name, "config": str(config), "quick": campaign.quick,
             "description": campaign.description, "out": str(out), "command": command or _default_command(campaign, out, jobs),
             "git": git, "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),

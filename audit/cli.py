@@ -603,6 +603,8 @@ def _add_campaign_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--fresh", action="store_true",
                    help="run every row again (default: keep rows campaign.json holds with the same options and code)")
     p.add_argument("--dry-run", action="store_true", help="list the rows and their trial budgets, run nothing")
+    p.add_argument("--allow-dirty", action="store_true",
+                   help="run rows even though tracked files have uncommitted changes (refused by default)")
     p.add_argument("--no-progress", action="store_true")
     return p
 
@@ -630,7 +632,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     command = "python -m audit campaign " + " ".join(_argv_of(args))
     try:
         doc = campaign.run(plan, out, jobs=args.jobs, progress=not args.no_progress, command=command,
-                           fresh=args.fresh)
+                           fresh=args.fresh, allow_dirty=args.allow_dirty)
     except KeyboardInterrupt:
         print(f"\ninterrupted: finished rows are in {out / 'campaign.json'} and finished trials in the store; "
               "rerun the same command to resume", file=sys.stderr)
@@ -653,6 +655,8 @@ def _argv_of(args: argparse.Namespace) -> list[str]:
         out += ["--jobs", str(args.jobs)]
     if getattr(args, "fresh", False):
         out.append("--fresh")
+    if getattr(args, "allow_dirty", False):
+        out.append("--allow-dirty")
     if args.only:
         out += ["--only", args.only]
     return out

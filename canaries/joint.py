@@ -11,8 +11,10 @@ relation allows. World 0 is the hub canary's (the node present, isolated, in no 
 ``--canary hub-with-gradient:D`` gives the node D neighbours: at a degree bound of D every one of its
 edges is kept, so the aggregation's shift is the bound's √D exactly and its mean needs no sampling seed.
 ``hub-with-gradient:D:replace`` is the replace-one pair where the claim's relation replaces the node's data
-(node r in both graphs): world 0's node, isolated, carries the opposite canary (−v against world 1's +v),
-two examples of norm ≤ C that differ by 2C, the replace-one sensitivity. It needs full-batch DP-SGD (q = 1:
+(node r in both graphs): world 0's node, isolated, carries the opposite canary (−v against world 1's +v).
+Where one neighbouring change touches g examples (DPDGC at N_k: g = k + 1, ``canary_norm``) ‖v‖ = g·C:
+v stands for the g aligned clipped gradients of the change's group, each of norm ≤ C (no single example
+exceeds C), and the two differ by 2·g·C, the replace-one sensitivity. It needs full-batch DP-SGD (q = 1:
 no inclusion coin) and an attack that reads both worlds' canaries (``attacks.joint:JointLRT``).
 """
 from __future__ import annotations

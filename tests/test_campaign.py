@@ -41,6 +41,14 @@ quick = false
 """
 
 
+@pytest.fixture(autouse=True)
+def clean_tree(monkeypatch):
+    """These tests run whatever the checkout's state: git reports the real commit and a clean tree
+    (the refusal of a dirty one is tested on its own below)."""
+    real = campaign._git
+    monkeypatch.setattr(campaign, "_git", lambda: {**real(), "dirty": False})
+
+
 def _write(tmp_path: Path, text: str, name: str = "c.toml") -> Path:
     path = tmp_path / name
     path.write_text(text)
@@ -249,3 +257,37 @@ def test_a_cached_utility_is_keyed_by_the_targets_code(monkeypatch):
     assert campaign._target_code_key(spec.target) is not None and campaign._utility_key(spec) == key
     monkeypatch.setattr(campaign, "_target_code_key", lambda target: "0" * 16)
     assert campaign._utility_key(spec) != key
+
+
+DIRTY = """
+[campaign]
+name = "dirty"
+datasets = ["csbm"]
+epsilons = [1]
+
+[[audit]]
+target = "gaussian"
+attacks = ["mechanism-lrt"]
+trials = 16
+"""
+
+
+def test_a_dirty_tree_is_refused_unless_allowed(tmp_path, monkeypatch, capsys):
+    """Uncommitted changes to tracked files: running rows is refused with a clear error (exit 2) and
+    nothing is written; --allow-dirty runs them and records the tree as dirty; rows kept from
+    campaign.json need no run, so a rerun with nothing to play is not refused."""
+    config = _write(tmp_path, DIRTY)
+    out = tmp_path / "out"
+    monkeypatch.setattr(campaign, "_git", lambda: {"commit": "a" * 40, "dirty": True})
+    assert cli_main(["campaign", str(config), "--out", str(out), "--no-progress"]) == 2
+    assert "--allow-dirty" in capsys.readouterr().err
+    assert not (out / "campaign.json").exists()
+    with pytest.raises(campaign.CampaignError, match="uncommitted changes"):
+        campaign.run(campaign.load(str(config)), out, progress=False)
+
+    assert cli_main(["campaign", str(config), "--out", str(out), "--no-progress", "--allow-dirty"]) == 0
+    doc = json.loads((out / "campaign.json").read_text())
+    assert doc["git"] == {"commit": "a" * 40, "dirty": True}
+    assert "--allow-dirty" in doc["command"]
+    assert cli_main(["campaign", str(config), "--out", str(out), "--no-progress"]) == 0  # all kept
+    assert cli_main(["campaign", str(config), "--out", str(out), "--no-progress", "--fresh"]) == 2

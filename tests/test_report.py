@@ -171,6 +171,8 @@ def test_kept_rows_of_an_earlier_session_name_its_commit(tmp_path, monkeypatch):
         raise RuntimeError("pretend failure")  # the row really runs (and fails): an ERROR row
 
     monkeypatch.setattr(audit.game, "run_audit", fake)
+    real_git = campaign._git
+    monkeypatch.setattr(campaign, "_git", lambda: {**real_git(), "dirty": False})  # whatever the checkout's state
     doc = json.loads(before)
     doc["rows"][1]["code"] = {"key": "0" * 16}
     (out / "campaign.json").write_text(json.dumps(doc, indent=1))

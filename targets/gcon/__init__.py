@@ -58,11 +58,14 @@ from __future__ import annotations
 from targets.gcon.accountant import (
     accountant_at,
     calibrate,
+    gradient_at_zero,
     psi,
     psi_single,
     reverse_epsilon,
     sample_noise,
     theorem_epsilon,
+    theta_bound,
+    theta_bound_whp,
 )
 from targets.gcon.config import ACTIVATIONS, APPROX_STEPS, INFERENCE, LOSSES, OPTIMIZERS, GCONConfig, parse_steps
 from targets.gcon.model import Encoded, one_hop, propagate
@@ -71,6 +74,7 @@ from targets.gcon.target import GCON
 
 __all__ = [
     "ACTIVATIONS", "APPROX_STEPS", "GCON", "GCONConfig", "INFERENCE", "LOSSES", "OPTIMIZERS", "Encoded", "Problem",
-    "accountant_at", "calibrate", "loss_constants", "loss_terms", "one_hop", "parse_steps", "propagate", "psi",
+    "accountant_at", "calibrate", "gradient_at_zero", "loss_constants", "loss_terms", "one_hop", "parse_steps", "propagate", "psi",
     "psi_single", "reverse_epsilon", "sample_noise", "solve_adam", "solve_lbfgs", "solve_newton", "theorem_epsilon",
+    "theta_bound", "theta_bound_whp",
 ]

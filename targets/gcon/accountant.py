@@ -71,6 +71,35 @@ def reverse_epsilon(delta: float, *, beta: float, lam_total: float, c: int, d: i
     return eps, dlt, c_theta
 
 
+def gradient_at_zero(loss: str, classes: int, huber_delta: float = 0.2) -> float:
+    """max over y ∈ {0, 1} of |ℓ'(0; y)|: 1/(2c) for msm, δ_l/(c·√(1 + δ_l²)) for pseudo-Huber (y = 1)."""
+    if loss == "msm":
+        return 0.5 / classes
+    if loss == "huber":
+        return huber_delta / (classes * math.sqrt(1.0 + huber_delta**2))
+    raise ValueError(f"unknown loss {loss!r}")
+
+
+def theta_bound(noise_norm: float, *, n1: int, lam: float, grad0: float) -> float:
+    """A bound on ‖θ_j‖ at the exact minimiser, for any unit-row Z and any 0/1 labels.
+
+    The first-order condition of column j is n1·λ·θ_j = −b_j − G(θ_j), G(θ) = Σ_i z_i ℓ'(z_iᵀθ; y_ij),
+    λ the solver's whole regulariser. ℓ' is non-decreasing (ℓ convex), so x·ℓ'(x) ≥ x·ℓ'(0) and
+    ⟨G(θ), θ⟩ ≥ ⟨G(0), θ⟩; taking the inner product with θ_j gives
+    n1·λ·‖θ_j‖² ≤ (‖b_j‖ + ‖G(0)‖)·‖θ_j‖, and ‖G(0)‖ ≤ n1·max_y |ℓ'(0; y)| (‖z_i‖ ≤ 1). Hence
+    ‖θ_j‖ ≤ (‖b_j‖/n1 + max_y |ℓ'(0; y)|)/λ, with ``grad0`` = max_y |ℓ'(0; y)|
+    (:func:`gradient_at_zero`)."""
+    return (noise_norm / n1 + grad0) / lam
+
+
+def theta_bound_whp(*, c_sf: float, beta: float, n1: int, lam: float, grad0: float) -> float:
+    """:func:`theta_bound` on Lemma 9's event ‖b_j‖ ≤ c_sf/β for every column j, which has
+    probability ≥ 1 − δ (each ‖b_j‖·β ~ Gamma(d, 1), c_sf its upper δ/c quantile): a bound on
+    max_j ‖θ_j‖ that holds with probability ≥ 1 − δ for any features and labels. It is at most
+    Theorem 1's c_θ (λ ≥ Λ, max_y |ℓ'(0; y)| ≤ c1, β ≥ ω·ε/(c·(c1 + c2·c_θ)·Ψ))."""
+    return theta_bound(c_sf / beta, n1=n1, lam=lam, grad0=grad0)
+
+
 def sample_noise(d: int, c: int, beta: float, rng: torch.Generator) -> torch.Tensor:
     """B (d×c, float64, CPU): columns i.i.d. with density ∝ exp(−β‖b‖₂) (Algorithm 2).
 

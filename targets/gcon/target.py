@@ -9,7 +9,8 @@ from torch import nn
 
 from graphs.ops import fingerprint
 from targets.base import Claim, Level, MechanismStep, Release, Target, TargetConfig, seeded
-from targets.gcon.accountant import accountant_at, calibrate, psi, reverse_epsilon, sample_noise, theorem_epsilon
+from targets.gcon.accountant import (accountant_at, calibrate, gradient_at_zero, psi, reverse_epsilon, sample_noise,
+                                     theorem_epsilon, theta_bound_whp)
 from targets.gcon.config import APPROX_STEPS, GCONConfig, parse_steps
 from targets.gcon.model import Encoded, _Encoder, _unit_rows, one_hop, propagate
 from targets.gcon.densities import BatchDensities
@@ -109,6 +110,9 @@ class GCON(Target[GCONConfig]):
             "beta": beta,
             "expected_noise_norm": d / beta,
             "c_theta": cal["c_theta"],
+            # max_j ‖θ_j‖ ≤ theta_bound w.p. ≥ 1 − δ, any features and labels (accountant.theta_bound_whp)
+            "theta_bound": theta_bound_whp(c_sf=cal["c_sf"], beta=beta, n1=n1, lam=lam_priv + cfg.weight_decay,
+                                           grad0=gradient_at_zero(cfg.loss, c, cfg.huber_delta)),
             "c_sf": cal["c_sf"],
             "lam_user": cfg.lam,
             "lam": cal["lam"],
@@ -120,7 +124,7 @@ class GCON(Target[GCONConfig]):
             "c1": c1, "c2": c2, "c3": c3,
             "classes": c, "d": d, "n0": q["n0"], "n1": n1, "num_edges": q["num_edges"],
             "alpha": cfg.alpha, "steps": [str(m) for m in self.steps], "omega": cfg.omega,
-            "xi": cfg.xi, "lam_margin": cfg.lam_margin, "loss": cfg.loss,
+            "xi": cfg.xi, "lam_margin": cfg.lam_margin, "loss": cfg.loss, "huber_delta": cfg.huber_delta,
             "epsilon_at_c_theta": eps_at, "delta_at_c_theta": delta_at,
             "reverse_epsilon": eps_rev, "reverse_delta": delta_rev, "reverse_c_theta": cth_rev,
             "optimizer": cfg.optimizer,
