@@ -11,6 +11,7 @@ from targets.base import build, seeded
 from targets.gap import GAP, GAPConfig, _Classifier, sum_aggregate, transposed_adjacency
 from targets.gap.model import aggregate_together, csr_rows, differing_rows, narrow_columns, rownorm, unit_rows
 from targets.gap.stacked import _classifier_init
+from targets.common.sparse import ordered_spmm
 
 SMALL = dict(encoder_epochs=5, epochs=3, hops=2)
 
@@ -169,7 +170,7 @@ def test_classifier_init_matches_module():
 def test_transposed_adjacency_is_sum_aggregate(csbm):
     h = torch.randn(csbm.num_nodes, 8)
     adj = transposed_adjacency(csbm.edge_index, csbm.num_nodes)
-    assert torch.equal(adj @ h, sum_aggregate(h, csbm.edge_index, csbm.num_nodes))
+    assert torch.equal(ordered_spmm(adj, h), sum_aggregate(h, csbm.edge_index, csbm.num_nodes))
     empty = torch.zeros(2, 0, dtype=torch.long)
     assert torch.equal(transposed_adjacency(empty, 4) @ torch.ones(4, 3), torch.zeros(4, 3))
 
@@ -223,9 +224,9 @@ def test_unit_rows_and_narrow_columns():
     narrow, cols = narrow_columns(part)
     assert cols.tolist() == [0, 1, 3, 4] and narrow.shape == (3, 4)
     h, h2 = torch.randn(6, 3), torch.randn(6, 3)
-    assert torch.equal(narrow @ h[cols], part @ h)
-    both = narrow @ torch.cat([h, h2], 1)[cols]  # trials side by side: each its own product
-    assert torch.equal(both[:, :3], part @ h) and torch.equal(both[:, 3:], part @ h2)
+    assert torch.equal(ordered_spmm(narrow, h[cols]), ordered_spmm(part, h))
+    both = ordered_spmm(narrow, torch.cat([h, h2], 1)[cols])  # trials side by side: each its own product
+    assert torch.equal(both[:, :3], ordered_spmm(part, h)) and torch.equal(both[:, 3:], ordered_spmm(part, h2))
     out = torch.empty(40, 48)
     assert torch.equal(unit_rows(x, out=out[:, 16:32]), rownorm(x)) and torch.equal(out[:, 16:32], rownorm(x))
 
@@ -236,7 +237,7 @@ def test_aggregate_together_equals_one_product_per_trial(csbm):
     blocks = [side[:, 16 * j:16 * (j + 1)] for j in range(11)]  # column blocks of one buffer (read in place)
     apart = [torch.randn(csbm.num_nodes, 16) for _ in range(3)]  # separate tensors (concatenated)
     def aggregate(h, out=None):
-        return adj @ h if out is None else torch.addmm(out, adj, h, beta=0, out=out)
+        return ordered_spmm(adj, h, out=out)
 
     for hs in (blocks, apart, blocks[:1]):
         for group in (8, None):
@@ -245,7 +246,7 @@ def test_aggregate_together_equals_one_product_per_trial(csbm):
                 together = aggregate_together(aggregate, hs, group=group, out=dest)
                 assert len(together) == len(hs)
                 for j, (h, agg) in enumerate(zip(hs, together)):
-                    assert torch.equal(agg, adj @ h.contiguous())
+                    assert torch.equal(agg, ordered_spmm(adj, h.contiguous()))
                     if dest is not None:  # written in place, trial j in its column block
                         assert agg.data_ptr() == out[:, 16 * j].data_ptr()
 
@@ -284,6 +285,19 @@ def test_pooled_buffers_never_overwrite_held_releases(csbm):
         assert_same_release(a, b, csbm)
 
 
+def test_ordered_product_is_width_free_where_csr_may_not_be(csbm):
+    """Each trial's columns of a wide product are the floats of its own product, in every layout the
+    batch reads (issue #42's CI machine: MKL's AVX-512 CSR kernel rounded the two apart by one ulp)."""
+    adj = transposed_adjacency(csbm.edge_index, csbm.num_nodes)
+    wide = torch.randn(csbm.num_nodes, 16 * 33)
+    both = ordered_spmm(adj, wide)
+    for j in (0, 7, 32):
+        block = wide[:, 16 * j:16 * (j + 1)]
+        assert torch.equal(both[:, 16 * j:16 * (j + 1)], ordered_spmm(adj, block.contiguous()))
+        assert torch.equal(both[:, 16 * j:16 * (j + 1)], sum_aggregate(block, csbm.edge_index, csbm.num_nodes))
+    assert ordered_spmm(adj, wide.double()).dtype == torch.float64
+
+
 def test_differing_rows_counts_multiplicity():
     a = torch.tensor([[0, 1, 2], [3, 3, 4]])
     assert differing_rows(a, a, 5).tolist() == []
@@ -292,7 +306,7 @@ def test_differing_rows_counts_multiplicity():
     adj = transposed_adjacency(torch.tensor([[0, 1, 2, 2, 4], [3, 3, 4, 0, 1]]), 5)
     h = torch.randn(5, 3)
     rows = torch.tensor([0, 3, 4])
-    assert torch.equal(csr_rows(adj, rows) @ h, (adj @ h)[rows])
+    assert torch.equal(ordered_spmm(csr_rows(adj, rows), h), ordered_spmm(adj, h)[rows])
 
 
 def test_prepare_shared_per_process(csbm):

@@ -15,6 +15,7 @@ from targets.base import (Claim, Lazy, Level, MechanismStep, Release, Target, Ta
                           noise_generator, seeded)
 from targets.common.buffer_pool import BufferPool
 from targets.common.runtime import shuffled_batches
+from targets.common.sparse import ordered_spmm
 from targets.common.dpsgd import assign_flat_grad, canary_from, clip_rows, noisy_sum, poisson_sample
 from targets.gap.accountant import dpsgd_schedule, gap_claim
 from targets.gap.config import GAPConfig
@@ -222,8 +223,7 @@ class GAP(Target[GAPConfig]):
         adj = self._adjacencies.get((graph.edge_index,), lambda: transposed_adjacency(edges, n))
 
         def aggregate(h: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-            a = adj if adj.dtype == h.dtype else adj.to(h.dtype)  # into `out` (beta 0: not read): a @ h's floats
-            return a @ h if out is None else torch.addmm(out, a, h, beta=0, out=out)
+            return ordered_spmm(adj, h, out=out)  # the same floats at any batch width
 
         return aggregate
 
@@ -317,7 +317,7 @@ class GAP(Target[GAPConfig]):
             s = sum_aggregate(h, edges, n)
             if rng is not None:
                 noise = torch.randn(s.shape, generator=rng, dtype=s.dtype, device=s.device)
-                s = torch.addcmul(s, noise, noise.new_ones(()), value=std)  # fit_batch's op: the same floats
+                s = s + std * noise
             sums.append(s)
             h = rownorm(s)
             hs.append(h)
@@ -655,7 +655,7 @@ class GAP(Target[GAPConfig]):
             part, sources = self._row_blocks.get((graph.edge_index, rows), lambda: block(graph, rows))
             h = released[0].size(1)
             x = torch.cat([r.index_select(0, sources) for r in released], 1)  # sources × (B·h)
-            out = (part if part.dtype == x.dtype else part.to(x.dtype)) @ x
+            out = ordered_spmm(part, x)
             return out.view(out.size(0), len(released), h).transpose(0, 1).cpu()
 
         def for_trial(j: int) -> Callable[[Any, torch.Tensor], torch.Tensor]:
