@@ -43,7 +43,8 @@ class TargetConfig:
 
     Args:
         epsilon (float): the target ε the accountant calibrates the noise to (default: 1.0).
-        delta (float, optional): δ; ``None`` applies the paper's own δ rule to the graph.
+        delta (float, optional): δ in [0, 1) (0: pure ε-DP, for an accountant that gives it); ``None``
+            applies the paper's own δ rule to the graph.
         bug (str, optional): a planted bug from the target's ``bugs`` (default: none).
         device (str): ``cpu``, ``cuda`` or ``auto``.
     """
@@ -56,7 +57,7 @@ class TargetConfig:
     def __post_init__(self) -> None:
         check_epsilon(self.epsilon)
         if self.delta is not None:
-            check_delta(self.delta)
+            check_delta(self.delta, pure=True)  # 0: a pure ε-DP claim's δ, pinned (public_params)
 
     # ------------------------------------------------------------------ constraints (every config's checks)
     def require(self, key: str, ok: bool, what: str) -> None:
