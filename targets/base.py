@@ -174,6 +174,11 @@ class MechanismStep:
             several hidden linear noisy hops), ``gaussian_law(graph) -> (mean, cov)``: each column
             of ``output`` is independently N(mean[:, c], cov) on that graph (mean n × h, cov n × n,
             float64). The exact ε of a pair then follows from the two laws.
+        laplace_scale: the scale b where ``output = mean + Laplace(0, b)``, i.i.d. per entry, exactly
+            (density e^{−|x|/b}/(2b); ``noise_std`` then stays None). The declared-model check tests
+            this law (shape, scale, independence); give ``log_density`` too for the exact
+            likelihood ratio, whose supremum over outputs, Σ|mean(g1) − mean(g0)|/b, is the pair's
+            ε at δ = 0.
     """
 
     output: torch.Tensor
@@ -186,6 +191,7 @@ class MechanismStep:
     support: Callable[[Any, Any], torch.Tensor | None] | None = None
     mean_rows: Callable[[Any, torch.Tensor], torch.Tensor] | None = None
     gaussian_law: Callable[[Any], tuple[torch.Tensor, torch.Tensor]] | None = None
+    laplace_scale: float | None = None
 
 
 class Lazy:
