@@ -159,6 +159,8 @@ def _why_not(step: MechanismStep) -> str | None:
         return None
     if step.noise_std and step.row_projected:
         return "row-projected output (its law is not the Gaussian's): not computable"
+    if step.laplace_scale:
+        return "a Laplace law declared without its log_density (the exact loss the Monte Carlo reads): not computable"
     if not step.noise_std:
         return "no noise law declared (noise_std None, no log_density): not computable"
     return None
