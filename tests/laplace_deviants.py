@@ -33,15 +33,21 @@ class HonestLaplace(Honest):
     def draws(self, shape: torch.Size, b: float, rng: torch.Generator) -> list[torch.Tensor]:
         return [laplace(shape, b, rng) for _ in range(self.steps)]
 
+    def mean64(self, graph: Any) -> torch.Tensor:
+        """The declared mean in float64, computed once per graph object (a world is fitted many times)."""
+        cache = self.__dict__.setdefault("_means", {})
+        if id(graph) not in cache:
+            cache[id(graph)] = (graph, self.declared_mean(graph).double())
+        return cache[id(graph)][1]
+
     def fit(self, graph: Any, rng: torch.Generator) -> Release:
         b = self.scale(graph)
-        mean = self.declared_mean(graph).double()
+        mean = self.mean64(graph)
         steps = []
         for k, z in enumerate(self.draws(mean.shape, b, rng)):
             out = mean + z
-            steps.append(MechanismStep(output=out, mean=lambda g: self.declared_mean(g).double(), name=f"A·X + Lap {k}",
-                                       laplace_scale=b, mean_key="A·X",
-                                       log_density=lambda g, out=out: -float((out - self.declared_mean(g)).abs().sum()) / b))
+            steps.append(MechanismStep(output=out, mean=self.mean64, name=f"A·X + Lap {k}", laplace_scale=b,
+                                       mean_key="A·X", log_density=lambda g, out=out: -float((out - self.mean64(g)).abs().sum()) / b))
         return Release(mechanism=steps)
 
 
