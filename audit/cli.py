@@ -82,8 +82,8 @@ def _delta(text: str) -> float | None:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number or 'auto', got {text!r}") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"delta must be in (0, 1), got {text}")
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"--delta must be in [0, 1) (0: a pure ε-DP claim) or 'auto', got {text}")
     return value
 
 
@@ -97,7 +97,7 @@ def _confidence(text: str) -> float:
 def _add_target_args(p: argparse.ArgumentParser, *, epsilon_default: float | None = 1.0) -> None:
     p.add_argument("--target", required=True, help="registry name or package.module:Class")
     p.add_argument("--epsilon", type=_positive_float, default=epsilon_default, help="target ε (default 1)")
-    p.add_argument("--delta", type=_delta, default=None, help="δ in (0,1) or 'auto' (the paper's rule)")
+    p.add_argument("--delta", type=_delta, default=None, help="δ in [0, 1) (0: pure ε-DP) or 'auto' (the paper's rule)")
     p.add_argument("--set", nargs="+", action="append", default=[], metavar="KEY=VALUE",
                    help="target hyperparameters, e.g. --set hops=10 contraction=0.8")
     p.add_argument("--bug", default=None, help="a planted bug of the target (see `list`)")
@@ -386,7 +386,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 
     out, inn = _read_scores(args.scores_out), _read_scores(args.scores_in)
     if args.delta is None:
-        raise UserError("--delta needs a value in (0, 1)")
+        raise UserError("--delta needs a value in [0, 1) (0: a pure ε-DP claim)")
     est = estimators.estimate(out, inn, delta=args.delta, method=args.method, confidence=args.confidence)
     d = est.to_dict()
     d["auc"] = estimators.auc(out, inn)

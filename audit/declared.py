@@ -32,6 +32,8 @@ variance of ``C`` (free of any bias of the declared mean):
   broadcast over rows (or columns) inflates it by the number of rows.
 * ``shape-ks`` / ``kurtosis``: C standardised by v̂ is N(0, 1) (KS on a fixed subsample of at most
   20 000 entries; the excess kurtosis on all entries): Laplace or uniform noise declared Gaussian.
+* A step declaring ``laplace_scale`` takes the same tests under the Laplace law's nulls (with or
+  without a ``log_density``): :mod:`audit.declared_laplace`.
 
 Row-projected steps: output rows must have norm ≤ 1 (exact); the noise law under the projection is
 not recoverable from the output, so the step is *unverified*. Steps with a ``log_density`` are
@@ -87,6 +89,7 @@ import numpy as np
 import torch
 
 from audit import declared_joint
+from audit import declared_laplace as laplace
 from audit import declared_moments as moments
 from audit.declared_battery import Test, as3d as _as3d, battery as _battery, directions as _directions
 from audit.declared_battery import gaussian_battery as _gaussian_battery, sml_tests as _sml_tests, world_scale as _world_scale
@@ -117,6 +120,7 @@ _REASONS: list[tuple[str, str]] = [
     ("mean-direction", "declared mean misses a term (residual mean has a component along a likely term)"),
     ("shape-ks", "noise is not Gaussian"),
     ("kurtosis", "noise is not Gaussian"),
+    ("laplace-shape", "noise is not the declared Laplace law"), ("laplace-kurtosis", "noise is not the declared Laplace law"),
     ("sml-direction", "SML noise direction is not isotropic Gaussian (a scale drawn per coordinate?)"),
 ]
 # a reason names the failing test of the lowest tier (then the smallest p): exact findings, then
@@ -125,7 +129,7 @@ _REASONS: list[tuple[str, str]] = [
 # generators leaves a smaller within-entry variance AND a per-entry mean; the mean names the cause)
 _TIERS = {"structure": 0, "identical": 0, "norm": 0, "declared-world": 0, "noise-free": 0, "shared-steps": 1,
           "rows-shared": 1, "cols-shared": 1,
-          "shape-ks": 2, "kurtosis": 2, "sml-scale": 3, "sml-direction": 3, "entry-mean": 4, "world-scale": 5,
+          "shape-ks": 2, "kurtosis": 2, "laplace-shape": 2, "laplace-kurtosis": 2, "sml-scale": 3, "sml-direction": 3, "entry-mean": 4, "world-scale": 5,
           "scale": 6, "global-mean": 7, "mean-direction": 7}
 _PRIORITY = {name: _TIERS[name] for name, _ in _REASONS}
 _TEXT = dict(_REASONS)
@@ -358,7 +362,7 @@ def check_declared(target: Target, pair: Any, *, seed: int, n: int = DEFAULT_N, 
         if len(counts) != 1:
             structure.append(f"mechanism views with different step counts {sorted(counts)}")
         else:
-            gaussian = set()  # the steps whose residuals took the Gaussian battery
+            gaussian = set()  # the steps whose residuals took a battery (Gaussian or Laplace)
             for k in range(counts.pop()):
                 check, battery = _step_check(k, {b: mech[b].steps[k] for b in (0, 1)})
                 steps.append(check)
@@ -420,6 +424,7 @@ class _StepWorld:
         self.k, self.b, self.graph, self.n, self.stream, self.seed = k, b, graph, n, stream, seed
         self.name: str | None = None
         self.stds: set = set()
+        self.laplace: set = set()
         self.projected: set[bool] = set()
         self.dens: set[bool] = set()
         self.shapes: set[tuple[int, ...]] = set()
@@ -446,9 +451,10 @@ class _StepWorld:
         o = _as3d(step.output)
         self.shapes.add(o.shape)
         self.digests.append(declared_joint.digest(o))
-        std = step.noise_std
-        if max(len(self.stds), len(self.projected), len(self.dens), len(self.shapes)) > 1 or self.mean_error \
-                or step.log_density is not None or (not std and std != 0.0):
+        self.laplace.add(step.laplace_scale)
+        std = step.noise_std if not step.laplace_scale else math.sqrt(2.0) * step.laplace_scale
+        if max(len(self.stds), len(self.laplace), len(self.projected), len(self.dens), len(self.shapes)) > 1 \
+                or self.mean_error or (step.log_density is not None and not step.laplace_scale) or (not std and std != 0.0):
             return None  # a structure failure, or a law with no residual to test
         key = step.mean_key
         m = self._means.get(key) if key is not None else None
@@ -479,9 +485,9 @@ class _StepWorld:
         if self.residuals is None or self.residuals.n < 2:
             return
         summary = self.residuals.summary()
-        std = next(iter(self.stds))
-        self.tests, self.vhat = _battery(summary, float(std), self.b,
-                                         _directions(self.graph, self.noiseless, summary.mean.shape))
+        scale, dirs = next(iter(self.laplace)), _directions(self.graph, self.noiseless, summary.mean.shape)
+        self.tests, self.vhat = (laplace.battery(summary, float(scale), self.b, dirs) if scale
+                                 else _battery(summary, float(next(iter(self.stds))), self.b, dirs))
         self.sum_c2 = summary.sum_c2
 
 
@@ -562,6 +568,8 @@ def _step_check(k: int, w: dict[int, _StepWorld]) -> tuple[StepCheck, bool]:
         check.tests.append(Test("structure", None, None, False, "output shapes vary within a world"))
         return check, False
     digests = {b: w[b].digests for b in (0, 1)}
+    if any(next(iter(w[b].laplace), None) for b in (0, 1)):
+        return laplace.step_check(check, w, {b: next(iter(w[b].laplace), None) for b in (0, 1)}, digests)
     if next(iter(w[0].dens)):
         check.status = "unverified"
         check.notes.append("log_density declared: the exact likelihood ratio is not tested (freshness only)")

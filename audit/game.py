@@ -281,7 +281,8 @@ def plan_estimator(spec: AuditSpec, claim: targets.Claim, attack: Any, probe: Ca
     declared-model policy note). The method is :data:`AUTO_SHAPE` where ``auto`` leaves the choice
     to a Gaussian-shape test on held-out trials.
 
-    ``auto``: cp for a claim that is not μ-GDP; for a μ-GDP claim, gdp at the a-priori threshold 0
+    ``auto``: cp for a claim that is not μ-GDP or has δ = 0 (where ``gdp`` is refused, and an explicit
+    ``--estimator gdp`` is an error: :func:`audit.estimators.pure_refusal`); for a μ-GDP claim, gdp at the a-priori threshold 0
     only where the score is an exact Gaussian LLR (the attack says so on a probe release) and the
     declared noise model passed its check, so the trade-off is proven Gaussian; otherwise the
     Gaussian shape is tested on held-out trials. So a declared model that failed its check is never
@@ -290,7 +291,12 @@ def plan_estimator(spec: AuditSpec, claim: targets.Claim, attack: Any, probe: Ca
     """
     kw = dict(delta=claim.delta, confidence=spec.confidence)
     trusted = check is not None and check.allows(False)
-    if spec.estimator == "auto" and claim.gdp_mu is None:
+    if claim.delta == 0 and spec.estimator in estimators.GAUSSIAN_CURVE_METHODS:
+        raise ValueError(f"--estimator {spec.estimator}: {estimators.pure_refusal(spec.estimator)}")
+    if spec.estimator == "auto" and claim.delta == 0:
+        method, why = "cp", ("auto: a pure ε-DP claim (δ = 0), so the assumption-free cp (gdp is refused at δ = 0: "
+                             "a Gaussian curve's ε there is infinite)")
+    elif spec.estimator == "auto" and claim.gdp_mu is None:
         method, why = "cp", "auto: the claim is not μ-GDP, so the assumption-free cp"
     elif spec.estimator == "auto":
         prior = attack.natural_threshold_for(probe()) if trusted else None

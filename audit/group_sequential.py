@@ -69,7 +69,7 @@ class SequentialAudit:
             raise ValueError(f"sequential method must be one of {SEQUENTIAL_METHODS}, got {method!r}")
         if not claimed_eps > 0:
             raise ValueError(f"claimed_eps must be > 0, got {claimed_eps!r}")
-        self.delta = _e.check_delta(delta)
+        self.delta = _e.check_method_delta(method, delta)
         self.claimed_eps = float(claimed_eps)
         self.confidence = _e.check_confidence(confidence)
         self.method = method

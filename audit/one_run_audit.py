@@ -93,12 +93,18 @@ def _bounds(scores: np.ndarray, bits: np.ndarray, claim: targets.Claim, confiden
                     steinke: estimators.Estimate) -> dict[str, Any]:
     """Both one-run analyses of the same scores, named. The verdict stands on Steinke et al.'s
     (assumption-free); the f-DP analysis (Mahloujifar et al. 2024, Gaussian curve) rejects μ-GDP,
-    so it refutes the claim only where the claim is μ-GDP and its μ_lb exceeds the claim's μ."""
+    so it refutes the claim only where the claim is μ-GDP and its μ_lb exceeds the claim's μ. At
+    δ = 0 the f-DP analysis is refused (a Gaussian curve's ε there is infinite), and the record says so."""
+    steinke_row = {"eps_lb": steinke.eps_lb, "analysis": "Steinke, Nasr & Jagielski 2023 (two-sided guesses; "
+                                                         "assumption-free; the verdict's bound)"}
+    if claim.delta == 0:
+        return {"steinke": steinke_row, "fdp_gaussian": {"eps_lb": None, "mu_lb": None, "claimed_mu": claim.gdp_mu,
+                                                         "refutes_mu_gdp_claim": False,
+                                                         "refused": estimators.pure_refusal("one-run-fdp")}}
     fdp = estimators.estimate(scores[bits == 0], scores[bits == 1], delta=claim.delta, method="one-run-fdp",
                               confidence=confidence)
     refutes = claim.gdp_mu is not None and fdp.mu_lb is not None and fdp.mu_lb > claim.gdp_mu
-    return {"steinke": {"eps_lb": steinke.eps_lb, "analysis": "Steinke, Nasr & Jagielski 2023 (two-sided guesses; "
-                                                              "assumption-free; the verdict's bound)"},
+    return {"steinke": steinke_row,
             "fdp_gaussian": {"eps_lb": fdp.eps_lb, "mu_lb": fdp.mu_lb, "claimed_mu": claim.gdp_mu,
                              "refutes_mu_gdp_claim": bool(refutes),
                              "steinke_same_guesses": fdp.counts.get("steinke_eps"),

@@ -159,6 +159,8 @@ def _why_not(step: MechanismStep) -> str | None:
         return None
     if step.noise_std and step.row_projected:
         return "row-projected output (its law is not the Gaussian's): not computable"
+    if step.laplace_scale:
+        return "a Laplace law declared without its log_density (the exact loss the Monte Carlo reads): not computable"
     if not step.noise_std:
         return "no noise law declared (noise_std None, no log_density): not computable"
     return None
@@ -195,6 +197,11 @@ def of_releases(views_0: list[list[MechanismStep]], views_1: list[list[Mechanism
         return replace(not_computable(delta, *blocked, covers=[n for n, s in zip(names, steps) if not _why_not(s)]),
                        **_projection_bound(views, names, pair, delta))
     why = "a step's law is not Gaussian; its log-density is exact"
+    sup = _laplace_sup(views, pair)
+    if sup is not None and delta == 0:
+        return PairEpsilon(value=sup, method=CLOSED_FORM, delta=delta, interval=(sup, sup), covers=tuple(names),
+                           note="Laplace steps at δ = 0: ε = Σ_k ‖m_k(g1) − m_k(g0)‖₁ / b_k, the privacy loss's "
+                                "supremum (attained where every entry lies beyond its shift)")
     if all(_is_gaussian(s) for v in views for s in v):
         mu2, moving = _step_mu2(views, names, pair)
         why = (f"μ_k of {', '.join(moving)} moves with earlier noise (the loss is a mixture)" if moving
@@ -204,7 +211,24 @@ def of_releases(views_0: list[list[MechanismStep]], views_1: list[list[Mechanism
     if closed_only:
         return not_computable(delta, f"mechanism view: {why}: a Monte Carlo, not run here", covers=names)
     loss_0, loss_1 = losses() if losses is not None else exact_losses(views_0, views_1, pair)
-    return from_losses(loss_0, loss_1, names, delta=delta, confidence=confidence, why=why)
+    return from_losses(loss_0, loss_1, names, delta=delta, confidence=confidence, why=why, sup=sup)
+
+
+def _laplace_sup(views: list[list[MechanismStep]], pair: Any) -> float | None:
+    """Where every step declares a Laplace law and its exact log-density, with means that read no
+    earlier release (one step, or a ``mean_key`` on every later one): the supremum of the privacy
+    loss, Σ_k ‖m_k(g1) − m_k(g0)‖₁ / b_k (each entry's loss |x − m0| − |x − m1| is at most |m1 − m0|,
+    attained beyond the shift), the same in both orderings. Else None."""
+    steps = views[0]
+    if not all(s.laplace_scale and s.log_density is not None for v in views for s in v):
+        return None
+    if any(k and s.mean_key is None for k, s in enumerate(steps)):
+        return None
+    total = 0.0
+    for s in steps:
+        d = s.mean(pair.g1).detach().double().cpu() - s.mean(pair.g0).detach().double().cpu()
+        total += float(d.abs().sum()) / float(s.laplace_scale)
+    return total
 
 
 def of_gaussian_laws(law_0: tuple[torch.Tensor, torch.Tensor], law_1: tuple[torch.Tensor, torch.Tensor], name: str, *,
@@ -278,10 +302,16 @@ def exact_losses(views_0: list[list[MechanismStep]], views_1: list[list[Mechanis
 
 
 def from_losses(loss_0: np.ndarray, loss_1: np.ndarray, names: Sequence[str], *, delta: float, confidence: float,
-                why: str) -> PairEpsilon:
-    """The Monte-Carlo ε of privacy-loss samples (:func:`monte_carlo_epsilon`), with its record."""
-    value, interval, beyond = monte_carlo_epsilon(loss_0, loss_1, delta, confidence)
+                why: str, sup: float | None = None) -> PairEpsilon:
+    """The Monte-Carlo ε of privacy-loss samples (:func:`monte_carlo_epsilon`), with its record; `sup`
+    a known supremum of the loss (caps the interval's upper end, which is ∞ where the samples cannot
+    bound the tail at δ)."""
+    value, interval, beyond = monte_carlo_epsilon(loss_0, loss_1, delta, confidence, sup=sup)
     note = f"{why}: Monte Carlo of the exact privacy loss on {len(loss_0)} + {len(loss_1)} samples, {beyond} beyond ε"
+    if math.isinf(interval[1]):
+        note += "; the samples cannot bound its tail at this δ, so the upper end is ∞"
+    elif sup is not None and interval[1] == sup:
+        note += f"; the upper end is the loss's supremum {sup:.4g}"
     caveats = (f"{beyond} Monte-Carlo samples beyond ε (< 30): the interval is unreliable",) if beyond < 30 else ()
     return PairEpsilon(value=value, method=MONTE_CARLO, delta=delta, interval=interval, covers=tuple(names),
                        caveats=caveats, note=note, samples=min(len(loss_0), len(loss_1)), confidence=confidence)

@@ -203,7 +203,8 @@ def heldout_statistic(out_s: np.ndarray, in_s: np.ndarray, *, delta: float, conf
     g_threshold = estimators.select_threshold("gdp", sign * fit_out, sign * fit_in, delta=delta, confidence=confidence)
     gfp, gfn = (int(c[0]) for c in rates_at(sign * held_out, sign * held_in, np.array([g_threshold])))
     mu = float(estimators.gdp_mu_bound(gfp, gfn, len(held_out), len(held_in), 1.0 - confidence))
-    return {"heldout_eps_lb": float(lb), "heldout_gdp_eps_lb": float(estimators.gdp_epsilon(mu, delta)), "heldout_auc": float(estimators.auc(sign * held_out, sign * held_in)),
+    gdp_lb = 0.0 if delta == 0 else float(estimators.gdp_epsilon(mu, delta))  # gdp refused at δ = 0
+    return {"heldout_eps_lb": float(lb), "heldout_gdp_eps_lb": gdp_lb, "heldout_auc": float(estimators.auc(sign * held_out, sign * held_in)),
             "direction": "higher = IN" if sign > 0 else "lower = IN", "threshold": float(sign * threshold),
             "n_per_world_heldout": int(len(held_out))}
 
@@ -222,11 +223,13 @@ def _gdp_valid(claim: targets.Claim, attack: str, declared: dict[str, Any] | Non
     checked is Gaussian, with no sampling mixture (:func:`_mixture`): the trade-off is then the declared
     Gaussian one. An exact ratio of another law (HeterPoisson's SML, a Laplace) or of a mixture has that
     law's trade-off, not a Gaussian curve: a Gaussian curve through one of its points can claim more ε
-    than the law has, so gdp is refused there. Or the
+    than the law has, so gdp is refused there, and at δ = 0 always. Or the
     score is linear in the release given the pair's record `canary` (``Attack.linear_in_release``) and
     the check found only the noise std off (:func:`_only_scale_off`): each world's score is then
     exactly Gaussian with one variance, whatever the std, so its trade-off is a Gaussian curve.
     """
+    if claim.delta == 0:
+        return None  # a Gaussian curve's ε at δ = 0 is infinite: gdp is refused for a pure ε-DP claim
     if claim.gdp_mu is not None:
         return "the claim is μ-GDP"
     if attacks.get(attack).rests_on_declared_model() and _model_passed(declared) and _all_gaussian(declared) \

@@ -6,7 +6,14 @@
   hockey-stick divergence of P from Q written over the loss); ε(δ) is the larger over the two
   orderings, with a confidence interval read from the normal-approximation interval of δ(ε) at
   each ε (two sides × two orderings, Bonferroni). n samples see no loss beyond their largest, so a
-  tail of mass below ~1/n is invisible to them: the caller reports how many lay beyond ε.
+  tail of mass below ~1/n is invisible to them: the caller reports how many lay beyond ε. Where
+  fewer than :data:`TAIL_SAMPLES` lie beyond the upper end, the normal approximation does not hold
+  there, and the upper end is also bounded through δ(ε) ≤ P(L > ε), with P(L > L₍ₘ₊₁₎) (the
+  (m+1)-th largest sample) ≤ its Clopper–Pearson bound Beta(m + 1, n − m) at the same level: the
+  largest ε whose tail the samples can bound below δ. At a δ below what n samples resolve
+  (≈ ln(4/β)/n; always at δ = 0, where ε is the loss's supremum) the upper end is ∞: a Monte Carlo
+  of the loss cannot bound a tail it never saw (a Laplace pair's ε at δ = 0 is Δ₁/b, reached by
+  the loss on a set of mass 2^−k for k changed coordinates).
 * Gaussian laws with full covariances (columns independent): the loss sampled from the laws.
 """
 from __future__ import annotations
@@ -17,9 +24,13 @@ from typing import Any
 
 import numpy as np
 import torch
+from scipy.stats import beta as beta_dist
 from scipy.stats import norm
 
 from targets.common.accounting import gdp_epsilon
+
+#: samples beyond the upper end below which its normal approximation is not trusted (module doc)
+TAIL_SAMPLES = 30
 
 
 def gaussian_mu(shifts: Iterable[tuple[Any, Any]]) -> float:
@@ -82,17 +93,40 @@ class LossSample:
                 break
         return hi
 
+    def epsilon_upper(self, delta: float, z: float, level: float) -> float:
+        """The upper end of ε at δ: the normal approximation's (z > 0) where at least
+        :data:`TAIL_SAMPLES` samples lie beyond it, else also the order-statistic bound at `level`
+        (module docstring); ∞ where no sample bounds the tail below δ."""
+        hi = self.epsilon(delta, z)
+        if self.beyond(hi) >= TAIL_SAMPLES:
+            return hi
+        return max(hi, self.tail_epsilon(delta, level))
 
-def monte_carlo_epsilon(loss_0: Sequence[float], loss_1: Sequence[float], delta: float, confidence: float
-                        ) -> tuple[float, tuple[float, float], int]:
+    def tail_epsilon(self, delta: float, level: float) -> float:
+        """The smallest (m+1)-th largest sample whose exceedance probability, Beta(m + 1, n − m)
+        for continuous losses (stochastically smaller with atoms), is ≤ δ at `level`; ∞ if none."""
+        m = np.arange(min(self.n, 4 * TAIL_SAMPLES + 1))
+        bound = beta_dist.ppf(1.0 - level, m + 1, self.n - m)
+        ok = np.flatnonzero(bound <= delta)
+        return math.inf if not ok.size else float(self.losses[int(ok[-1])])
+
+
+def monte_carlo_epsilon(loss_0: Sequence[float], loss_1: Sequence[float], delta: float, confidence: float,
+                        sup: float | None = None) -> tuple[float, tuple[float, float], int]:
     """ε(δ) from privacy-loss samples of both orderings (`loss_0`: log p0/p1 on world-0 releases,
     `loss_1`: log p1/p0 on world-1 releases): (the larger ordering's ε, its two-sided interval at
-    `confidence` (two sides × two orderings, Bonferroni), the fewest samples beyond ε of either)."""
-    z = float(norm.isf((1.0 - confidence) / 4.0))
+    `confidence` (two sides × two orderings, Bonferroni; the upper end ∞ where the samples cannot bound
+    the tail: :meth:`LossSample.epsilon_upper`), the fewest samples beyond ε of either). `sup`: a
+    known supremum of both losses (a Laplace pair's Σ‖d‖₁/b), which bounds ε at every δ: the upper end
+    is at most `sup`."""
+    level = (1.0 - confidence) / 4.0
+    z = float(norm.isf(level))
     samples = [LossSample(loss_0), LossSample(loss_1)]
     value = max(s.epsilon(delta) for s in samples)
     lo = max(s.epsilon(delta, -z) for s in samples)
-    hi = max(s.epsilon(delta, z) for s in samples)
+    hi = max(s.epsilon_upper(delta, z, level) for s in samples)
+    if sup is not None:
+        hi = min(hi, float(sup))
     return value, (lo, hi), min(s.beyond(value) for s in samples)
 
 

@@ -76,6 +76,9 @@ def _sequential_line(seq: dict[str, Any]) -> str:
 
 def _one_run_line(one: dict[str, Any]) -> str:
     f = one["fdp_gaussian"]
+    if f.get("refused"):
+        return (f"Steinke et al. ε_lb {_fmt(one['steinke']['eps_lb'])} (assumption-free, the verdict's); f-DP "
+                f"(Gaussian curve) analysis not run: {f['refused']}")
     mu = f"μ_lb {_fmt(f['mu_lb'])}" + (f" vs claimed μ {_fmt(f['claimed_mu'])}" if f.get("claimed_mu") else "")
     return (f"Steinke et al. ε_lb {_fmt(one['steinke']['eps_lb'])} (assumption-free, the verdict's); f-DP "
             f"(Gaussian curve) ε_lb {_fmt(f['eps_lb'])}, {mu}"

@@ -45,8 +45,8 @@ class AuditSpec:
     def __post_init__(self) -> None:
         if self.epsilon <= 0 or math.isnan(self.epsilon):
             raise ValueError(f"epsilon must be > 0, got {self.epsilon!r}")
-        if self.delta is not None and not (0 < self.delta < 1):
-            raise ValueError(f"delta must be in (0, 1), got {self.delta!r}")
+        if self.delta is not None and not (0 <= self.delta < 1):
+            raise ValueError(f"--delta (the audit's δ) must be in [0, 1) (0: a pure ε-DP claim), got {self.delta!r}")
         if self.trials < 8 or self.trials % 2:
             raise ValueError(f"trials must be an even number >= 8, got {self.trials!r}")
         if not (0.5 <= self.confidence < 1):
@@ -104,12 +104,33 @@ def setup_run(spec: AuditSpec) -> RunSetup:
     """The run's graph, target and claim (:class:`RunSetup`). It reads only the spec's target,
     ε, δ, bug, parameters, device, dataset and seed: runs that differ in attack, canary, level,
     trials or estimator share it."""
-    target = build_target(spec)
-    graph = preprocessed(target, datasets.load(spec.dataset, root=spec.data_root, seed=spec.seed))
-    pinned = target.public_params(graph)
-    if pinned:
-        target = type(target)(targets.replace_config(target.config, **pinned))
-    return RunSetup(graph, target, target.claim(graph))
+    try:
+        target = build_target(spec)
+        graph = preprocessed(target, datasets.load(spec.dataset, root=spec.data_root, seed=spec.seed))
+        pinned = target.public_params(graph)
+        if pinned:
+            target = type(target)(targets.replace_config(target.config, **pinned))
+        claim = target.claim(graph)
+    except ValueError as err:
+        if spec.delta is not None and "delta" in str(err):
+            raise ValueError(f"--delta {spec.delta:g} was refused by target {spec.target!r}: {err}") from err
+        raise
+    return RunSetup(graph, target, check_claim(spec, claim))
+
+
+def check_claim(spec: AuditSpec, claim: targets.Claim) -> targets.Claim:
+    """`claim`, once its δ is one an audit can read: in [0, 1) (0: pure ε-DP). A δ outside is the
+    target's accountant's output, not the user's ``--delta``, and the error says so; at δ = 0 an
+    ``--estimator`` of a Gaussian curve is refused before any trial."""
+    delta = claim.delta
+    if not (isinstance(delta, (int, float)) and 0 <= delta < 1):
+        given = f" (from --delta {spec.delta:g})" if spec.delta is not None else " (no --delta was given)"
+        raise ValueError(f"target {spec.target!r} claims δ = {delta!r}{given}: an audit reads a claim's δ in "
+                         "[0, 1) (0: pure ε-DP); the target's accountant returned it")
+    if delta == 0 and spec.estimator in estimators.GAUSSIAN_CURVE_METHODS:
+        raise ValueError(f"--estimator {spec.estimator} on target {spec.target!r}, whose claim has δ = 0: "
+                         + estimators.pure_refusal(spec.estimator))
+    return claim
 
 
 def preprocessed(target: targets.Target, graph: Any) -> Any:

@@ -89,6 +89,9 @@ def auto_estimate(scores_out: Sequence[float], scores_in: Sequence[float], *, de
     """
     out = _e.check_scores(scores_out, "scores_out")
     inn = _e.check_scores(scores_in, "scores_in")
+    if delta == 0:  # gdp is refused at δ = 0 (a Gaussian curve's ε there is infinite): cp on all trials
+        return (_e.estimate(out, inn, delta=delta, method="cp", confidence=confidence, seed=seed), "cp",
+                "δ = 0 (pure ε-DP): gdp refused, assumption-free cp")
     if claim_is_gdp and not proven_gaussian:
         c_out, r_out = _e.split_indices(out.size, check_fraction, seed + 17)
         c_in, r_in = _e.split_indices(inn.size, check_fraction, seed + 18)

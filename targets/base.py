@@ -43,7 +43,8 @@ class TargetConfig:
 
     Args:
         epsilon (float): the target ε the accountant calibrates the noise to (default: 1.0).
-        delta (float, optional): δ; ``None`` applies the paper's own δ rule to the graph.
+        delta (float, optional): δ in [0, 1) (0: pure ε-DP, for an accountant that gives it); ``None``
+            applies the paper's own δ rule to the graph.
         bug (str, optional): a planted bug from the target's ``bugs`` (default: none).
         device (str): ``cpu``, ``cuda`` or ``auto``.
     """
@@ -56,7 +57,7 @@ class TargetConfig:
     def __post_init__(self) -> None:
         check_epsilon(self.epsilon)
         if self.delta is not None:
-            check_delta(self.delta)
+            check_delta(self.delta, pure=True)  # 0: a pure ε-DP claim's δ, pinned (public_params)
 
     # ------------------------------------------------------------------ constraints (every config's checks)
     def require(self, key: str, ok: bool, what: str) -> None:
@@ -173,6 +174,11 @@ class MechanismStep:
             several hidden linear noisy hops), ``gaussian_law(graph) -> (mean, cov)``: each column
             of ``output`` is independently N(mean[:, c], cov) on that graph (mean n × h, cov n × n,
             float64). The exact ε of a pair then follows from the two laws.
+        laplace_scale: the scale b where ``output = mean + Laplace(0, b)``, i.i.d. per entry, exactly
+            (density e^{−|x|/b}/(2b); ``noise_std`` then stays None). The declared-model check tests
+            this law (shape, scale, independence); give ``log_density`` too for the exact
+            likelihood ratio, whose supremum over outputs, Σ|mean(g1) − mean(g0)|/b, is the pair's
+            ε at δ = 0.
     """
 
     output: torch.Tensor
@@ -185,6 +191,7 @@ class MechanismStep:
     support: Callable[[Any, Any], torch.Tensor | None] | None = None
     mean_rows: Callable[[Any, torch.Tensor], torch.Tensor] | None = None
     gaussian_law: Callable[[Any], tuple[torch.Tensor, torch.Tensor]] | None = None
+    laplace_scale: float | None = None
 
 
 class Lazy:

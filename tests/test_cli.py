@@ -45,7 +45,7 @@ def test_user_errors_exit_2_without_traceback(args, message, capsys):
 @pytest.mark.parametrize("args", [["run", "--target", "gaussian", "--epsilon", "0"],
                                   ["run", "--target", "gaussian", "--epsilon", "-1"],
                                   ["run", "--target", "gaussian", "--delta", "1.5"],
-                                  ["estimate", "--scores-out", "a", "--scores-in", "b", "--delta", "0"]])
+                                  ["estimate", "--scores-out", "a", "--scores-in", "b", "--delta", "1"]])
 def test_argument_errors_exit_2(args, capsys):
     with pytest.raises(SystemExit) as exc:
         main(args)

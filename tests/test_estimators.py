@@ -175,7 +175,7 @@ def _perfect_attack_eps(n_out: int, n_in: int, beta: float) -> float:
 
 @pytest.mark.parametrize("bad, match", [
     (dict(scores_out=[]), "empty"), (dict(scores_out=[0.0, float("nan")] * 4), "non-finite"),
-    (dict(delta=0.0), "delta"), (dict(delta=1.5), "delta"), (dict(method="nope"), "unknown method"),
+    (dict(delta=-0.1), "delta"), (dict(delta=1.5), "delta"), (dict(delta=0.0, method="gdp"), "refused at δ = 0"), (dict(method="nope"), "unknown method"),
     (dict(confidence=1.2), "confidence")])
 def test_bad_inputs_are_rejected(bad, match):
     kwargs = dict(scores_out=[0.0, 1.0] * 4, scores_in=[1.0, 2.0] * 4, delta=1e-5, method="cp")

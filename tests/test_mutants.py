@@ -12,6 +12,7 @@ expected failure, not an xfail).
 | fdp bound × 1.1 and × 1.2 | the tight fdp catalogue entry (exact randomized response, 100,000 trials) |
 | one-run bound × 1.1 and × 1.2 | the tight one-run catalogue entry (exact randomized response, 5,000 canaries) |
 | one-run-fdp bound × 2 | its size check |
+| cp, bayes, fdp, one-run bound × 1.1 at δ = 0 | its size check at δ = 0 (``PURE_CHECKS``) |
 | Gaussian mechanism's noise × 0.9 | the tight gdp catalogue entry; the released-noise scale test (tests/test_gaussian.py); the declared-model check (audit/declared.py) |
 
 one-run-fdp is mutated × 2 only: with the paper's one-sided guesses on a fixed fraction k = 0.2 m,
@@ -25,7 +26,7 @@ import numpy as np
 import pytest
 
 from mutants import inflate_bound, shrink_noise
-from size import CHECKS, TIGHT, check_entry, tight_entries
+from size import CHECKS, PURE_CHECKS, TIGHT, check_entry, tight_entries
 
 
 @pytest.mark.parametrize("factor", [1.1, 1.2])
@@ -33,6 +34,14 @@ from size import CHECKS, TIGHT, check_entry, tight_entries
 def test_inflated_bound_fails_its_size_check(monkeypatch, name, factor):
     check = CHECKS[name]
     inflate_bound(monkeypatch, check.method, factor)
+    with pytest.raises(AssertionError, match="exceeded the true ε"):
+        check.run(name)
+
+
+@pytest.mark.parametrize("name", sorted(PURE_CHECKS))
+def test_inflated_bound_fails_its_size_check_at_delta_zero(monkeypatch, name):
+    check = PURE_CHECKS[name]
+    inflate_bound(monkeypatch, check.method, 1.1)
     with pytest.raises(AssertionError, match="exceeded the true ε"):
         check.run(name)
 

@@ -175,9 +175,12 @@ def test_laplace_closed_form_at_delta_zero_and_its_curve():
     d, b = 1.0, 0.8
     eps0 = d / b
     losses = _laplace_losses(rng, d, b, 1_000_000)
+    # the loss has an atom at ε₀ (mass 1/2): the lower end and the value sit on it, up to the floats
+    # of L; samples alone cannot bound a supremum (the upper end is ∞) until it is given: ε₀ = Δ/b
     value, (lo, hi), _ = pl.monte_carlo_epsilon(*losses, 0.0, 0.95)
-    # the loss has an atom at ε₀ (mass 1/2): the interval collapses onto it, up to the floats of L
-    assert value == pytest.approx(eps0, rel=1e-12) and lo == pytest.approx(eps0, rel=1e-12) == hi
+    assert value == pytest.approx(eps0, rel=1e-12) and lo == pytest.approx(eps0, rel=1e-12) and hi == math.inf
+    value, (lo, hi), _ = pl.monte_carlo_epsilon(*losses, 0.0, 0.95, sup=eps0)
+    assert value == pytest.approx(eps0, rel=1e-12) and lo == pytest.approx(eps0, rel=1e-12) and hi == eps0
     for delta in (0.02, 0.1, 0.3):
         exact = eps0 + 2 * math.log1p(-delta)
         value, (lo, hi), _ = pl.monte_carlo_epsilon(*losses, delta, 0.95)
@@ -202,6 +205,69 @@ def test_log_density_steps_give_the_exact_laplace_loss():
     np.testing.assert_allclose(loss_1, (np.abs(xs1) - np.abs(xs1 - d)) / b, rtol=1e-12, atol=1e-12)
     got = pe.of_releases(v0, v1, pair, delta=0.1, confidence=0.95)
     assert got.method == pe.MONTE_CARLO and "not Gaussian" in got.note
+
+
+def _laplace_pld_epsilon(k: int, d: float, b: float, delta: float) -> float:
+    """ε(δ) of k independent Laplace coordinates (shift d, scale b each) from dp_accounting's privacy-loss
+    distribution (pessimistic, discretised at 1e-4): an answer computed apart from the code under test."""
+    from dp_accounting.pld import privacy_loss_distribution as pld
+
+    one = pld.from_laplace_mechanism(parameter=b, sensitivity=d, value_discretization_interval=1e-4)
+    return float(one.self_compose(k).get_epsilon_for_delta(delta))
+
+
+def _many_laplace_losses(rng, k: int, d: float, b: float, n: int):
+    """log p0/p1 on k-coordinate world-0 draws (and the other ordering, the same law by symmetry)."""
+    return [((np.abs(x - d) - np.abs(x)) / b).sum(1) for x in (rng.laplace(0.0, b, (n, k)) for _ in range(2))]
+
+
+def test_laplace_monte_carlo_covers_its_known_answer_where_the_tail_is_unseen():
+    """Issue #44: on a Laplace pair whose loss reaches its top only on a set of mass 2^−k, a Monte Carlo
+    interval read from the samples alone (normal approximation) ended at about the largest sample and
+    excluded the pair's ε at δ = 0 (Δ₁/b) and at small δ. Now its upper end is bounded only where the
+    samples bound the tail (∞ otherwise; the supremum where it is known), so it covers both, in at
+    least the stated share of 30 repetitions (binomial limit at 1%: 5 misses of 30 at 5%)."""
+    from scipy.stats import binom
+
+    k, d, b, n = 16, 1.0, 1.6, 4000  # Δ₁/b = 10: P(L = 10) = 2^−16
+    sup = k * d / b
+    answers = {0.0: sup, 1e-5: _laplace_pld_epsilon(k, d, b, 1e-5), 0.05: _laplace_pld_epsilon(k, d, b, 0.05)}
+    assert answers[1e-5] == pytest.approx(9.713, abs=2e-3) and answers[0.05] < answers[1e-5] < sup
+    rng = np.random.default_rng(44)
+    misses = {delta: 0 for delta in answers}
+    below_before = 0
+    for _ in range(30):
+        losses = _many_laplace_losses(rng, k, d, b, n)
+        for delta, answer in answers.items():
+            _, (lo, hi), _ = pl.monte_carlo_epsilon(*losses, delta, 0.95)
+            misses[delta] += not (lo <= answer <= hi)
+            _, (lo_s, hi_s), _ = pl.monte_carlo_epsilon(*losses, delta, 0.95, sup=sup)
+            assert hi_s <= sup and (lo_s, min(hi, sup)) == (lo, hi_s)
+        below_before += max(losses[0].max(), losses[1].max()) < sup  # the former upper end at δ = 0
+    allowed = int(binom.ppf(0.99, 30, 0.05))
+    assert all(m <= allowed for m in misses.values()), (misses, allowed)
+    assert below_before >= 25  # what the former interval missed: its top was the largest sample
+
+
+def test_laplace_steps_at_delta_zero_are_exact_and_their_monte_carlo_is_capped_by_the_supremum():
+    """Steps declaring a Laplace law (``laplace_scale``) and their log-density: at δ = 0 the pair's ε is
+    Σ‖d‖₁/b exactly (closed form); at δ > 0 the Monte Carlo's upper end is at most that supremum and its
+    interval covers the privacy-loss distribution's answer."""
+    k, d, b = 4, 1.0, 0.5
+    pair = CanaryPair(Graph(torch.zeros(1, k)), Graph(torch.full((1, k), d)))
+    gen = np.random.default_rng(6)
+
+    def release(x):
+        return [MechanismStep(output=torch.tensor(x), mean=lambda h: h.A.view(k), name="counts + Lap(b)",
+                              laplace_scale=b, log_density=lambda h, x=x: -float(np.abs(x - h.A.view(k).numpy()).sum()) / b)]
+
+    v0 = [release(x) for x in gen.laplace(0.0, b, (3000, k))]
+    v1 = [release(x) for x in gen.laplace(d, b, (3000, k))]
+    exact = pe.of_releases(v0, v1, pair, delta=0.0, confidence=0.95)
+    assert exact.method == pe.CLOSED_FORM and exact.value == k * d / b == 8.0 and exact.interval == (8.0, 8.0)
+    answer = _laplace_pld_epsilon(k, d, b, 1e-5)
+    mc = pe.of_releases(v0, v1, pair, delta=1e-5, confidence=0.95)
+    assert mc.method == pe.MONTE_CARLO and mc.interval[0] <= answer <= mc.interval[1] <= 8.0
 
 
 # ---------------------------------------------------------------------------------------------

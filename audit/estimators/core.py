@@ -48,6 +48,23 @@ from attacks.metrics import rates_at as _rates_at
 from targets.common.accounting import check_delta, gdp_epsilon
 
 METHODS = ("cp", "gdp", "bayes", "one-run", "fdp", "one-run-fdp")
+#: the methods whose bound is the ε of a Gaussian trade-off curve: refused at δ = 0 (pure_refusal)
+GAUSSIAN_CURVE_METHODS = ("gdp", "one-run-fdp")
+
+
+def pure_refusal(method: str) -> str:
+    """Why `method` gives no bound at δ = 0 (for a method of :data:`GAUSSIAN_CURVE_METHODS`)."""
+    return (f"{method} is refused at δ = 0: its bound is the ε of a Gaussian trade-off curve, and a Gaussian "
+            "curve's ε at δ = 0 is infinite for every μ > 0, so it would certify any pure ε-DP claim broken; "
+            "cp, bayes, fdp and one-run audit δ = 0")
+
+
+def check_method_delta(method: str, delta: float) -> float:
+    """`delta` in [0, 1), and not 0 for a Gaussian-curve method (:func:`pure_refusal`)."""
+    delta = check_delta(delta, pure=True)
+    if delta == 0.0 and method in GAUSSIAN_CURVE_METHODS:
+        raise ValueError(pure_refusal(method))
+    return delta
 
 
 @dataclass(frozen=True)
@@ -446,7 +463,8 @@ def estimate(scores_out: Sequence[float], scores_in: Sequence[float], *, delta: 
     Args:
         scores_out, scores_in: one score per trial in each world (for ``one-run``: one per canary,
             split by whether the canary was inserted).
-        delta: the δ of the (ε, δ) claim under test, in (0, 1).
+        delta: the δ of the (ε, δ) claim under test, in [0, 1) (0: a pure ε-DP claim, which the
+            Gaussian-curve methods ``gdp`` and ``one-run-fdp`` refuse: :func:`pure_refusal`).
         method: ``cp``, ``gdp``, ``bayes`` or ``one-run``.
         confidence: 1 − β.
         select_fraction: share of each world's trials held out to choose the threshold
@@ -459,10 +477,10 @@ def estimate(scores_out: Sequence[float], scores_in: Sequence[float], *, delta: 
     """
     out = check_scores(scores_out, "scores_out")
     inn = check_scores(scores_in, "scores_in")
-    check_delta(delta)
     confidence = check_confidence(confidence)
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
+    check_method_delta(method, delta)
     if method == "one-run":
         return one_run(out, inn, delta=delta, confidence=confidence)
     if method in EXTENSIONS:  # the trade-off (f-DP) estimators of audit.estimators.trade_off
@@ -522,7 +540,7 @@ def select_threshold(method: str, scores_out: Sequence[float], scores_in: Sequen
     the trials that will be reported, e.g. from a model of the mechanism)."""
     out = check_scores(scores_out, "scores_out")
     inn = check_scores(scores_in, "scores_in")
-    check_delta(delta)
+    check_delta(delta, pure=True)  # gdp's rule reads no δ (the best symmetric-error point)
     return _select_threshold(method, out, inn, delta, 1.0 - check_confidence(confidence))
 
 
@@ -556,8 +574,10 @@ def max_certifiable_eps(method: str, n_out: int, n_in: int, *, delta: float, con
                         select_fraction: float | None = None) -> float:
     """The bound a perfect attack (no errors) would give with these evaluation trials.
 
-    For ``one-run``, n_out + n_in is the number of canaries m.
+    For ``one-run``, n_out + n_in is the number of canaries m. At δ = 0 ``gdp`` and ``one-run-fdp``
+    are refused (:func:`pure_refusal`).
     """
+    check_method_delta(method, delta)
     beta = 1.0 - confidence
     if method in ("cp", "fdp") and select_fraction is None:
         # both spend β on the same kind of grid; fdp's band is the wider of the two

@@ -107,8 +107,9 @@ def fdp_band(scores_out: Sequence[float], scores_in: Sequence[float], *, confide
 def fdp(scores_out: Sequence[float], scores_in: Sequence[float], *, delta: float,
         confidence: float = 0.95) -> "_e.Estimate":
     """ε (and μ) lower bounds from the simultaneous ROC band: assumption-free, all trials count,
-    every threshold and both §0 directions searched at no extra cost."""
-    check_delta(delta)
+    every threshold and both §0 directions searched at no extra cost; valid at δ = 0 (the band's
+    points against TPR ≤ e^ε·FPR)."""
+    check_delta(delta, pure=True)
     out = np.asarray(scores_out, float).ravel()
     inn = np.asarray(scores_in, float).ravel()
     beta = 1.0 - confidence
@@ -212,7 +213,7 @@ def one_run_fdp(scores_out: Sequence[float], scores_in: Sequence[float], *, delt
     """
     out = _e.check_scores(scores_out, "scores_out")
     inn = _e.check_scores(scores_in, "scores_in")
-    check_delta(delta)
+    _e.check_method_delta("one-run-fdp", delta)
     beta = 1.0 - _e.check_confidence(confidence)
     m = out.size + inn.size
     grid = _one_run_fdp_grid(m)

@@ -32,10 +32,13 @@ def check_epsilon(epsilon: float, name: str = "epsilon") -> float:
     return epsilon
 
 
-def check_delta(delta: float, name: str = "delta") -> float:
+def check_delta(delta: float, name: str = "delta", *, pure: bool = False) -> float:
+    """`delta` as a float, in (0, 1); with ``pure`` in [0, 1) (δ = 0: a pure ε-DP claim)."""
     delta = float(delta)
+    if pure and delta == 0.0:
+        return delta
     if not (0.0 < delta < 1.0):
-        raise ValueError(f"{name} must be in (0, 1), got {delta!r}")
+        raise ValueError(f"{name} must be in {'[0, 1) (0: pure ε-DP)' if pure else '(0, 1)'}, got {delta!r}")
     return delta
 
 
@@ -63,11 +66,12 @@ def gdp_delta(epsilon: float, mu: float) -> float:
 
 
 def gdp_epsilon(mu: float, delta: float) -> float:
-    """Smallest ε with δ(ε; μ) ≤ δ; 0 when δ(0) already ≤ δ; ∞ for μ = ∞."""
-    check_delta(delta)
+    """Smallest ε with δ(ε; μ) ≤ δ; 0 when δ(0) already ≤ δ; ∞ for μ = ∞, and for every μ > 0 at
+    δ = 0 (δ(ε; μ) > 0 for every finite ε: a Gaussian curve is no pure ε-DP curve)."""
+    check_delta(delta, pure=True)
     if mu <= 0:
         return 0.0
-    if math.isinf(mu):
+    if math.isinf(mu) or delta == 0.0:
         return math.inf
     if gdp_delta(0.0, mu) <= delta:
         return 0.0
