@@ -208,3 +208,19 @@ def test_exact_rows_is_mechanism_lrt_only_where_no_row_is_noise_free():
     assert attack.same_score_as(release(leaky), None, passed) is None
     assert attack.same_score_as(release(noisy), None, {"checked": True, "deviations": ["noise-free: 1 entry"]}) is None
     assert attack.same_score_as(release(noisy, row_projected=True), None, passed) is None
+
+
+def test_the_table_says_which_views_were_not_reached_and_what_is_a_duplicate():
+    record = {"budget": "120u", "pilot_stream": 1, "certification_trials": 1000, "why": "…",
+              "winner": {"level": "mechanism", "attack": "mechanism-lrt", "canary": "auto"},
+              "candidates": [_row("mechanism-lrt", 0.5, 0.4) | {"status": "piloted", "trials": 200, "seconds": 1.0},
+                             {"level": "mechanism", "attack": "exact-rows", "canary": "auto",
+                              "status": "not piloted: the same pair and score as mechanism-lrt / auto @ mechanism"},
+                             {"level": "api", "attack": "linkteller", "canary": "auto",
+                              "status": "not piloted: the pilot share of the budget was spent"}],
+              "views_not_reached": [{"view": "api", "first": "linkteller / auto", "budget": "131u"}]}
+    table = portfolio.render(record)
+    assert "| exact-rows / auto @ mechanism | – | – | – | – | – | not piloted: the same pair and score as" in table
+    assert "| 1 more (linkteller / auto @ api)" in table
+    assert "view not reached: api (no pilot played there; its first candidate linkteller / auto): a budget of " \
+           "about 131u would reach it" in table
