@@ -89,6 +89,23 @@ class Attack:
         """The game gives the attack the target under audit before any trial (shadow-model attacks
         train copies of it, never on trials). Default: ignored."""
 
+    def bind_run(self, seed: int) -> None:
+        """The game gives the attack the run's seed before any trial (an attack that draws releases of
+        its own derives their generators from it, in a namespace apart from every trial's). Default:
+        ignored."""
+
+    @classmethod
+    def pair_units(cls, target: Target, level: Level) -> float:
+        """Work units the attack spends once per pair before its first score (what a budget in units
+        charges for it, :class:`audit.portfolio.Meter`). Default: :attr:`pair_cost`."""
+        return cls.pair_cost
+
+    def same_score_as(self, release: Release, graph: Any, declared: dict[str, Any] | None) -> str | None:
+        """The registered attack whose score equals this one's on the target's releases (read off one
+        probe release of `graph`), given the declared-model check's record at the view (None: not
+        run): the portfolio then pilots only one of them on a pair. Default: None."""
+        return None
+
     def natural_threshold_for(self, release: Release | None) -> float | None:
         """The threshold fixed a priori for this target's releases (``gdp`` estimator), read off one
         probe release. Default: :attr:`natural_threshold`."""
@@ -185,6 +202,9 @@ class Reversed(Attack):
 
     def bind_target(self, target: Target) -> None:
         self.inner.bind_target(target)
+
+    def bind_run(self, seed: int) -> None:
+        self.inner.bind_run(seed)
 
     def queries_for(self, pair: Any) -> int | None:
         return self.inner.queries_for(pair)

@@ -47,6 +47,22 @@ class ExactRows(Attack):
     def applies_to(self, release: Release) -> bool:
         return bool(release.mechanism)
 
+    def same_score_as(self, release: Release, graph: Any, declared: dict[str, Any] | None) -> str | None:
+        """``mechanism-lrt`` where no step has a log-density or a projected Gaussian law, the declared
+        check found no noise-free entry, and no row of the probe release equals its mean on `graph`
+        (a row released without noise would, in every release): no output then matches a mean, and
+        what is left is mechanism-lrt's score, step by step (the Gaussian ratio at the declared std,
+        or the projection on the mean difference where none is declared)."""
+        steps = release.mechanism or []
+        plain = bool(steps) and all(s.log_density is None and not (s.noise_std and s.row_projected) for s in steps)
+        found = " ".join(declared.get("deviations") or []) if declared else ""
+        if not plain or "noise-free" in found:
+            return None
+        for step in steps:
+            if bool(_equal_rows(_rows(_cpu64(step.output)), _rows(_cpu64(step.mean(graph)))).any()):
+                return None
+        return "mechanism-lrt"
+
     def _world_means(self, k: int, step: Any, pair: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         key = (id(pair.g0), id(pair.g1), k)
         if key not in self._means:

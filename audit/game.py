@@ -18,7 +18,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -113,25 +113,31 @@ def charged_pair(canary: Any, spec: AuditSpec, graph: Any, target: targets.Targe
     return pair, *relation.charge(build_target(spec), pair, target, claim)
 
 
-def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, scheduler: str | None,
-               progress: bool, on_chunk: Callable[[int], None] | None, pipeline: bool | None, fresh: bool,
-               sequential: bool, setup: RunSetup | None, shared: SharedSetup | None = None,
-               exact: bool = True) -> Result:
-    if spec.mode == "one-run":
-        from audit.one_run_audit import run_one_run  # it builds on this module's setup and result
+@dataclass
+class PlayedOn:
+    """What a spec's ``auto`` canary and witness resolve to: the spec the trials play (its target,
+    parameters and dataset the witness's where one plays), the canary's name and its pair, the
+    target and claim charged at the pair's worse world, and the charge's record."""
 
-        return run_one_run(spec, out=out, progress=progress, setup=setup)
-    t0 = time.time()
-    graph, target, claim = setup or setup_run(spec)
-    attack_name = attacks.auto_attack(target, graph) if spec.attack == "auto" else spec.attack
+    spec: AuditSpec
+    target_cls: str
+    canary: str
+    choice: Any
+    graph: Any
+    target: targets.Target
+    claim: targets.Claim
+    pair: Any
+    charge: dict[str, Any]
+
+
+def resolve_pair(spec: AuditSpec, attack_name: str, level: Level, setup: RunSetup, *,
+                 shared: SharedSetup | None = None, out: str | Path = "results") -> PlayedOn:
+    """The pair `spec` plays for `attack_name` at `level` (through `shared`'s memo, so a run on it builds
+    nothing twice): two specs with the same attack, view and trial stream that resolve to one pair
+    play the same trials."""
+    graph, target, claim = setup
     canary_name = once(shared, ("auto-canary", attack_name), lambda: canaries.auto_canary(target, graph, attack_name)) \
         if spec.canary == "auto" else spec.canary
-    attack = attacks.make(attack_name)
-    level = attack.levels[0] if spec.level == "auto" else spec.level
-    if level not in target.levels:
-        raise ValueError(f"target {target.name!r} offers no {level!r} view; it offers {', '.join(target.levels)}")
-    if level not in attack.levels:
-        raise ValueError(f"attack {attack_name!r} works on {', '.join(attack.levels)}, not {level!r}")
     target_cls, choice, run_spec = spec.target, None, spec
     if spec.canary == "auto" and level in (Level.MECHANISM, Level.TRACE):
         # the probe's witness where the target takes it and it beats the given graph (audit.witness_choice)
@@ -146,10 +152,33 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
             run_spec = replace(spec, target=target_cls, params=choice.params, dataset=choice.dataset)
             graph, target, claim = once(shared, ("setup", run_spec.setup_key()), lambda: setup_run(run_spec))
     canary = canaries.make(canary_name)
-
     pair, target, claim, charge_record = once(shared, ("pair", run_spec.setup_key(), canary_name),
                                               lambda: charged_pair(canary, run_spec, graph, target, claim))
-    pair.info["relation_charge"] = dict(charge_record)
+    return PlayedOn(run_spec, target_cls, canary_name, choice, graph, target, claim, pair, charge_record)
+
+
+def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, scheduler: str | None,
+               progress: bool, on_chunk: Callable[[int], None] | None, pipeline: bool | None, fresh: bool,
+               sequential: bool, setup: RunSetup | None, shared: SharedSetup | None = None,
+               exact: bool = True) -> Result:
+    if spec.mode == "one-run":
+        from audit.one_run_audit import run_one_run  # it builds on this module's setup and result
+
+        return run_one_run(spec, out=out, progress=progress, setup=setup)
+    t0 = time.time()
+    graph, target, claim = setup or setup_run(spec)
+    attack_name = attacks.auto_attack(target, graph) if spec.attack == "auto" else spec.attack
+    attack = attacks.make(attack_name)
+    level = attack.levels[0] if spec.level == "auto" else spec.level
+    if level not in target.levels:
+        raise ValueError(f"target {target.name!r} offers no {level!r} view; it offers {', '.join(target.levels)}")
+    if level not in attack.levels:
+        raise ValueError(f"attack {attack_name!r} works on {', '.join(attack.levels)}, not {level!r}")
+    played_on = resolve_pair(spec, attack_name, level, (graph, target, claim), shared=shared, out=out)
+    run_spec, target_cls, canary_name, choice = played_on.spec, played_on.target_cls, played_on.canary, played_on.choice
+    graph, target, claim, pair = played_on.graph, played_on.target, played_on.claim, played_on.pair
+    canary = canaries.make(canary_name)
+    pair.info["relation_charge"] = dict(played_on.charge)
     if choice is not None:
         pair.info["input_choice"] = choice.record
     if shared is not None:  # one target per config in this process: its per-world caches serve every run
@@ -162,7 +191,7 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
     todo = _resume(store, key, spec, code, fresh=fresh, quiet=sequential)
     batch = batch_size(spec.batch, target, level)
     setup = TrialSetup(target_cls, target.config, pair, graph, attack_name, stream_seed(spec), batch=batch,
-                       pipeline=pipeline, share_target=shared is not None,
+                       pipeline=pipeline, share_target=shared is not None, run_seed=spec.seed,
                    token=f"{key}:{os.getpid()}:{time.time_ns()}")
     if spec.batch == 0 and level == Level.MECHANISM and batch > 1 and todo:  # --batch auto: fit the free memory
         memory = memory_plan.plan(worker_objects(setup)[0], pair.world(1), batch, jobs)

@@ -14,9 +14,12 @@ each, and a certification on trials the choice never saw.
    ``Attack.pointed_by``), then every canary on the cheap views, then the views that train a model),
    plays a small number of trials from
    trial stream 1, independent of the run's own stream 0, until the pilot share of the budget is
-   spent. Its statistic is computed on held-out pilot trials: the score's direction and a cp
-   threshold are chosen on the first half of each world's pilot trials, and the statistic is the
-   cp lower bound at that one threshold on the second half (ties broken by the held-out AUC). A
+   spent. Every (view, attack family) is piloted once before a family's second canary, and a
+   candidate that would replay a pilot (one pair and one score) is skipped (:mod:`audit.pilot_plan`).
+   Its statistic is computed on held-out pilot trials: the score's direction and a cp threshold are
+   chosen on the first half of each world's pilot trials, and the statistic is the cp lower bound at that one threshold on the second half (ties broken by the held-out AUC); where
+   every bound is 0, the highest one-sided lower bound on the held-out AUC above ½ wins, else the
+   first candidate in priority order (:func:`audit.pilot_plan.by_auc_lower`). A
    failed declared-model check at a view sets aside that view's scores that rest on the declared
    model and moves the scores that exploit the deviation to the front (:func:`_act_on_deviation`).
 3. **Certification**: the winner plays the rest of the budget from stream 0, sequentially (looks
@@ -50,8 +53,8 @@ import torch
 
 from attacks import base as attacks
 from attacks.gradient import drawn_with_batch
-from attacks.metrics import rates_at
-from audit import estimators, game
+from attacks.metrics import auc_lower, rates_at
+from audit import estimators, game, pilot_plan
 from audit.budget import Budget
 from audit.result import Result
 from audit.shared_setup import SharedSetup
@@ -205,6 +208,7 @@ def heldout_statistic(out_s: np.ndarray, in_s: np.ndarray, *, delta: float, conf
     mu = float(estimators.gdp_mu_bound(gfp, gfn, len(held_out), len(held_in), 1.0 - confidence))
     gdp_lb = 0.0 if delta == 0 else float(estimators.gdp_epsilon(mu, delta))  # gdp refused at δ = 0
     return {"heldout_eps_lb": float(lb), "heldout_gdp_eps_lb": gdp_lb, "heldout_auc": float(estimators.auc(sign * held_out, sign * held_in)),
+            "heldout_auc_lower": auc_lower(sign * held_out, sign * held_in, confidence),
             "direction": "higher = IN" if sign > 0 else "lower = IN", "threshold": float(sign * threshold),
             "n_per_world_heldout": int(len(held_out))}
 
@@ -321,8 +325,11 @@ def run(spec: game.AuditSpec, budget: Budget, *, out: str | Path = "results", jo
                                 shared=shared)
     finally:
         release_shared()
+    unreached = pilot_plan.unreached(pilot_plan.cover_order(pool), rows, lambda: Meter(budget, target, t0),
+                                     pilot_size=lambda c: PILOT_TRIALS[c.level], share=PILOT_SHARE,
+                                     in_trials=budget.trials is not None)
     record = {"budget": budget.describe(), "pilot_share": PILOT_SHARE, "pilot_stream": 1,
-              "candidates": rows, "not_applicable": skipped,
+              "candidates": rows, "not_applicable": skipped, "views_not_reached": unreached,
               "winner": {"level": winner.level, "attack": winner.attack, "canary": winner.canary,
                          "certified_as": attack},
               "why": why, "estimator": estimator, "estimator_why": estimator_why, "certification_trials": trials, "certification_sizing": sizing,
@@ -354,9 +361,11 @@ class Meter:
 
     def setup_units(self, cand: Candidate) -> float:
         """Units the candidate's first trial costs beyond the others: the target's setup on a new
-        (view, canary), and the attack's :attr:`~attacks.base.Attack.pair_cost` on a new pair."""
+        (view, canary), and the attack's :meth:`~attacks.base.Attack.pair_units` on a new pair (a
+        learned distinguisher's training releases)."""
         target = 0.0 if (cand.level, cand.canary) in self.setups else self.target.setup_cost()
-        attack = 0.0 if (cand.level, cand.canary, cand.attack) in self.setups else attacks.get(cand.attack).pair_cost
+        attack = 0.0 if (cand.level, cand.canary, cand.attack) in self.setups else \
+            attacks.get(cand.attack).pair_units(self.target, cand.level)
         return target + attack
 
     def pilot_size(self, cand: Candidate, rows_so_far: int) -> int:
@@ -389,9 +398,13 @@ def _pilots(spec: game.AuditSpec, pool: list[Candidate], meter: Meter, claim: ta
     a pilot's declared-model check fails at its view, the rest of the order acts on it
     (:func:`_act_on_deviation`)."""
     rows: list[dict[str, Any]] = []
-    pool, acted = list(pool), set()
+    pool, acted, tried = list(pool), set(), set()
+    seen: dict[tuple[Any, ...], dict[str, Any]] = {}  # (view, attack, pair) → the row of the pilot that played it
+    checks: dict[tuple[Any, ...], Any] = {}      # (view, pair) → its declared-model check's record
+    probes: dict[str, targets.Release | None] = {}
     while pool:
-        cand = pool.pop(0)
+        cand = pool.pop(pilot_plan.next_index(pool, tried))
+        tried.add(pilot_plan.family(cand))
         row: dict[str, Any] = {"level": cand.level, "attack": cand.attack, "canary": cand.canary,
                                **({"pointed_by": cand.pointed_by} if cand.pointed_by else {})}
         n = meter.pilot_size(cand, len(rows))
@@ -400,6 +413,10 @@ def _pilots(spec: game.AuditSpec, pool: list[Candidate], meter: Meter, claim: ta
             continue
         pilot = replace(spec, attack=cand.attack, canary=cand.canary, level=cand.level, trials=n, trial_stream=1,
                         estimator="cp")
+        same = _duplicate(pilot, cand, shared, out, seen, checks, probes)
+        if same:
+            rows.append({**row, "status": f"not piloted: {same}"})
+            continue
         start = time.time()
         meter.charge(cand, n)
         try:
@@ -409,12 +426,15 @@ def _pilots(spec: game.AuditSpec, pool: list[Candidate], meter: Meter, claim: ta
             rows.append({**row, "status": f"failed: {type(err).__name__}: {err}"[:300],
                          "seconds": time.time() - start})
             continue
+        key = _pair_key(pilot, cand, shared, out)
+        checks.setdefault((cand.level, key), result.declared)
         with Store(result.store) as store:
             out_s, in_s = game.worlds(store.trials(result.key, limit=n))
         stat = heldout_statistic(out_s, in_s, delta=claim.delta, confidence=spec.confidence)
         valid = _gdp_valid(claim, cand.attack, result.declared, result.canary)
         rows.append({**row, "status": "piloted", "trials": n, "seconds": time.time() - start,
                      "canary_chosen": result.canary.get("canary"), **stat, "gdp_valid": valid})
+        seen[(cand.level, cand.attack, key)] = rows[-1]
         failed = _deviation(result.declared)
         if failed and cand.level not in acted:
             acted.add(cand.level)
@@ -425,6 +445,36 @@ def _pilots(spec: game.AuditSpec, pool: list[Candidate], meter: Meter, claim: ta
             print(f"pilot {cand.label}: held-out ε_lb {stat['heldout_eps_lb']:.3f}, AUC {stat['heldout_auc']:.3f} "
                   f"({n} trials, {time.time() - start:.0f}s)", file=sys.stderr)
     return rows
+
+
+def _pair_key(pilot: game.AuditSpec, cand: Candidate, shared: SharedSetup, out: str | Path) -> tuple[Any, ...]:
+    """The pilot's resolved pair (:func:`audit.game.resolve_pair`, through the shared memo)."""
+    return pilot_plan.pair_fingerprint(game.resolve_pair(pilot, cand.attack, cand.level, shared.setup, shared=shared,
+                                                         out=out))
+
+
+def _duplicate(pilot: game.AuditSpec, cand: Candidate, shared: SharedSetup, out: str | Path,
+               seen: dict[tuple[Any, ...], dict[str, Any]], checks: dict[tuple[Any, ...], Any],
+               probes: dict[str, targets.Release | None]) -> str | None:
+    """Why the candidate would play what a pilot still in the running played (:mod:`audit.pilot_plan`),
+    or None."""
+    try:
+        key = _pair_key(pilot, cand, shared, out)
+    except Exception:  # noqa: BLE001 - a pair that cannot be built: the pilot records the failure
+        return None
+    same = seen.get((cand.level, cand.attack, key))
+    if same is not None and same["status"] == "piloted":
+        return f"the same pair and score as {_label(same)} (one pair, the same trials)"
+    if (cand.level, key) not in checks:
+        return None
+    graph, target, _ = shared.setup
+    other = attacks.make(cand.attack).same_score_as(_probe_release(target, graph, probes), graph,
+                                                    checks[(cand.level, key)])
+    same = seen.get((cand.level, other, key)) if other else None
+    if same is not None and same["status"] == "piloted":
+        return (f"the same pair and score as {_label(same)} (the {cand.attack} score equals {other}'s on this "
+                "release: its declared-model check found no entry it exploits)")
+    return None
 
 
 def _deviation(declared: dict[str, Any] | None) -> str | None:
@@ -477,8 +527,14 @@ def _choose(piloted: list[dict[str, Any]], first: Candidate) -> tuple[Candidate,
     runner = f"; runner-up {others[0][0]:.3f} / AUC {others[0][1]:.3f}" if others else ""
     top = _rank(best)[0]
     if top <= 0:
-        return cand, (f"no pilot of {len(piloted)} certified anything on its held-out half: the highest held-out "
-                      f"AUC, {best['heldout_auc']:.3f}{runner}")
+        best = pilot_plan.by_auc_lower(piloted)
+        if best is None:
+            return first, (f"no pilot of {len(piloted)} showed a signal on its held-out half (every held-out ε_lb 0, "
+                           "every one-sided lower bound on the held-out AUC ≤ 0.5): the first candidate in priority "
+                           "order")
+        return Candidate(best["level"], best["attack"], best["canary"]), (
+            f"no pilot of {len(piloted)} certified anything on its held-out half: the highest one-sided lower bound "
+            f"on the held-out AUC, {best['heldout_auc_lower']:.3f} (AUC {best['heldout_auc']:.3f})")
     how = "gdp" if top > best["heldout_eps_lb"] else "cp"
     return cand, (f"highest held-out statistic of {len(piloted)} pilots: {how} ε_lb {top:.3f} at the threshold "
                   f"chosen on the pilot's other half, AUC {best['heldout_auc']:.3f}{runner}")
@@ -541,7 +597,7 @@ def render(record: dict[str, Any]) -> str:
     waiting = []
     for r in record["candidates"]:
         label = f"{r['attack']} / {r['canary']} @ {r['level']}"
-        if r["status"].startswith("not piloted"):
+        if r["status"] == "not piloted: the pilot share of the budget was spent":
             waiting.append(label)
             continue
         mark = " **(chosen)**" if (r["level"], r["attack"], r["canary"]) == (w["level"], w["attack"], w["canary"]) else ""
@@ -556,5 +612,8 @@ def render(record: dict[str, Any]) -> str:
     for s in record.get("not_applicable", []):
         who = f"{s['attack']} / {s['canary']} @ {s['level']}" if "canary" in s else f"{s['attack']} @ {s['level']}"
         lines.append(f"| {who} | – | – | – | – | – | not applicable: {s['why']} |")
+    for v in record.get("views_not_reached", []):
+        lines.append(f"view not reached: {v['view']} (no pilot played there; its first candidate {v['first']}): a "
+                     f"budget of about {v['budget']} would reach it (--budget)")
     lines.append(f"chosen: {w['attack']} / {w['canary']} @ {w['level']}: {record['why']}")
     return "\n".join(lines)

@@ -87,6 +87,9 @@ class TrialSetup:
     #: reuse one target per (class, config) across runs in this process (the portfolio's pilots and
     #: certification: a target's per-world caches, e.g. a trained encoder, then serve every run)
     share_target: bool = False
+    #: the run's own seed (``seed`` is its trial stream's): what an attack drawing releases of its own
+    #: derives them from, so a pilot and the certification of one run share them (None: ``seed``)
+    run_seed: int | None = None
 
 
 #: this process's target and attack of the run it plays, by ``TrialSetup.token`` (one run at a time):
@@ -114,6 +117,7 @@ def worker_objects(setup: TrialSetup) -> tuple[targets.Target, Any]:
             else targets.get(setup.target_cls)(setup.config)
         attack = attacks.make(setup.attack)
         attack.bind_target(target)  # shadow-model attacks train copies of the target (never on trials)
+        attack.bind_run(setup.seed if setup.run_seed is None else setup.run_seed)
         hit = (target, attack)
         if setup.token:
             _WORKER.clear()

@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attacks import base as attacks
+from attacks import base as attacks, learned
 from audit import catalogue, estimators, game, portfolio
 from audit.budget import Budget, BudgetError, parse
 from audit.cli import main
@@ -247,7 +247,9 @@ def test_a_work_budget_charges_an_attacks_pair_cost_once_per_pair():
     assert meter.setup_units(first) == pytest.approx(2.0 + adam.pair_cost)
     meter.charge(first, 60)
     assert meter.units == pytest.approx(2.0 + adam.pair_cost + 60 * (0.01 + adam.score_cost))
-    assert meter.setup_units(same) == 0.0 and meter.setup_units(other) == 0.0  # setup shared, pair solved
+    assert meter.setup_units(same) == 0.0  # setup shared, pair solved
+    # a learned distinguisher's training releases are charged on its pair: the most its curve may draw
+    assert meter.setup_units(other) == pytest.approx(2 * learned.MOST_PER_WORLD["weights"] * 0.01)
     assert meter.setup_units(portfolio.Candidate("weights", "adam-lrt", "random-edge")) == \
         pytest.approx(2.0 + adam.pair_cost)
 
@@ -290,7 +292,7 @@ def test_pilots_share_their_setup_and_play_what_a_run_plays_alone(tmp_path):
     piloted = [c for c in rec["candidates"] if c["status"] == "piloted"]
     canaries_played = {c["canary_chosen"] for c in piloted}
     assert len(piloted) >= 3 and rec["setups_built"]["pair"] == len(canaries_played) < len(piloted)
-    row = next(c for c in piloted if c["canary"] == "worst-edge")
+    row = next(c for c in piloted if c["level"] == "mechanism" and c["attack"] != "mechanism-lrt")
     alone = game.run_audit(game.AuditSpec(target="caribou", dataset=SMALL, params=params,
                                           attack=row["attack"], canary=row["canary"], level=row["level"],
                                           trials=row["trials"], trial_stream=1, estimator="cp"),
