@@ -2,67 +2,20 @@
 from __future__ import annotations
 
 import argparse
-import enum
 import json
 import math
 import sys
-import sysconfig
 import traceback
 from pathlib import Path
 from typing import Any
 
 from audit import campaign
 from audit.data import DatasetError
+from audit.exit_status import ExitCode, is_usage_error, report_internal
 
 
 class UserError(Exception):
     """A mistake in the command line or its inputs: printed without a traceback, exit status 2."""
-
-
-class ExitCode(enum.IntEnum):
-    """Every exit status of ``dpgnn-audit``."""
-
-    OK = 0
-    VIOLATION = 1  # --fail-on-violation, a regress mismatch or error, a sensitivity violation
-    USAGE = 2  # a mistake in the command line or its inputs (one line, no traceback)
-    NOT_PROBED = 3  # sensitivity: the target declares nothing to probe
-    INTERNAL = 70  # a bug: in dpgnn-audit or in the target's code (sysexits' EX_SOFTWARE)
-    INTERRUPTED = 130
-
-
-#: where a ValueError raised in a library (torch, numpy, ...) or the standard library comes from: there it
-#: is not a message for the user but a bug in the code that called it
-_LIBRARY_PATHS = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")})
-
-
-def _is_usage_error(err: BaseException) -> bool:
-    """A usage error is one we raise on purpose about an input: :class:`UserError`, a missing dataset or
-    file, or a ValueError raised by project (or the user's target) code itself. A ValueError raised inside
-    a library, and every other exception, is an internal error."""
-    if isinstance(err, (UserError, DatasetError, FileNotFoundError)):
-        return True
-    if not isinstance(err, ValueError):
-        return False
-    frames = traceback.extract_tb(err.__traceback__)
-    return bool(frames) and not frames[-1].filename.startswith(_LIBRARY_PATHS)
-
-
-def _report_internal(command: str, err: BaseException, debug: bool) -> None:
-    frames = traceback.extract_tb(err.__traceback__)
-    ours = [f for f in frames if not f.filename.startswith(_LIBRARY_PATHS)]
-    where = ""
-    if frames:
-        last = frames[-1]
-        where = f"\n  raised at {last.filename}:{last.lineno} in {last.name}"
-        if ours and ours[-1] is not last:
-            where += f", called from {ours[-1].filename}:{ours[-1].lineno} in {ours[-1].name}"
-    if debug:
-        traceback.print_exception(err, file=sys.stderr)
-    print(f"dpgnn-audit {command}: internal error: {type(err).__name__}: {err}{where}\n"
-          "  This is a bug in dpgnn-audit or in the target's code, not in your command line. "
-          + ("" if debug else "Rerun with --debug for the traceback, and ")
-          + ("report" if not debug else "Report") + " it to the maintainers with the command and that output.",
-          file=sys.stderr)
 
 
 def _positive_float(text: str) -> float:
@@ -701,10 +654,10 @@ def main(argv: list[str] | None = None) -> int:
         print("\ninterrupted: finished trials are saved; rerun the same command to resume", file=sys.stderr)
         return ExitCode.INTERRUPTED
     except Exception as err:  # noqa: BLE001 -- the one place an exception becomes an exit status
-        if _is_usage_error(err):
+        if is_usage_error(err, usage=(UserError, DatasetError, FileNotFoundError)):
             if args.debug:
                 traceback.print_exception(err, file=sys.stderr)
             print(f"dpgnn-audit {args.command}: error: {err}", file=sys.stderr)
             return ExitCode.USAGE
-        _report_internal(args.command, err, args.debug)
+        report_internal(args.command, err, args.debug)
         return ExitCode.INTERNAL
