@@ -535,8 +535,9 @@ def probe(target: Any, graph: Data, *, candidates: int = 32, max_nodes: int = 5,
     report = ProbeReport(_label(target), config, results, 0.0, dataset)
     if not steps:
         report.unprobed = (f"not probed: {_label(target)} declares no noisy step in this configuration "
-                           f"(unit={target.unit}): neither a step map (Target.step_maps) nor a declared "
-                           f"step (Target.declared_steps)")
+                           f"(unit={target.unit}): neither a step map (Target.step_maps), a declared "
+                           f"step (Target.declared_steps), nor a released MechanismStep with a mean at a "
+                           f"claimed Δ (Claim.details['sensitivity'])")
     if out is not None:
         Path(out).mkdir(parents=True, exist_ok=True)
         for i, r in enumerate(results):

@@ -117,3 +117,20 @@ def test_a_laplace_step_is_measured_in_l1(linear):
 def test_a_declared_norm_outside_the_known_ones_is_refused():
     with pytest.raises(ValueError, match="norm"):
         StepDeclaration("A·X", lambda g: g.x, sensitivity=1.0, norm="linf")
+
+
+@pytest.mark.parametrize("spec, violation", [("aggregation.py:Aggregation", False), ("scaled_rows.py:ScaledRows", True)])
+def test_the_readmes_user_target_is_probed_from_its_mechanism_steps(spec, violation):
+    """README's first user target declares no StepDeclaration: its MechanismStep means at the claim's
+    Δ = √2 are probed on the given features (unit rows: an edge moves A·X by √2 exactly; rows scaled to
+    norm 4 move it by 4√2)."""
+    from graphs.datasets import load
+
+    graph = load("csbm:n=40,classes=2,features=5,seed=2")
+    target = build(f"{Path(__file__).parent / 'user_targets' / spec}")
+    report = S.probe(target, graph, candidates=6, max_nodes=0, use_families=False)
+    (res,) = report.steps
+    assert res.search == "given input" and res.best.x_kind == "realised"
+    expected = (4 if violation else 1) * math.sqrt(2)
+    assert res.best.measured == pytest.approx(expected, rel=1e-6)
+    assert report.status == ("violation" if violation else "no witness found")

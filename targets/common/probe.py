@@ -232,3 +232,21 @@ def _derived(d: StepDeclaration, kinds: tuple[str, ...], width: int) -> StepMap:
     return StepMap(name=d.name, norm=d.norm, kinds=kinds, apply=apply, claimed=claimed, radius=d.feature_bound,
                    width=width, realised=realised, covers=[d.name], linear=d.linear, input_is_features=True,
                    note=f"declared: mean(graph) + {d.noise} noise; X = the features; domain: {domain}")
+
+
+def mechanism_declarations(target: Any, graph: Any) -> list[StepDeclaration]:
+    """Declarations read from what a target releases where it declares none: each ``MechanismStep`` of
+    one fit (seed 0) with a ``mean`` map, at the claim's Δ (``Claim.details["sensitivity"]``), on the
+    given features only (no feature bound is declared) and not taken as linear. Empty where the target
+    has no mechanism view or states no Δ."""
+    if "mechanism" not in [str(getattr(level, "value", level)) for level in target.levels]:
+        return []
+    claim = target.claim(graph)
+    delta = (claim.details or {}).get("sensitivity")
+    if delta is None:
+        return []
+    release = target.fit(graph, torch.Generator().manual_seed(0))
+    steps = [s for s in (release.mechanism or []) if getattr(s, "mean", None) is not None]
+    return [StepDeclaration(s.name or f"step {i + 1}", s.mean, sensitivity=float(delta),
+                            noise="gaussian" if s.noise_std is not None else "undeclared", noise_std=s.noise_std)
+            for i, s in enumerate(steps)]
