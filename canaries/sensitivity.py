@@ -16,7 +16,9 @@ step's noiseless output is a map of a held-fixed input X, ``out = apply(graph, X
     points, exhaustive up to 14 free rows) and by projected ascent from many starts (X ← rownormalise(∇),
     a monotone step for a convex objective over a product of balls), keeping the best. Any other map
     is searched by projected gradient ascent on ‖apply(g1, X) − apply(g0, X)‖ (autograd through the
-    target's code) from the realised X and random starts.
+    target's code, :mod:`canaries.ascent`): a short ascent on every pair, a long one on the best
+    ``FINALISTS``; at or below its claim such a step is "searched, no witness found (a search, not a
+    proof)", status ``no witness found``, never the exact answer of a linear map.
 
 A step measured on sampled couplings (:class:`targets.common.probe.SampledStep`: one DP-SGD step's
 batch) is probed over its own sources of graphs and nodes, every batch and model seed it names.
