@@ -236,9 +236,9 @@ def _derived(d: StepDeclaration, kinds: tuple[str, ...], width: int) -> StepMap:
 
 def mechanism_declarations(target: Any, graph: Any) -> list[StepDeclaration]:
     """Declarations read from what a target releases where it declares none: each ``MechanismStep`` of
-    one fit (seed 0) with a ``mean`` map, at the claim's Δ (``Claim.details["sensitivity"]``), on the
-    given features only (no feature bound is declared) and not taken as linear. Empty where the target
-    has no mechanism view or states no Δ."""
+    one fit (seed 0), at the claim's Δ (``Claim.details["sensitivity"]``, in ℓ2), on the given features
+    only (no feature bound is declared) and not taken as linear. Empty where the target has no
+    mechanism view, states no Δ, or releases a step that is not a plain Gaussian one."""
     if "mechanism" not in [str(getattr(level, "value", level)) for level in target.levels]:
         return []
     claim = target.claim(graph)
@@ -246,7 +246,14 @@ def mechanism_declarations(target: Any, graph: Any) -> list[StepDeclaration]:
     if delta is None:
         return []
     release = target.fit(graph, torch.Generator().manual_seed(0))
-    steps = [s for s in (release.mechanism or []) if getattr(s, "mean", None) is not None]
-    return [StepDeclaration(s.name or f"step {i + 1}", s.mean, sensitivity=float(delta),
-                            noise="gaussian" if s.noise_std is not None else "undeclared", noise_std=s.noise_std)
+    steps = list(release.mechanism or [])
+    if not steps or not all(_plain_gaussian(s) for s in steps):
+        return []  # an ℓ2 Δ is the claim of plain Gaussian steps only: another law is left "not probed"
+    return [StepDeclaration(s.name or f"step {i + 1}", s.mean, sensitivity=float(delta), noise_std=s.noise_std)
             for i, s in enumerate(steps)]
+
+
+def _plain_gaussian(step: Any) -> bool:
+    """``output = mean + N(0, std²)``: a mean map, a std, no other law, no projection."""
+    return (getattr(step, "mean", None) is not None and step.noise_std is not None
+            and step.log_density is None and not step.row_projected)
