@@ -134,3 +134,23 @@ def test_the_readmes_user_target_is_probed_from_its_mechanism_steps(spec, violat
     expected = (4 if violation else 1) * math.sqrt(2)
     assert res.best.measured == pytest.approx(expected, rel=1e-6)
     assert report.status == ("violation" if violation else "no witness found")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cls, verdict", [("NormalisedSum", "VIOLATION"), ("AttentionSum", "VIOLATION"),
+                                          ("SharpenedTanh", "VIOLATION"), ("SaturatedSum", "CONSISTENT")])
+def test_sensitivity_then_the_default_game_on_its_witness(cls, verdict, tmp_path, capsys):
+    """Acceptance (issue #44): `sensitivity` exits 1 with a witness on each leaking target and the
+    default game on that witness reads VIOLATION; the control exits 0 and stays CONSISTENT."""
+    import json
+
+    from audit.cli import main
+
+    target = f"{FILE}:{cls}"
+    status = main(["sensitivity", "--target", target, "--dataset", "csbm:n=40,classes=2,features=5,seed=2",
+                   "--candidates", "6", "--max-nodes", "4", "--no-families", "--out", str(tmp_path / "w"), "--json"])
+    (step,) = json.loads(capsys.readouterr().out)["steps"]
+    assert status == (1 if verdict == "VIOLATION" else 0) and step["witness"]
+    w = f"witness:{step['witness']}"
+    main(["run", "--target", target, "--dataset", w, "--canary", w, "--out", str(tmp_path / "r"), "--json"])
+    assert json.loads(capsys.readouterr().out)["verdict"] == verdict
