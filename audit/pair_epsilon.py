@@ -90,6 +90,7 @@ class PairEpsilon:
         upper: where the exact ε is not computable, an upper bound on it where one is (e.g. a
             row-projected Gaussian step: its pre-projection μ-GDP, by post-processing), and
             ``upper_why``: what the bound is.
+        rows: which output rows the computed loss compares (a node canary's own row is left out).
     """
 
     value: float | None
@@ -105,6 +106,7 @@ class PairEpsilon:
     confidence: float | None = None
     upper: float | None = None
     upper_why: str = ""
+    rows: str = ""
 
     @property
     def computable(self) -> bool:
@@ -130,7 +132,7 @@ class PairEpsilon:
                    mu=d.get("mu"), covers=tuple(d.get("covers") or ()), not_covered=tuple(d.get("not_covered") or ()),
                    caveats=tuple(d.get("caveats") or ()), note=d.get("note", ""), samples=d.get("samples"),
                    confidence=d.get("confidence"), upper=_read_float(d.get("upper")),
-                   upper_why=d.get("upper_why", ""))
+                   upper_why=d.get("upper_why", ""), rows=d.get("rows", ""))
 
 
 def _json_float(x: float | None) -> float | str | None:
@@ -201,17 +203,20 @@ def of_releases(views_0: list[list[MechanismStep]], views_1: list[list[Mechanism
     if sup is not None and delta == 0:
         return PairEpsilon(value=sup, method=CLOSED_FORM, delta=delta, interval=(sup, sup), covers=tuple(names),
                            note="Laplace steps at δ = 0: ε = Σ_k ‖m_k(g1) − m_k(g0)‖₁ / b_k, the privacy loss's "
-                                "supremum (attained where every entry lies beyond its shift)")
+                                "supremum (attained where every entry lies beyond its shift)", rows=compared_rows(pair))
     if all(_is_gaussian(s) for v in views for s in v):
         mu2, moving = _step_mu2(views, names, pair)
+        adaptive = _adaptive(names, steps)
         why = (f"μ_k of {', '.join(moving)} moves with earlier noise (the loss is a mixture)" if moving
-               else "asked for the Monte Carlo")
-        if not moving and not monte_carlo:
-            return _closed_form(names, steps, mu2[0], delta, len(views_0), len(views_1))
+               else f"{', '.join(adaptive)} read(s) an earlier noisy release: μ_k is not proven fixed (no closed "
+                    f"form)" if adaptive else "asked for the Monte Carlo")
+        if not moving and not adaptive and not monte_carlo:
+            return replace(_closed_form(names, mu2[0], delta), rows=compared_rows(pair))
     if closed_only:
         return not_computable(delta, f"mechanism view: {why}: a Monte Carlo, not run here", covers=names)
     loss_0, loss_1 = losses() if losses is not None else exact_losses(views_0, views_1, pair)
-    return from_losses(loss_0, loss_1, names, delta=delta, confidence=confidence, why=why, sup=sup)
+    return replace(from_losses(loss_0, loss_1, names, delta=delta, confidence=confidence, why=why, sup=sup),
+                   rows=compared_rows(pair))
 
 
 def _laplace_sup(views: list[list[MechanismStep]], pair: Any) -> float | None:
@@ -229,6 +234,20 @@ def _laplace_sup(views: list[list[MechanismStep]], pair: Any) -> float | None:
         d = s.mean(pair.g1).detach().double().cpu() - s.mean(pair.g0).detach().double().cpu()
         total += float(d.abs().sum()) / float(s.laplace_scale)
     return total
+
+
+def _adaptive(names: list[str], steps: list[MechanismStep]) -> list[str]:
+    """Steps after the first whose mean may read an earlier noisy release (no ``mean_key``)."""
+    return [n for k, (n, s) in enumerate(zip(names, steps)) if k and s.mean_key is None]
+
+
+def compared_rows(pair: Any) -> str:
+    """Which output rows the exact loss compares (the mechanism LLR's, :mod:`attacks.mechanism`)."""
+    node = getattr(pair, "node", None)
+    if node is None:
+        return "every output row of every step"
+    return (f"every output row of every step but the canary node's own (row {int(node)}), which the node-level "
+            f"relation leaves out of the compared release")
 
 
 def of_gaussian_laws(law_0: tuple[torch.Tensor, torch.Tensor], law_1: tuple[torch.Tensor, torch.Tensor], name: str, *,
@@ -277,17 +296,12 @@ def _projection_bound(views: list[list[MechanismStep]], names: list[str], pair: 
                     f"μ-GDP with μ = {mu:.4g}, and the projection is post-processing"}
 
 
-def _closed_form(names: list[str], steps: list[MechanismStep], mu2: np.ndarray, delta: float, n0: int, n1: int
-                 ) -> PairEpsilon:
+def _closed_form(names: list[str], mu2: np.ndarray, delta: float) -> PairEpsilon:
+    """Only where no step after the first reads an earlier noisy release (each μ_k is then fixed)."""
     mu = math.sqrt(float(mu2.sum()))
     value = gdp_pair_epsilon(mu, delta)
-    adaptive = [n for k, (n, s) in enumerate(zip(names, steps)) if k and s.mean_key is None]
-    note = (f"μ_k of {', '.join(adaptive)} (read given earlier releases) equal on {n0} + {n1} releases of the two "
-            "worlds: taken as fixed given public state" if adaptive
-            else "no step's mean reads an earlier noisy release")
-    caveats = (f"μ_k of {', '.join(adaptive)} equal on {n0 + n1} releases, not proven fixed",) if adaptive else ()
     return PairEpsilon(value=value, method=CLOSED_FORM, delta=delta, interval=(value, value), mu=mu,
-                       covers=tuple(names), caveats=caveats, note=note)
+                       covers=tuple(names), note="no step's mean reads an earlier noisy release")
 
 
 def exact_losses(views_0: list[list[MechanismStep]], views_1: list[list[MechanismStep]], pair: Any) -> Losses:
@@ -463,7 +477,8 @@ def slack_line(claimed: float, exact: PairEpsilon | dict[str, Any] | None, eps_l
     if s["exact_over_claim"] is not None:
         ratios += f", exact/claim {_g(s['exact_over_claim'])}"
     caveats = f"; caveat: {'; '.join(exact.caveats)}" if exact is not None and exact.caveats else ""
-    return f"claim {_g(claimed)} → {middle} → ε_lb {_g(eps_lb)}; {ratios}{caveats}"
+    rows = f"; rows compared: {exact.rows}" if exact is not None and "canary node" in exact.rows else ""
+    return f"claim {_g(claimed)} → {middle} → ε_lb {_g(eps_lb)}; {ratios}{caveats}{rows}"
 
 
 def exact_cell(record: dict[str, Any] | None, fmt: Callable[[Any], str] | None = None) -> str:

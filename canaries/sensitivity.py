@@ -16,7 +16,9 @@ step's noiseless output is a map of a held-fixed input X, ``out = apply(graph, X
     points, exhaustive up to 14 free rows) and by projected ascent from many starts (X ← rownormalise(∇),
     a monotone step for a convex objective over a product of balls), keeping the best. Any other map
     is searched by projected gradient ascent on ‖apply(g1, X) − apply(g0, X)‖ (autograd through the
-    target's code) from the realised X and random starts.
+    target's code, :mod:`canaries.ascent`): a short ascent on every pair, a long one on the best
+    ``FINALISTS``; at or below its claim such a step is "searched, no witness found (a search, not a
+    proof)", status ``no witness found``, never the exact answer of a linear map.
 
 A step measured on sampled couplings (:class:`targets.common.probe.SampledStep`: one DP-SGD step's
 batch) is probed over its own sources of graphs and nodes, every batch and model seed it names.
@@ -46,6 +48,7 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
+from canaries import ascent
 from canaries import witness as W
 from canaries.node import isolate
 from canaries.probe_graphs import atlas, canary_pairs, families
@@ -53,6 +56,11 @@ from graphs.ops import undirected_pairs
 from targets.common.probe import SampledStep, StepMap
 
 RTOL = 1e-6
+#: a map not linear in X: the pairs given a long ascent, and its (starts, iterations)
+FINALISTS = 8
+LONG_ASCENT = (10, 150)
+#: what a step measured at or below its claim by a search alone is called (never a pass)
+SEARCHED = "searched, no witness found (a search, not a proof)"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -62,11 +70,15 @@ def change_norm(diff: torch.Tensor, norm: str) -> float:
     diff = diff.double()
     if norm == "l21":
         return float(diff.norm(dim=1).sum())
+    if norm == "l1":
+        return float(diff.abs().sum())
     return float(diff.norm())
 
 
 def _value(m: np.ndarray, x: np.ndarray, norm: str) -> float:
     y = m @ x
+    if norm == "l1":
+        return float(np.abs(y).sum())
     return float(np.linalg.norm(y, axis=1).sum()) if norm == "l21" else float(np.linalg.norm(y))
 
 
@@ -81,14 +93,15 @@ def maximise(m: np.ndarray, width: int, norm: str, rng: np.random.Generator, *, 
     exhaustive for b ≤ `exhaustive`) then projected ascent from the best signs, the top singular
     directions and random starts."""
     a, b = m.shape
-    h = max(1, min(width or b, b))
+    # ℓ2 and Σ-row-ℓ2 values are reached in rank ≤ b; ℓ1 gains from spreading a row over every column
+    h = max(1, width or b) if norm == "l1" else max(1, min(width or b, b))
     if b <= exhaustive:
         rest = list(itertools.product((1.0, -1.0), repeat=b - 1))
         signs = np.array([(1.0, *r) for r in rest], dtype=float).reshape(len(rest), b)
     else:
         signs = rng.choice((1.0, -1.0), size=(512, b))
     y = m @ signs.T  # a × S
-    vals = np.abs(y).sum(0) if norm == "l21" else np.linalg.norm(y, axis=0)
+    vals = np.abs(y).sum(0) if norm in ("l21", "l1") else np.linalg.norm(y, axis=0)
     order = np.argsort(-vals)[:4]
     inits = []
     for k in order:
@@ -114,6 +127,8 @@ def maximise(m: np.ndarray, width: int, norm: str, rng: np.random.Generator, *, 
                 nrm = np.linalg.norm(y, axis=1, keepdims=True)
                 u = np.where(nrm > 1e-300, y / np.maximum(nrm, 1e-300), 0.0)
                 g = m.T @ u
+            elif norm == "l1":
+                g = m.T @ np.sign(y)
             else:
                 g = m.T @ y
             x_new = _rownormalise(g, x)
@@ -235,9 +250,10 @@ def evaluate(step: StepMap, g0: Data, g1: Data, kind: str, canary: Any, x: torch
 
 
 def measure_pair(step: StepMap, g0: Data, g1: Data, kind: str, canary: Any, rng: np.random.Generator,
-                 found_by: str, *, realised: torch.Tensor | None = None, search_x: bool = True
-                 ) -> list[Measurement]:
-    """Measurements of one pair: with the realised X (if given) and with the worst X in the domain."""
+                 found_by: str, *, realised: torch.Tensor | None = None, search_x: bool = True,
+                 effort: tuple[int, int] = (2, 30)) -> list[Measurement]:
+    """Measurements of one pair: with the realised X (if given) and with the worst X in the domain
+    (for a map not linear in X, projected ascent from `effort` = (starts, iterations))."""
     claimed = step.claimed(g0, g1)
     if claimed is None:
         return []
@@ -249,7 +265,10 @@ def measure_pair(step: StepMap, g0: Data, g1: Data, kind: str, canary: Any, rng:
                                realised, "realised", found_by + "; the target's own X"))
     if search_x and step.radius is not None:
         rows, cols, block = changed_block(step, g0, g1, kind, canary)
+        if rows.numel() == 0 and step.linear:
+            return out
         if rows.numel() == 0:
+            out.append(_ascent(step, g0, g1, kind, canary, rng, found_by, realised, [], effort))
             return out
         sub = block.numpy()
         width = step.width or int(cols.numel())
@@ -265,7 +284,28 @@ def measure_pair(step: StepMap, g0: Data, g1: Data, kind: str, canary: Any, rng:
         value = evaluate(step, g0, g1, kind, canary, x)  # authoritative: the target's code on X
         out.append(Measurement(value, claimed, kind, canary, g0, g1, x, "adversarial",
                                found_by + f"; worst X over rows ‖x‖ ≤ {step.radius:.4g}"))
+        if not step.linear:
+            out.append(_ascent(step, g0, g1, kind, canary, rng, found_by, realised, [x], effort))
     return out
+
+
+def _ascent(step: StepMap, g0: Data, g1: Data, kind: str, canary: Any, rng: np.random.Generator, found_by: str,
+            realised: torch.Tensor | None, extra: list[torch.Tensor], effort: tuple[int, int]) -> Measurement:
+    """A map not linear in X: projected gradient ascent through the target's code (:mod:`canaries.ascent`)."""
+    n = int(g1.num_nodes)
+    width = step.width or int(getattr(g1, "x", torch.zeros(0, 1)).size(1))
+    if realised is not None and tuple(realised.shape) == (n, width):
+        base = ascent.project(realised.clone().double(), step.radius)
+        extra = [*extra, realised]
+    else:
+        base = torch.zeros(n, width, dtype=torch.float64)
+    extra = [e for e in extra if tuple(e.shape) == (n, width)]
+    rows = ascent.free_rows(g0, g1, canary, n)
+    _, x = ascent.ascend(lambda z: _difference(step, g0, g1, kind, canary, z), step.norm, base, rows,
+                         step.radius, rng, extra=extra, count=effort[0], iters=effort[1])
+    value = evaluate(step, g0, g1, kind, canary, x)  # authoritative: the target's code on X
+    return Measurement(value, step.claimed(g0, g1), kind, canary, g0, g1, x, "adversarial",
+                       found_by + f"; projected ascent over rows ‖x‖ ≤ {step.radius:.4g}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -286,9 +326,25 @@ class StepResult:
     def violation(self) -> bool:
         return self.best is not None and self.best.measured > self.best.claimed * (1 + RTOL) + 1e-300
 
+    @property
+    def search(self) -> str:
+        """How the step's input was searched: ``exact`` (a map linear in X, through its matrix),
+        ``ascent`` (any other map over the claim's domain: a search, not a proof), ``given input``
+        (a map not linear in X with no domain declared: only the target's own X), ``sampled``."""
+        if isinstance(self.step, SampledStep):
+            return "sampled"
+        if self.step.linear:
+            return "exact"
+        return "ascent" if self.step.radius is not None else "given input"
+
+    @property
+    def searched_only(self) -> bool:
+        """Measured at or below its claim by a search that proves nothing (:attr:`search`)."""
+        return self.best is not None and not self.violation and self.search in ("ascent", "given input")
+
     def to_dict(self) -> dict[str, Any]:
         b = self.best
-        return {
+        return {"search": self.search, "searched_only": self.searched_only,
             "step": self.step.name, "covers": self.step.covers, "norm": self.step.norm,
             "kinds": list(self.step.kinds), "measured": b.measured if b else None,
             "claimed": b.claimed if b else None, "ratio": b.ratio if b else None,
@@ -342,8 +398,13 @@ def probe_step(step: StepMap, graph: Data, *, candidates: int = 32, max_nodes: i
     res = StepResult(step)
     t0 = time.perf_counter()
 
+    finalists: list[tuple[float, int, tuple[Any, ...]]] = []
+
     def consider(ms: list[Measurement], search: str, verdict: bool) -> None:
         for m in ms:
+            if not step.linear and m.x_kind == "adversarial" and verdict:
+                finalists.append((m.ratio, len(finalists), (m.g0, m.g1, m.kind, m.canary, m.found_by.split("; ")[0],
+                                                           search)))
             res.pairs += 1
             if verdict:
                 _keep(res.by_search, f"{search} [{m.x_kind} X]", m)
@@ -353,9 +414,9 @@ def probe_step(step: StepMap, graph: Data, *, candidates: int = 32, max_nodes: i
                 _keep(res.extra, m.kind, m)
 
     kinds = [(k, True) for k in step.kinds] + [(k, False) for k in step.extra_kinds]
+    realised = None
     # (a) the given graph
     if given:
-        realised = None
         if step.realised is not None:
             try:
                 realised = step.realised(graph)
@@ -377,6 +438,11 @@ def probe_step(step: StepMap, graph: Data, *, candidates: int = 32, max_nodes: i
                 for canary, g0, g1 in canary_pairs(g, kind, rng=rng):
                     consider(measure_pair(step, g0, g1, kind, canary, rng, f"{label}: {kind} {canary}"),
                              search, verdict)
+    # (c) a map not linear in X: every pair had a short ascent; the best ones get a long one
+    for _, _, (g0, g1, kind, canary, label, search) in sorted(finalists, key=lambda f: -f[0])[:FINALISTS]:
+        ms = measure_pair(step, g0, g1, kind, canary, rng, label + " (long)", effort=LONG_ASCENT,
+                          realised=realised if search == "given graph" else None)
+        consider([m for m in ms if "projected ascent" in m.found_by], search, True)
     res.seconds = time.perf_counter() - t0
     return res
 
@@ -408,8 +474,14 @@ class ProbeReport:
 
     @property
     def status(self) -> str:
-        """``violation``, ``not probed`` or ``pass`` (every step probed and at or below its claim)."""
-        return "violation" if self.violation else ("not probed" if self.not_probed else "pass")
+        """``violation``, ``not probed``, ``no witness found`` (every step probed and at or below its
+        claim, one at least only by a search that proves nothing: a map not linear in its input) or
+        ``pass`` (every step probed, exactly where its map is linear, and at or below its claim)."""
+        if self.violation:
+            return "violation"
+        if self.not_probed:
+            return "not probed"
+        return "no witness found" if any(s.searched_only for s in self.steps) else "pass"
 
     def to_dict(self) -> dict[str, Any]:
         return {"target": self.target, "config": self.config, "dataset": self.dataset,
@@ -465,8 +537,9 @@ def probe(target: Any, graph: Data, *, candidates: int = 32, max_nodes: int = 5,
     report = ProbeReport(_label(target), config, results, 0.0, dataset)
     if not steps:
         report.unprobed = (f"not probed: {_label(target)} declares no noisy step in this configuration "
-                           f"(unit={target.unit}): neither a step map (Target.step_maps) nor a declared "
-                           f"step (Target.declared_steps)")
+                           f"(unit={target.unit}): neither a step map (Target.step_maps), a declared "
+                           f"step (Target.declared_steps), nor a released MechanismStep with a mean at a "
+                           f"claimed Δ (Claim.details['sensitivity'])")
     if out is not None:
         Path(out).mkdir(parents=True, exist_ok=True)
         for i, r in enumerate(results):
@@ -491,7 +564,7 @@ def render(report: ProbeReport) -> str:
         if b is None:
             lines.append(f"  {r.step.name}: not probed: no pair in the claim's domain was measured")
             continue
-        flag = "VIOLATION" if r.violation else "ok"
+        flag = "VIOLATION" if r.violation else (SEARCHED if r.searched_only else "ok")
         lines.append(f"  {r.step.name} [{r.step.norm}, {'/'.join(r.step.kinds)}]: measured {b.measured:.6g} / "
                      f"claimed {b.claimed:.6g} = {b.ratio:.4f}  {flag}")
         lines.append(f"      found by: {b.found_by}")
@@ -505,6 +578,7 @@ def render(report: ProbeReport) -> str:
     if report.tight:
         lines.append("  " + report.tight["line"])
     verdict = {"violation": "SENSITIVITY VIOLATION", "pass": "no step above its claim",
+               "no witness found": f"no step above its claim: {SEARCHED}",
                "not probed": f"NOT PROBED ({report.not_probed})"}[report.status]
     lines.append("verdict: " + verdict)
     return "\n".join(lines)

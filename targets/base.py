@@ -24,7 +24,7 @@ from targets.common.catalogue import Entry
 from targets.common.noise import NoiseLaw
 from targets.common.value_enum import Level, Unit
 from targets.common.probe import (SampledStep, StepDeclaration, StepMap, TightPair, WitnessPlan,
-                                  derived_step_maps)
+                                  derived_step_maps, mechanism_declarations)
 from targets.common.config_keys import config_fields, config_help, parse_assignments, replace_config  # noqa: F401
 from targets.common.registry import Registry
 from targets.common.runtime import (GLOBAL_RNG_LOCK, child_generator, noise_generator, one_torch_thread,  # noqa: F401
@@ -553,12 +553,13 @@ class Target(ABC, Generic[C]):
 
     def step_maps(self, graph: Any) -> list[StepMap | SampledStep]:
         """Every noisy step the claim charges, as the sensitivity probe reads it
-        (:mod:`targets.common.probe`). Default: derived from :meth:`declared_steps`, protecting the
-        target's unit (one undirected edge, or one node). A target whose steps read an input the
+        (:mod:`targets.common.probe`). Default: derived from :meth:`declared_steps` (where it declares
+        none, from one fit's mechanism steps at the claim's Δ), protecting the target's unit. A target whose steps read an input the
         declarations cannot express (a previous hop, a released embedding, a sampled batch)
         overrides it with its own adapter."""
         kinds = ("node",) if self.unit is Unit.NODE else ("edge",)
-        return derived_step_maps(self.declared_steps(graph), kinds, int(graph.x.size(1)))
+        declared = self.declared_steps(graph) or mechanism_declarations(self, graph)
+        return derived_step_maps(declared, kinds, int(graph.x.size(1)))
 
     def tight_pair(self, graph: Any, rng: Any) -> TightPair | None:
         """A neighbouring pair built from the paper's own worst case, measured beside the probe's

@@ -25,13 +25,15 @@ def sensitivity(cls: str, out: Path, capsys) -> tuple[int, dict]:
 
 
 def test_exit_statuses_are_distinct_and_documented():
-    assert SENSITIVITY_STATUS == {"pass": 0, "violation": 1, "not probed": 3}
+    assert SENSITIVITY_STATUS == {"pass": 0, "no witness found": 0, "violation": 1, "not probed": 3}
 
 
 def test_a_declared_correct_step_is_probed_and_reaches_its_claim(tmp_path, capsys):
     status, doc = sensitivity("ClippedAggregation", tmp_path, capsys)
-    assert status == 0 and doc["status"] == "pass" and doc["not_probed"] is None
+    # a map not linear in X (it clips) is searched by ascent: at its claim, but a search, not a proof
+    assert status == 0 and doc["status"] == "no witness found" and doc["not_probed"] is None
     (step,) = doc["steps"]
+    assert step["search"] == "ascent" and step["searched_only"]
     # an edge moves A·X by ‖x_u‖² + ‖x_v‖² ≤ 2 in squared norm: the claim √2 is tight and reached
     assert step["measured"] == pytest.approx(math.sqrt(2), rel=1e-6)
     assert step["measured"] <= step["claimed"] * (1 + S.RTOL)
@@ -64,11 +66,26 @@ def test_a_planted_over_sensitive_declared_step_is_caught(cls, floor, tmp_path, 
     assert S.recompute(step["witness"]) == pytest.approx(step["measured"], rel=1e-9)
 
 
-def test_a_target_that_declares_nothing_is_not_probed(tmp_path, capsys):
+def test_a_target_without_declarations_is_probed_from_its_mechanism_steps(tmp_path, capsys):
+    """Issue #44: MechanismStep means and the claim's Δ are what the probe needs; on the given
+    features only (no feature bound declared), so a search, never a pass."""
     status, doc = sensitivity("Undeclared", tmp_path, capsys)
-    assert status == 3 and doc["status"] == "not probed" and not doc["violation"]
-    assert "not probed" in doc["not_probed"] and "declared_steps" in doc["not_probed"]
-    text = S.render(S.probe(build(f"{FILE}:Undeclared"), _graph(), max_nodes=0, use_families=False))
+    assert status == 0 and doc["status"] == "no witness found" and not doc["violation"]
+    (step,) = doc["steps"]
+    assert step["step"] == "A·X" and step["search"] == "given input" and step["input"] == "realised"
+    assert step["measured"] <= step["claimed"] * (1 + S.RTOL) and "given features only" in step["note"]
+
+
+def test_a_target_that_declares_nothing_is_not_probed():
+    class NoDelta(build(f"{FILE}:Undeclared").__class__):
+        def claim(self, graph):
+            c = super().claim(graph)
+            c.details.pop("sensitivity")
+            return c
+
+    report = S.probe(NoDelta(), _graph(), max_nodes=0, use_families=False)
+    assert report.status == "not probed" and "declared_steps" in report.not_probed
+    text = S.render(report)
     assert "NOT PROBED" in text and "no step above its claim" not in text
 
 

@@ -4,7 +4,8 @@ A :class:`StepMap` describes one released noisy step the way its DP proof sees i
 noiseless output is ``apply(graph, X)`` for an input matrix X (n × h) that is held fixed between the
 two worlds (the previously released hop, the public encoder output, the released DP-Emb weights W,
 the features themselves, ...). The claim bounds ``‖apply(g1, X) − apply(g0, X)‖`` (``norm``:
-``l2`` = Frobenius for Gaussian mechanisms, ``l21`` = Σ of row ℓ2 norms, e.g. GCON's Ψ) over
+``l2`` = Frobenius for Gaussian mechanisms, ``l1`` = Σ of every entry's absolute change for Laplace
+mechanisms, ``l21`` = Σ of row ℓ2 norms, e.g. GCON's Ψ) over
 neighbouring (g0, g1) and X in the claim's *domain*: rows of ℓ2 norm at most ``radius``.
 ``realised(graph)`` is the X the target itself computes on that graph (``None`` where the probe
 only searches the domain). A map that is linear in X column by column (``linear``) is searched
@@ -32,6 +33,10 @@ import numpy as np
 import torch
 
 
+#: the norms a claimed Δ may be stated in (module docstring)
+NORMS = ("l2", "l1", "l21")
+
+
 @dataclass
 class StepMap:
     """One noisy step of a target, as a map of a held-fixed input X (module docstring).
@@ -39,7 +44,7 @@ class StepMap:
     Args:
         name: the step (``hop k``, ``Z``, ...); ``covers`` lists the released steps it stands for
             (steps with one map and one domain, e.g. every hop of GAP, are probed once).
-        norm: ``l2`` or ``l21``.
+        norm: ``l2``, ``l1`` or ``l21``.
         kinds: canary kinds the claim protects (``edge`` = one undirected edge, ``directed`` =
             one directed entry u→v, ``node`` = add/remove one node with its edges).
         extra_kinds: kinds measured for information only (e.g. an undirected edge against a
@@ -179,8 +184,9 @@ class StepDeclaration:
             then searches adversarial features over it); ``None``: the claim holds for the given
             features only, and the probe reads those.
         linear: ``mean`` is linear in ``x`` (column by column): the probe then searches the features
-            exactly.
-        norm: ``l2`` or ``l21``.
+            exactly; otherwise by projected gradient ascent through ``mean`` (a search, not a proof).
+        norm: the norm the claimed Δ is in: ``l2`` (a Gaussian step), ``l1`` (a Laplace step: the
+            sum of absolute changes of every entry) or ``l21`` (Σ of row ℓ2 norms).
     """
 
     name: str
@@ -191,6 +197,11 @@ class StepDeclaration:
     feature_bound: float | None = None
     linear: bool = False
     norm: str = "l2"
+
+    def __post_init__(self) -> None:
+        if self.norm not in NORMS:
+            raise ValueError(f"The 'norm' parameter of StepDeclaration must be one of {', '.join(NORMS)}. "
+                             f"Got {self.norm!r}.")
 
 
 def with_features(graph: Any, x: torch.Tensor) -> Any:
@@ -221,3 +232,28 @@ def _derived(d: StepDeclaration, kinds: tuple[str, ...], width: int) -> StepMap:
     return StepMap(name=d.name, norm=d.norm, kinds=kinds, apply=apply, claimed=claimed, radius=d.feature_bound,
                    width=width, realised=realised, covers=[d.name], linear=d.linear, input_is_features=True,
                    note=f"declared: mean(graph) + {d.noise} noise; X = the features; domain: {domain}")
+
+
+def mechanism_declarations(target: Any, graph: Any) -> list[StepDeclaration]:
+    """Declarations read from what a target releases where it declares none: each ``MechanismStep`` of
+    one fit (seed 0), at the claim's Δ (``Claim.details["sensitivity"]``, in ℓ2), on the given features
+    only (no feature bound is declared) and not taken as linear. Empty where the target has no
+    mechanism view, states no Δ, or releases a step that is not a plain Gaussian one."""
+    if "mechanism" not in [str(getattr(level, "value", level)) for level in target.levels]:
+        return []
+    claim = target.claim(graph)
+    delta = (claim.details or {}).get("sensitivity")
+    if delta is None:
+        return []
+    release = target.fit(graph, torch.Generator().manual_seed(0))
+    steps = list(release.mechanism or [])
+    if not steps or not all(_plain_gaussian(s) for s in steps):
+        return []  # an ℓ2 Δ is the claim of plain Gaussian steps only: another law is left "not probed"
+    return [StepDeclaration(s.name or f"step {i + 1}", s.mean, sensitivity=float(delta), noise_std=s.noise_std)
+            for i, s in enumerate(steps)]
+
+
+def _plain_gaussian(step: Any) -> bool:
+    """``output = mean + N(0, std²)``: a mean map, a std, no other law, no projection."""
+    return (getattr(step, "mean", None) is not None and step.noise_std is not None
+            and step.log_density is None and not step.row_projected)
