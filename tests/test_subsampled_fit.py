@@ -9,8 +9,12 @@ checks, and (slow) its size on simulated exact traces with the mutants that must
 |---|---|
 | bound × 1.1 | q = 0.5, T = 3 |
 | the box's bounds on the wrong side (lower CP bounds) | q = 0.5, T = 3 |
-| ε(σ̂) from the pessimistic PLD | q = 0.1, T = 20 at a PLD discretisation of 0.05 (the honest fit passes there) |
 | the declared q trusted when the true q is twice it | q = 0.5, T = 3 (declared 0.25) |
+
+Not caught: ε(σ̂) reported from the pessimistic PLD (``mutants.pessimistic_report``). At the fit's
+discretisation (1e-3) the two PLDs differ by about 0.002 in ε, and the pessimistic figure exceeded
+the truth in 0 of 80 runs at q = 0.5, T = 20; at a coarse 0.05 it stays below too (1.60-1.78 against
+2 in 3 runs at q = 0.1, T = 20), because the coarse curve loosens σ̂ more than the report gains.
 """
 import numpy as np
 import pytest
@@ -18,7 +22,7 @@ from scipy.stats import norm
 
 from audit.estimators import subsampled_curve as curve
 from audit.estimators import subsampled_fit as fit
-from mutants import box_on_the_wrong_side, inflate_bound, pessimistic_report, trust_declared_q
+from mutants import box_on_the_wrong_side, inflate_bound, trust_declared_q
 from size_subsampled import FIT_CHECKS
 
 
@@ -89,22 +93,3 @@ def test_declared_q_trusted_fails(monkeypatch):
     trust_declared_q(monkeypatch, 0.25)
     with pytest.raises(AssertionError, match="exceeded the true ε"):
         FIT_CHECKS["q=0.5,T=3"].run("q=0.5,T=3")
-
-
-@pytest.fixture
-def coarse_pld(monkeypatch):
-    FIT_CHECKS["q=0.1,T=20"].sigma()  # the truth's σ at the fine discretisation, before the patch
-    curve._pld.cache_clear(), curve._duality_lines.cache_clear()
-    monkeypatch.setattr(curve, "DISCRETISATION", 0.05)
-    yield
-    curve._pld.cache_clear(), curve._duality_lines.cache_clear()
-
-
-@pytest.mark.slow
-def test_pessimistic_report_fails_where_the_pld_is_coarse(monkeypatch, coarse_pld):
-    """A coarse PLD keeps the honest fit valid (both roundings on the safe side) but puts the
-    pessimistic ε well above the truth."""
-    FIT_CHECKS["q=0.1,T=20"].run("q=0.1,T=20")
-    pessimistic_report(monkeypatch)
-    with pytest.raises(AssertionError, match="exceeded the true ε"):
-        FIT_CHECKS["q=0.1,T=20"].run("q=0.1,T=20")
