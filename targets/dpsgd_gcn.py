@@ -176,8 +176,15 @@ class DPSGDGCN(Target[DPSGDGCNConfig]):
     Config = DPSGDGCNConfig
     levels = (Level.API, Level.WEIGHTS, Level.TRACE)
     batched: ClassVar[bool] = True
-    bugs: ClassVar[dict[str, str]] = {"no-noise": "adds no noise to the clipped sum while claiming the calibrated ε"}
+    bugs: ClassVar[dict[str, str]] = {
+        "no-noise": "adds no noise to the clipped sum while claiming the calibrated ε",
+        "shuffled-batches": ("draws fixed-size batches from a shuffle per epoch of 1/q steps (each example, the "
+                             "canary too, in exactly one step of each epoch) while accounting Poisson(q) sampling "
+                             "(Opacus #80)")}
     catalogue: ClassVar[tuple[Entry, ...]] = CATALOGUE
+    not_yet_caught: ClassVar[dict[str, str]] = {
+        "shuffled-batches": ("the default audit does not yet read the sampler checks (audit/sampler_check.py), "
+                             "which refuse its batches (tests/test_dpsgd_gcn_sampler_bugs.py); no catalogue entry yet")}
     #: small audits where this target fixtures an attack's contract check: attack → (params, canary)
     attack_fixtures: ClassVar[dict[str, tuple[dict[str, str], str]]] = {
         **{name: ({}, "remove-node") for name in ("gmia", "lira", "lira-online", "rmia", "learned-weights")},
@@ -297,15 +304,19 @@ class DPSGDGCN(Target[DPSGDGCNConfig]):
         traces = [DPSGDTrace(noise="gaussian", noise_std=std, clip_norm=cfg.clip_norm, sampling_rate=q,
                                     expected_batch=expected_batch, accounted_steps=T, shapes=shapes) for _ in rngs]
         mask = torch.zeros(k_runs, rows)
+        shuffled = _Shuffler(m, q, rngs, canary_rngs) if self.bug("shuffled-batches") else None
         for t in range(T):
-            central = torch.stack([torch.rand(m, generator=rng) for rng in rngs]) < q  # poisson_sample's coins
+            if shuffled is None:
+                central = torch.stack([torch.rand(m, generator=rng) for rng in rngs]) < q  # poisson_sample's coins
+            else:
+                central = shuffled.batch(t)
             mask[:, :m] = central
             total = self._clipped_sum(params, layers, a, onehot, mask.to(dev))
             canary_in: list[bool | None] = [None] * k_runs
             if gc is not None:
                 g = gc[t] if gc.dim() == 2 else gc
                 for k, crng in enumerate(canary_rngs):
-                    coin = bool(torch.rand(1, generator=crng).item() < q)
+                    coin = bool(torch.rand(1, generator=crng).item() < q) if shuffled is None else shuffled.canary(k, t)
                     canary_in[k] = bool(central[k, slot]) if slot is not None else coin
                     if canary_in[k]:
                         total[k, :d] += g
@@ -361,3 +372,30 @@ class DPSGDGCN(Target[DPSGDGCNConfig]):
                 "dimension": sum(w.numel() for w in weights.values()), "mean_batch": float(np.mean([s.central.numel() for s in trace.steps])),
                 "fresh_noise_per_query": False}
         return Release(api=predict, weights=weights, mechanism=None, trace=trace, info=info)
+
+
+class _Shuffler:
+    """The ``shuffled-batches`` bug's sampler: per run and per epoch of L = round(1/q) steps, a fresh
+    permutation of the m training rows cut into L batches of near-equal size; a gradient canary takes
+    one uniformly drawn step of each epoch."""
+
+    def __init__(self, m: int, q: float, rngs: list[torch.Generator], canary_rngs: list[torch.Generator]) -> None:
+        self.m, self.epoch = m, max(1, round(1.0 / q))
+        self.rngs, self.canary_rngs = rngs, canary_rngs
+        self.slices: list[torch.Tensor] = []
+        self.canary_step: list[int] = []
+
+    def _new_epoch(self) -> None:
+        self.slices = []
+        for rng in self.rngs:
+            cut = torch.randperm(self.m, generator=rng) % self.epoch  # each row's step in the epoch
+            self.slices.append(cut)
+        self.canary_step = [int(torch.randint(self.epoch, (1,), generator=g)) for g in self.canary_rngs]
+
+    def batch(self, t: int) -> torch.Tensor:
+        if t % self.epoch == 0:
+            self._new_epoch()
+        return torch.stack([cut == t % self.epoch for cut in self.slices])
+
+    def canary(self, k: int, t: int) -> bool:
+        return self.canary_step[k] == t % self.epoch

@@ -3,7 +3,9 @@
 * :mod:`audit.estimators.core`: the multi-run estimators (``cp``, ``gdp``, ``bayes``), Steinke et
   al.'s one-run bound, ``max_certifiable_eps`` and ``trial_budget``;
 * :mod:`audit.estimators.trade_off`: the assumption-free trade-off curve (``fdp``) and the f-DP
-  one-run bound (``one-run-fdp``), registered into ``core``'s dispatch when imported here.
+  one-run bound (``one-run-fdp``), registered into ``core``'s dispatch when imported here;
+* :mod:`audit.estimators.subsampled_fit`: the curve fit of the T-fold Poisson-subsampled Gaussian
+  family (its curve in :mod:`audit.estimators.subsampled_curve`), called with the family's q and T.
 
 Everything is read through this package (``estimators.estimate(..., method=...)``); the sequential
 audits (:mod:`audit.group_sequential`) and the Gaussian shape check (:mod:`audit.shape_check`) are re-exported

@@ -35,3 +35,19 @@ def randomized_response(rng: np.random.Generator, n: int, eps: float, delta: flo
 
 
 MECHANISMS = {NoiseLaw.GAUSSIAN.value: gaussian, NoiseLaw.LAPLACE.value: laplace, "rr": randomized_response}
+
+
+def subsampled_gaussian(rng: np.random.Generator, n: int, q: float, steps: int, sigma: float,
+                        true_q: float | None = None):
+    """T Poisson-subsampled Gaussian steps, scored by the exact mixture log-ratio
+    Σ_t ln((1 − q) + q·e^{(x_t − ½)/σ²}): (out, in, the canary's inclusions in the IN world (n × T)).
+    The score uses `q`; the canary is included at rate `true_q` (default `q`)."""
+    p = q if true_q is None else true_q
+    included = rng.random((n, steps)) < p
+    x_out = sigma * rng.standard_normal((n, steps))
+    x_in = included + sigma * rng.standard_normal((n, steps))
+
+    def score(x: np.ndarray) -> np.ndarray:
+        return np.logaddexp(math.log1p(-q) if q < 1 else -np.inf, math.log(q) + (x - 0.5) / sigma**2).sum(axis=1)
+
+    return score(x_out), score(x_in), included

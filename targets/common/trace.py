@@ -62,3 +62,10 @@ class DPSGDTrace:
     def canary_mask(self) -> torch.Tensor:
         return torch.tensor([bool(s.canary_in) for s in self.steps])
 
+    def sampling_record(self) -> dict[str, list]:
+        """Per step, the canary's inclusion (None where the step did not record it) and the realised
+        batch size (the examples other than the canary that the step's noisy sum covers): what the
+        auditor measures the sampler from (``audit.sampler_check``)."""
+        return {"canary_in": [None if s.canary_in is None else bool(s.canary_in) for s in self.steps],
+                "batch_size": [int(s.central.numel()) for s in self.steps]}
+
