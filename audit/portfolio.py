@@ -461,7 +461,8 @@ def _act_on_deviation(level: str, failed: str, pool: list[Candidate], rows: list
         return c.level == level and ("any" in wanted or bool(wanted & tests))
 
     kept = [c for c in pool if not rests(c)]
-    first = [replace(c, pointed_by=f"exploits what the check found ({failed})") for c in kept if exploits(c)]
+    first = sorted((replace(c, pointed_by=f"exploits what the check found ({failed})") for c in kept if exploits(c)),
+                   key=lambda c: attacks.get(c.attack).exploit_rank)
     return first + [c for c in kept if not exploits(c)]
 
 
