@@ -113,3 +113,14 @@ def test_the_attack_separates_a_users_target_whose_steps_share_one_draw(small_cs
     scores = [attack.score_batch([target.fit(pair.world(b), torch.Generator().manual_seed(100 + 2 * j + b))
                                   for j in range(20)], pair, small_csbm) for b in (0, 1)]
     assert max(scores[0]) < min(scores[1])
+
+
+def test_a_deviation_puts_the_measured_law_first_among_the_scores_that_exploit_it():
+    from audit import portfolio
+
+    pool = [portfolio.Candidate("mechanism", a, "worst-edge")
+            for a in ("mechanism-lrt", "learned-mechanism", "exact-rows", "measured-law")]
+    rows = [{"level": "mechanism", "attack": "mechanism-lrt", "canary": "auto", "status": "piloted"}]
+    left = portfolio._act_on_deviation("mechanism", "noise-free: 40 entries without noise", pool, rows)
+    assert [c.attack for c in left] == ["measured-law", "learned-mechanism", "exact-rows"]
+    assert all("exploits" in c.pointed_by for c in left)
