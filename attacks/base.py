@@ -54,6 +54,9 @@ class Attack:
     #: among the scores that exploit a deviation, lower ranks are piloted first (a score built from
     #: the measured law before a learned one)
     exploit_rank: ClassVar[int] = 1
+    #: piloted early only once the declared-model check has found a deviation (a score whose fit is
+    #: costly beside a trial); otherwise after every other candidate
+    after_deviation: ClassVar[bool] = False
     #: reference-machine seconds one score takes beyond the trial's fit (what a budget in work units
     #: charges per trial besides ``Target.trial_cost``); 0 where scoring is cheap beside training
     score_cost: ClassVar[float] = 0.0

@@ -174,6 +174,7 @@ class MeasuredLawLRT(Attack):
     levels = (Level.MECHANISM,)
     exploits = ("any",)
     exploit_rank = 0
+    after_deviation = True
     #: about 2 × 256 fit releases of a mechanism view at the default declared 0.01 s each
     pair_cost = 5.0
 

@@ -135,7 +135,7 @@ def candidates(target: targets.Target, graph: Any) -> tuple[list[Candidate], lis
                 first = next((k for k, (a, c) in enumerate(classic) if a == name and canary in ("auto", c)),
                              len(classic))
                 why = "; ".join(w for w in (attack_why, pointed.get(canary)) if w)
-                tier = 0 if first == 0 else 1 if why else 2
+                tier = 0 if first == 0 else 1 if why else 3 if cls.after_deviation else 2
                 cost = 0 if level in CHEAP_LEVELS else 1
                 found.append(((tier, first, cost, c_rank, LEVEL_ORDER.index(level), a_rank),
                               Candidate(level, name, canary, why)))

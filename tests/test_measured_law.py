@@ -124,3 +124,16 @@ def test_a_deviation_puts_the_measured_law_first_among_the_scores_that_exploit_i
     left = portfolio._act_on_deviation("mechanism", "noise-free: 40 entries without noise", pool, rows)
     assert [c.attack for c in left] == ["measured-law", "learned-mechanism", "exact-rows"]
     assert all("exploits" in c.pointed_by for c in left)
+
+
+def test_without_a_deviation_the_measured_law_waits_behind_every_other_candidate():
+    from audit import portfolio
+    from audit.data import load
+    from targets.base import get
+    from test_user_targets import _path
+
+    target = get(_path("aggregation.py:Aggregation"))()
+    pool, _ = portfolio.candidates(target, load("csbm:n=120,features=8"))
+    names = [c.attack for c in pool]
+    first = names.index("measured-law")
+    assert first > 0 and set(names[first:]) == {"measured-law"}
