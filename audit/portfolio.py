@@ -461,8 +461,9 @@ def _act_on_deviation(level: str, failed: str, pool: list[Candidate], rows: list
         return c.level == level and ("any" in wanted or bool(wanted & tests))
 
     kept = [c for c in pool if not rests(c)]
+    # the scores made for the named test first, then those for any deviation (by exploit_rank)
     first = sorted((replace(c, pointed_by=f"exploits what the check found ({failed})") for c in kept if exploits(c)),
-                   key=lambda c: attacks.get(c.attack).exploit_rank)
+                   key=lambda c: (not set(attacks.get(c.attack).exploits) & tests, attacks.get(c.attack).exploit_rank))
     return first + [c for c in kept if not exploits(c)]
 
 

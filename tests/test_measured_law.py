@@ -122,8 +122,11 @@ def test_a_deviation_puts_the_measured_law_first_among_the_scores_that_exploit_i
             for a in ("mechanism-lrt", "learned-mechanism", "exact-rows", "measured-law")]
     rows = [{"level": "mechanism", "attack": "mechanism-lrt", "canary": "auto", "status": "piloted"}]
     left = portfolio._act_on_deviation("mechanism", "noise-free: 40 entries without noise", pool, rows)
-    assert [c.attack for c in left] == ["measured-law", "learned-mechanism", "exact-rows"]
+    assert [c.attack for c in left] == ["exact-rows", "measured-law", "learned-mechanism"]  # the named test's first
     assert all("exploits" in c.pointed_by for c in left)
+    rows = [{"level": "mechanism", "attack": "mechanism-lrt", "canary": "auto", "status": "piloted"}]
+    left = portfolio._act_on_deviation("mechanism", "shared-steps: correlation 1", pool, rows)
+    assert [c.attack for c in left] == ["measured-law", "learned-mechanism", "exact-rows"]
 
 
 def test_without_a_deviation_the_measured_law_waits_behind_every_other_candidate():
