@@ -51,6 +51,12 @@ class Attack:
     #: the declared-model check's deviations (``audit.declared_joint.JOINT_TESTS``, or ``"any"``) this
     #: score exploits: where the check fails, the portfolio pilots it before the others
     exploits: ClassVar[tuple[str, ...]] = ()
+    #: among the scores that exploit a deviation, lower ranks are piloted first (a score built from
+    #: the measured law before a learned one)
+    exploit_rank: ClassVar[int] = 1
+    #: piloted early only once the declared-model check has found a deviation (a score whose fit is
+    #: costly beside a trial); otherwise after every other candidate
+    after_deviation: ClassVar[bool] = False
     #: reference-machine seconds one score takes beyond the trial's fit (what a budget in work units
     #: charges per trial besides ``Target.trial_cost``); 0 where scoring is cheap beside training
     score_cost: ClassVar[float] = 0.0
@@ -178,6 +184,7 @@ register("learned-mechanism", "attacks.learned:LearnedMechanism")
 register("learned-trace", "attacks.learned:LearnedTrace")
 register("learned-weights", "attacks.learned:LearnedWeights")
 register("learned-api", "attacks.learned:LearnedAPI")
+register("measured-law", "attacks.measured_law:MeasuredLawLRT")
 
 
 #: ``reversed:NAME`` is attack NAME with its score negated (the portfolio's choice where a pilot's

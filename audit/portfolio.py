@@ -138,7 +138,7 @@ def candidates(target: targets.Target, graph: Any) -> tuple[list[Candidate], lis
                 first = next((k for k, (a, c) in enumerate(classic) if a == name and canary in ("auto", c)),
                              len(classic))
                 why = "; ".join(w for w in (attack_why, pointed.get(canary)) if w)
-                tier = 0 if first == 0 else 1 if why else 2
+                tier = 0 if first == 0 else 1 if why else 3 if cls.after_deviation else 2
                 cost = 0 if level in CHEAP_LEVELS else 1
                 found.append(((tier, first, cost, c_rank, LEVEL_ORDER.index(level), a_rank),
                               Candidate(level, name, canary, why)))
@@ -514,7 +514,9 @@ def _act_on_deviation(level: str, failed: str, pool: list[Candidate], rows: list
         return c.level == level and ("any" in wanted or bool(wanted & tests))
 
     kept = [c for c in pool if not rests(c)]
-    first = [replace(c, pointed_by=f"exploits what the check found ({failed})") for c in kept if exploits(c)]
+    # the scores made for the named test first, then those for any deviation (by exploit_rank)
+    first = sorted((replace(c, pointed_by=f"exploits what the check found ({failed})") for c in kept if exploits(c)),
+                   key=lambda c: (not set(attacks.get(c.attack).exploits) & tests, attacks.get(c.attack).exploit_rank))
     return first + [c for c in kept if not exploits(c)]
 
 

@@ -89,7 +89,8 @@ class GaussianMechanism(Target[GaussianConfig]):
     #: small audits where this target fixtures an attack's contract check: attack → (params, canary)
     attack_fixtures: ClassVar[dict[str, tuple[dict[str, str], str]]] = {
         "mechanism-lrt": ({}, "auto"), "linkteller": ({}, "random-edge"), "fresh-query": ({}, "random-edge"),
-        "learned-mechanism": ({}, "auto"), "learned-api": ({}, "random-edge"), "exact-rows": ({}, "auto")}
+        "learned-mechanism": ({}, "auto"), "learned-api": ({}, "random-edge"), "exact-rows": ({}, "auto"),
+        "measured-law": ({}, "auto")}
 
     #: one aggregation A·X
     receptive_hops = 1

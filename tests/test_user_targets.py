@@ -41,6 +41,23 @@ FOUND_NOT_CERTIFIED = {
                                      "the portfolio pilots the weights view only after every mechanism candidate",
 }
 
+#: issue #43's suite (tests/user_targets/issue43/README.md: how each leaks, its true ε, main's verdicts)
+ISSUE43 = {
+    "issue43/row_shared_noise.py:RowSharedNoise": "one noise row broadcast over all nodes",
+    "issue43/degree_column.py:DegreeColumn": "the degree column released without noise",
+    "issue43/centred_noise.py:CentredNoise": "noise centred per column: column sums noise-free",
+    "issue43/degree_scaled_noise.py:DegreeScaledNoise": "noise scaled by (d − 1)/d, 0 at a leaf",
+    "issue43/low_rank_noise.py:LowRankNoise": "rank-8 noise in 32 columns",
+    "issue43/quieter_last_hop.py:QuieterLastHop": "the last of two hops at half the std (true ε 3.35)",
+    "issue43/partly_shared_noise.py:PartlySharedNoise": "noise 0.9-shared across two steps (true ε 7.54)",
+}
+ISSUE43_CONTROLS = ["issue43/api_from_release.py:ApiFromRelease", "issue43/extra_shared_noise.py:ExtraSharedNoise"]
+#: leaks of issue #43's suite the default does not certify in this version (said, not hidden)
+ISSUE43_NOT_CERTIFIED = {
+    "issue43/api_noiseless.py:ApiNoiseless": "posteriors from the noiseless aggregate: only the api view leaks, "
+                                             "and the pilots spend their share before they reach it",
+}
+
 
 def _path(spec: str) -> str:
     file, cls = spec.split(":")
@@ -51,8 +68,8 @@ def _default_run(spec: str, out: Path):
     return portfolio.run(AuditSpec(target=_path(spec)), parse(BUDGET), out=out, progress=False)
 
 
-@pytest.mark.parametrize("spec", [s for s in [*DEVIANTS, *CONTROLS, *FOUND_NOT_CERTIFIED]
-                                  if s != "fixed_seed.py:FixedSeed"])
+@pytest.mark.parametrize("spec", [s for s in [*DEVIANTS, *CONTROLS, *FOUND_NOT_CERTIFIED, *ISSUE43, *ISSUE43_CONTROLS,
+                                               *ISSUE43_NOT_CERTIFIED] if s != "fixed_seed.py:FixedSeed"])
 def test_each_user_target_loads_by_path_and_keeps_the_contract(spec):
     assert {"calibration", "determinism", "fit_batch"} <= set(check_target(_path(spec)))
 
@@ -70,7 +87,14 @@ def test_the_default_command_catches_each_deviant(spec, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("spec", CONTROLS)
+@pytest.mark.parametrize("spec", list(ISSUE43))
+def test_the_default_command_catches_each_leak_of_issue_43(spec, tmp_path):
+    result = _default_run(spec, tmp_path)
+    assert result.verdict == "VIOLATION", f"{spec} ({ISSUE43[spec]}) not caught: ε_lb {result.eps_lb}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spec", CONTROLS + ISSUE43_CONTROLS)
 def test_the_default_command_keeps_correct_controls_consistent(spec, tmp_path):
     assert _default_run(spec, tmp_path).verdict == "CONSISTENT"
 
