@@ -141,6 +141,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="each entry's configuration (target, --set, dataset, ε, bug) by the default command: the "
                         "portfolio chooses attack, canary, estimator and trials within --budget")
     p.add_argument("--budget", default=None, help="with --auto: each entry's budget (trials, work units or a duration; default 120u)")
+    p.add_argument("--tolerate-false-alarms", action="store_true",
+                   help="with --auto: exit 0 although a correct configuration reads VIOLATION (printed and counted; "
+                        "at one seed a size event, up to 1 - confidence on a pair whose exact ε equals the claim); "
+                        "errors and missed planted bugs still fail")
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("attack", help="a stand-alone attack with its own metrics (AUC, TPR at low FPR)")
@@ -517,7 +521,8 @@ def _regress_auto(args: argparse.Namespace, todo: list[Any]) -> int:
     print("\n" + regress_auto.summary(rows))
     if args.json:
         print(json.dumps({"rows": rows}, indent=2, default=str))
-    return ExitCode.VIOLATION if any(regress_auto.fails(r) for r in rows) else ExitCode.OK
+    tolerate = args.tolerate_false_alarms
+    return ExitCode.VIOLATION if any(regress_auto.fails(r, tolerate_false_alarms=tolerate) for r in rows) else ExitCode.OK
 
 
 def cmd_attack(args: argparse.Namespace) -> int:

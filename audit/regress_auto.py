@@ -101,8 +101,18 @@ def play_all(entries: list[catalogue.Entry], budget: Budget, *, seed: int, out: 
         delayed(play_safely)(entry, budget, seed=seed, out=out, jobs=1) for entry in todo)
 
 
-def fails(row: dict[str, Any]) -> bool:
-    """Whether a row fails the catalogue: an error, or a mismatch that is not a listed known miss."""
+def false_alarm(row: dict[str, Any]) -> bool:
+    """A correct configuration read VIOLATION."""
+    return "error" not in row and not row["ok"] and row["expected"] == "CONSISTENT"
+
+
+def fails(row: dict[str, Any], *, tolerate_false_alarms: bool = False) -> bool:
+    """Whether a row fails the catalogue: an error, or a mismatch that is not a listed known miss; with
+    `tolerate_false_alarms`, not a correct configuration's VIOLATION. At one seed that is a size event, not
+    a regression: on a pair whose exact ε equals the claim, a valid 95 % bound exceeds it up to 5 % of the
+    time (the default's false-alarm rates are measured over seeds: benchmarks/portfolio_false_alarms.md)."""
+    if tolerate_false_alarms and false_alarm(row):
+        return False
     return "error" in row or (not row["ok"] and not row.get("known_miss"))
 
 
@@ -162,6 +172,7 @@ def summary(rows: list[dict[str, Any]]) -> str:
     consistent = [r for r in rows if r["expected"] == "CONSISTENT"]
     return (f"{sum(r['counts_as_caught'] for r in planted)}/{len(planted)} planted violations caught by the default; "
             f"{sum(r['ok'] for r in consistent)}/{len(consistent)} CONSISTENT configurations kept consistent; "
-            f"{sum(fails(r) and 'error' not in r for r in rows)} mismatch(es), "
+            f"{sum(fails(r) and 'error' not in r for r in rows)} mismatch(es) "
+            f"({sum(false_alarm(r) for r in rows)} false alarm(s) on a correct configuration), "
             f"{sum(bool(r.get('known_miss')) for r in rows)} known miss(es); "
             f"{sum('error' in r for r in rows)} error(s); {sum(r['seconds'] for r in rows) / 60:.1f} min")

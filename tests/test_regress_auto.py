@@ -85,10 +85,16 @@ def test_an_entry_that_errors_fails_the_catalogue_and_the_rest_still_run(tmp_pat
 
 
 def test_only_errors_and_unlisted_misses_fail_the_catalogue():
-    row = {"ok": True, "known_miss": ""}
+    row = {"ok": True, "known_miss": "", "expected": "VIOLATION"}
     assert not regress_auto.fails(row)
     assert regress_auto.fails({**row, "ok": False})
     assert not regress_auto.fails({**row, "ok": False, "known_miss": "a 60-trial pilot cannot show it"})
     assert regress_auto.fails({**row, "ok": False, "error": "ValueError: x"})
+    alarm = {**row, "ok": False, "expected": "CONSISTENT"}
+    assert regress_auto.false_alarm(alarm) and regress_auto.fails(alarm)
+    assert not regress_auto.fails(alarm, tolerate_false_alarms=True)
+    missed = {**row, "ok": False, "expected": "VIOLATION"}
+    assert regress_auto.fails(missed, tolerate_false_alarms=True)  # a missed planted bug always fails
+    assert regress_auto.fails({**alarm, "error": "KeyError: x"}, tolerate_false_alarms=True)
     listed = [e for e in catalogue.entries() if e.auto_miss]
     assert listed and all(e.bug and e.expect == "VIOLATION" for e in listed)  # only planted bugs may be listed
