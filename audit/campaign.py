@@ -327,32 +327,23 @@ def _target_code_key(target: str) -> str | None:
 
 
 def utility(spec: Any, out: Path) -> float | None:
-    """Val-selected test accuracy (%) of one private fit at the row's (target, params, ε, dataset),
-    computed once and cached in ``out/utility.json``. None where the target is not a classifier."""
-    import torch
-
-    from audit import data as datasets
-    from targets.base import build, resolve
+    """Val-selected test accuracy (%) of one private fit at the row's (target, params, ε, dataset), on
+    the graph `train` fits (the target's preprocessing included), computed once and cached in
+    ``out/utility.json``. None where the target is not a classifier."""
+    from audit.private_fit import fit_accuracy
+    from targets.base import build
 
     cache_path = out / "utility.json"
     cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
     key = _utility_key(spec)
     if key in cache:
         return cache[key]["accuracy"]
-    t0 = time.time()
     target = build(spec.target, epsilon=spec.epsilon, delta=spec.delta, bug=spec.bug, device=spec.device,
                    **spec.params)
-    graph = datasets.load(spec.dataset, root=spec.data_root, seed=spec.seed)
-    release = target.fit(graph, torch.Generator().manual_seed(spec.seed))
-    acc = resolve(release.accuracy)
-    value = None
-    if isinstance(acc, dict):
-        test = acc.get("test", acc.get("test_acc"))
-        value = None if test is None else 100.0 * float(test)
-    elif isinstance(acc, (int, float)):
-        value = 100.0 * float(acc)
+    fitted = fit_accuracy(target, spec.dataset, root=spec.data_root, seed=spec.seed)
+    value, acc = fitted.test_percent(), fitted.accuracy
     cache[key] = {"target": spec.target, "params": spec.params, "epsilon": spec.epsilon, "dataset": spec.dataset,
-                  "accuracy": value, "detail": acc if isinstance(acc, dict) else None, "seconds": time.time() - t0}
+                  "accuracy": value, "detail": acc if isinstance(acc, dict) else None, "seconds": fitted.seconds}
     cache_path.write_text(json.dumps(cache, indent=2, sort_keys=True, default=float))
     return value
 

@@ -293,27 +293,17 @@ def cmd_accounting(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    import time
-
-    import torch
-
-    from audit import data
-    from audit.run_spec import preprocessed
+    from audit.private_fit import fit_accuracy
     from targets.base import build
 
     target = build(args.target, epsilon=args.epsilon, delta=args.delta, bug=args.bug, device=args.device,
                    **_params(args))
-    graph = preprocessed(target, data.load(args.dataset, root=args.data_root, seed=args.seed))
-    claim = target.claim(graph)
-    t0 = time.time()
-    release = target.fit(graph, torch.Generator().manual_seed(args.seed))
-    from targets.base import resolve
-
-    acc = resolve(release.accuracy)
+    fitted = fit_accuracy(target, args.dataset, root=args.data_root, seed=args.seed)
+    claim, acc = fitted.claim, fitted.accuracy
     if acc is None:
         raise UserError(f"target {args.target!r} reports no accuracy (it is not a classifier)")
     out = {"target": args.target, "dataset": args.dataset, "epsilon": claim.epsilon, "delta": claim.delta,
-           "accuracy": acc, "seed": args.seed, "wall_time_s": time.time() - t0}
+           "accuracy": acc, "seed": args.seed, "wall_time_s": fitted.seconds}
     text = (f"{args.target} on {args.dataset}, ε = {claim.epsilon:.4g}, δ = {claim.delta:.3g}: "
             + ", ".join(f"{k} {v:.4f}" for k, v in acc.items()) + f"  ({out['wall_time_s']:.1f}s)")
     _emit(out, args.json, text)

@@ -78,8 +78,23 @@ def jittered_rr(rng: np.random.Generator, n: int, eps: float, delta: float = DEL
     return out + 0.5 * rng.random(n), inn + 0.5 * rng.random(n), truth
 
 
+class SizeLimits:
+    """β and the exceedance limit of a size check with fields ``reps`` and ``confidence``."""
+
+    reps: int
+    confidence: float
+
+    @property
+    def beta(self) -> float:
+        return round(1.0 - self.confidence, 12)
+
+    @property
+    def limit(self) -> int:
+        return limit(self.reps, self.beta)
+
+
 @dataclass(frozen=True)
-class SizeCheck:
+class SizeCheck(SizeLimits):
     """``reps`` audits by ``method`` of ``mechanism`` at ε = ``eps`` with ``n`` trials (one-run:
     canaries) per world, at ``confidence`` and ``delta`` (0: a pure ε-DP claim, where the mechanism's
     true ε is its ε exactly); ``options`` go to ``estimate``."""
@@ -92,14 +107,6 @@ class SizeCheck:
     confidence: float = 0.8
     options: dict[str, Any] = field(default_factory=dict)
     delta: float = DELTA
-
-    @property
-    def beta(self) -> float:
-        return round(1.0 - self.confidence, 12)
-
-    @property
-    def limit(self) -> int:
-        return limit(self.reps, self.beta)
 
     def run(self, name: str) -> int:
         """The exceedance count (AssertionError above the limit), seeded from `name`."""

@@ -15,7 +15,7 @@ import numpy as np
 from audit.estimators import subsampled_curve as curve
 from audit.estimators import subsampled_fit
 from audit.estimators.known import subsampled_gaussian
-from size import DELTA, count_exceedances, limit, stable_seed
+from size import DELTA, SizeLimits, count_exceedances, stable_seed
 
 
 @functools.lru_cache(maxsize=None)
@@ -24,7 +24,7 @@ def calibrated_sigma(eps: float, q: float, steps: int) -> float:
 
 
 @dataclass(frozen=True)
-class FitCheck:
+class FitCheck(SizeLimits):
     """``reps`` audits of the fit with q measured from the inclusions (``fit_measured``), on ``n``
     simulated traces per world at sampling rate ``q``, ``steps`` steps, ε = ``eps``."""
 
@@ -34,14 +34,6 @@ class FitCheck:
     reps: int = 80
     eps: float = 2.0
     confidence: float = 0.8
-
-    @property
-    def beta(self) -> float:
-        return round(1.0 - self.confidence, 12)
-
-    @property
-    def limit(self) -> int:
-        return limit(self.reps, self.beta)
 
     def sigma(self) -> float:
         return calibrated_sigma(self.eps, self.q, self.steps)

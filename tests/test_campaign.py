@@ -259,6 +259,40 @@ def test_a_cached_utility_is_keyed_by_the_targets_code(monkeypatch):
     assert campaign._utility_key(spec) != key
 
 
+class _Preprocessing:
+    """A classifier whose preprocessing replaces the graph: it records which graph it was fitted on."""
+
+    def __init__(self):
+        self.fitted_on = []
+
+    def preprocess(self, graph):
+        return ("preprocessed", graph), "dropped 1 isolated node"
+
+    def claim(self, graph):
+        from targets.base import Claim
+        return Claim(epsilon=1.0, delta=1e-5, unit="edge", accountant="none")
+
+    def fit(self, graph, gen):
+        from types import SimpleNamespace
+        self.fitted_on.append(graph)
+        return SimpleNamespace(accuracy={"train": 1.0, "val": 0.5, "test": 0.25})
+
+
+def test_train_and_the_campaigns_utility_fit_the_same_preprocessed_graph(monkeypatch, tmp_path, capsys):
+    """One function serves both (issue #46): `utility` once skipped the target's preprocessing."""
+    import targets.base
+    from audit import private_fit
+
+    spec = campaign.load("default").rows[0].spec
+    fake = _Preprocessing()
+    monkeypatch.setattr(private_fit.datasets, "load", lambda name, root=None, seed=0: f"raw {name}")
+    monkeypatch.setattr(targets.base, "build", lambda *a, **k: fake)
+    assert campaign.utility(spec, tmp_path) == 25.0
+    assert cli_main(["train", "--target", "gcn", "--dataset", "csbm"]) == 0
+    assert fake.fitted_on == [("preprocessed", f"raw {spec.dataset}"), ("preprocessed", "raw csbm")]
+    assert "dropped 1 isolated node" in capsys.readouterr().err
+
+
 DIRTY = """
 [campaign]
 name = "dirty"

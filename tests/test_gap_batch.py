@@ -11,7 +11,7 @@ from targets.base import build, seeded
 from targets.gap import GAP, GAPConfig, _Classifier, sum_aggregate, transposed_adjacency
 from targets.gap.model import aggregate_together, csr_rows, differing_rows, narrow_columns, rownorm, unit_rows
 from targets.gap.stacked import _classifier_init
-from targets.common.sparse import ordered_spmm
+from targets.common.sparse import as_ordered_coo, ordered_spmm
 
 SMALL = dict(encoder_epochs=5, epochs=3, hops=2)
 
@@ -171,6 +171,11 @@ def test_transposed_adjacency_is_sum_aggregate(csbm):
     h = torch.randn(csbm.num_nodes, 8)
     adj = transposed_adjacency(csbm.edge_index, csbm.num_nodes)
     assert torch.equal(ordered_spmm(adj, h), sum_aggregate(h, csbm.edge_index, csbm.num_nodes))
+    coo = as_ordered_coo(adj)  # the cached form: the same floats as the CSR it came from, at any width
+    assert coo.layout == torch.sparse_coo and as_ordered_coo(coo) is coo
+    wide = torch.randn(csbm.num_nodes, 40)
+    assert torch.equal(ordered_spmm(coo, h), ordered_spmm(adj, h))
+    assert torch.equal(ordered_spmm(coo, wide)[:, 8:16], ordered_spmm(adj, wide[:, 8:16]))
     empty = torch.zeros(2, 0, dtype=torch.long)
     assert torch.equal(transposed_adjacency(empty, 4) @ torch.ones(4, 3), torch.zeros(4, 3))
 

@@ -13,10 +13,17 @@ from __future__ import annotations
 import torch
 
 
+def as_ordered_coo(matrix: torch.Tensor) -> torch.Tensor:
+    """`matrix` as the COO form :func:`ordered_spmm` multiplies with (a CSR matrix's entries stay in
+    row-major order). Convert once and keep it where a matrix is multiplied many times: the conversion
+    costs about as much as a narrow product."""
+    return matrix.to_sparse_coo() if matrix.layout == torch.sparse_csr else matrix
+
+
 def ordered_spmm(matrix: torch.Tensor, dense: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """``matrix @ dense`` (into `out` when given: written, never read), each output entry's terms added in
     `matrix`'s entry order (row-major for CSR); `matrix` is sparse CSR or COO."""
-    coo = matrix.to_sparse_coo() if matrix.layout == torch.sparse_csr else matrix
+    coo = as_ordered_coo(matrix)
     if coo.dtype != dense.dtype:
         coo = coo.to(dense.dtype)
     if out is None:

@@ -15,7 +15,7 @@ from targets.base import (Claim, Lazy, Level, MechanismStep, Release, Target, Ta
                           noise_generator, seeded)
 from targets.common.buffer_pool import BufferPool
 from targets.common.runtime import shuffled_batches
-from targets.common.sparse import ordered_spmm
+from targets.common.sparse import as_ordered_coo, ordered_spmm
 from targets.common.dpsgd import assign_flat_grad, canary_from, clip_rows, noisy_sum, poisson_sample
 from targets.gap.accountant import dpsgd_schedule, gap_claim
 from targets.gap.config import GAPConfig
@@ -100,7 +100,8 @@ class GAP(Target[GAPConfig]):
         if not self.config.node_level:
             self.levels = (Level.API, Level.WEIGHTS, Level.MECHANISM)
         self._prepared: dict[str, Any] | None = None
-        self._adjacencies = _ByIdentity(8)  # Aᵀ per graph (edge level)
+        self._adjacencies = _ByIdentity(8)  # Aᵀ per graph (edge level), CSR
+        self._coo_adjacencies = _ByIdentity(8)  # the same Aᵀ as COO, for ordered_spmm
         self._supports = _ByIdentity(4)  # rows where two graphs' Aᵀ differ
         self._row_blocks = _ByIdentity(8)  # those rows of Aᵀ
         self._first_hops = _ByIdentity(4)  # Aᵀ·H0 per graph with the prepared encoder (edge level)
@@ -220,7 +221,8 @@ class GAP(Target[GAPConfig]):
         n = int(graph.num_nodes)
         if self.config.node_level:
             return lambda h: sum_aggregate(h, edges, n)
-        adj = self._adjacencies.get((graph.edge_index,), lambda: transposed_adjacency(edges, n))
+        adj = self._coo_adjacencies.get((graph.edge_index,), lambda: as_ordered_coo(self._adjacencies.get(
+            (graph.edge_index,), lambda: transposed_adjacency(edges, n))))
 
         def aggregate(h: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
             return ordered_spmm(adj, h, out=out)  # the same floats at any batch width
@@ -649,7 +651,8 @@ class GAP(Target[GAPConfig]):
             n = int(graph.num_nodes)
             adj = self._adjacencies.get((graph.edge_index,),
                                         lambda: transposed_adjacency(self._private_edges(graph, 0), n))
-            return narrow_columns(csr_rows(adj, rows))
+            part, sources = narrow_columns(csr_rows(adj, rows))
+            return as_ordered_coo(part), sources
 
         def together(graph: Any, rows: torch.Tensor) -> torch.Tensor:
             part, sources = self._row_blocks.get((graph.edge_index, rows), lambda: block(graph, rows))
