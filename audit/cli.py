@@ -617,6 +617,7 @@ SENSITIVITY_STATUS = {"pass": 0, "no witness found": 0, "violation": 1, "not pro
 def cmd_sensitivity(args: argparse.Namespace) -> int:
     from canaries import sensitivity
     from graphs.datasets import load
+    from audit.result import readable_name
     from targets.base import build
 
     if not 1 <= args.max_nodes <= 7:
@@ -624,7 +625,7 @@ def cmd_sensitivity(args: argparse.Namespace) -> int:
     target = build(args.target, epsilon=args.epsilon, delta=args.delta, bug=args.bug, device=args.device,
                    **_params(args))
     graph = load(args.dataset, root=args.data_root, seed=args.seed)
-    out = args.out or str(Path("results") / "sensitivity" / (args.target.replace(":", ".").replace("/", ".")
+    out = args.out or str(Path("results") / "sensitivity" / (readable_name(args.target)
                                                             + (f"-{args.bug}" if args.bug else "")))
     found = sensitivity.probe(target, graph, candidates=args.candidates, max_nodes=args.max_nodes,
                               use_families=not args.no_families, seed=args.seed, out=out, dataset=args.dataset,

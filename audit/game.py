@@ -31,7 +31,7 @@ from audit.shared_setup import SharedSetup, once
 from audit.trial_runner import (TrialSetup, batch_size, cached_work, chunk_indices, play_chunks, release_worker,
                                 shared_target, worker_objects)
 from audit.trial_runner import trial_seed
-from audit.result import Result
+from audit.result import Result, readable_name
 from audit.run_outcome import make_result, save_result
 from audit.run_spec import AuditSpec, RunSetup, build_target, setup_run, stream_seed
 from audit.sequential_run import AUTO_SHAPE, worlds
@@ -264,7 +264,7 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
         trial_losses=(-scores[bits == 0], scores[bits == 1]) if attack.exact_loss else None,
         mc_releases=max(pair_epsilon.CHECK_RELEASES, used // 2)  # what a Monte Carlo may cost: the trials' own
     ) if exact else pair_epsilon.not_computable(claim.delta, "a pilot: not computed (the certified run computes it)")
-    run_id = f"{spec.target.replace(':', '.').replace('/', '.')}-{key}-{spec.trials}-{method}" \
+    run_id = f"{readable_name(spec.target)}-{key}-{spec.trials}-{method}" \
         + (f"-seq{used}" if seq is not None else "")
     result = make_result(spec, key, target, claim, pair.info, attack_name, level, est, scores, bits,
                          wall=time.time() - t0, store_path=store.path,

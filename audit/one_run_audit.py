@@ -16,7 +16,7 @@ from audit import estimators, provenance
 from audit.pair_epsilon import not_computable
 from audit.run_outcome import make_result, save_result
 from audit.run_spec import AuditSpec, RunSetup, setup_run
-from audit.result import Result
+from audit.result import Result, readable_name
 from audit.store import Store, run_key
 from audit.trial_runner import trial_seed
 from canaries import base as canaries
@@ -69,7 +69,7 @@ def run_one_run(spec: AuditSpec, *, out: str | Path = "results", progress: bool 
     store.add_trials(key, [(i, int(b), float(sc)) for i, (b, sc) in enumerate(zip(bits, scores))])
     info = {"canary": canary.name, "count": len(pairs), "chosen_by": pairs[0].chosen_by,
             "inserted": int(bits.sum()), **_neighbourhoods(graph, pairs, hops)}
-    run_id = f"{spec.target.replace(':', '.').replace('/', '.')}-{key}-{spec.trials}-one-run"
+    run_id = f"{readable_name(spec.target)}-{key}-{spec.trials}-one-run"
     result = make_result(spec, key, target, claim, info, attack_name, attack.levels[0], est, scores, bits,
                          wall=time.time() - t0, store_path=store.path, run_id=run_id, mode="one-run", code=code,
                          one_run=one_run, exact=not_computable(

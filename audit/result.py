@@ -22,6 +22,18 @@ _OPTIONAL = ("code", "power", "declared", "reused_trials", "estimator_choice", "
 _MULTI_ONLY = ("batch", "cached_per_worker", "trials_played", "trials_wall_s")
 
 
+def readable_name(target: str) -> str:
+    """The target as a file-name prefix: a built-in name as it is, ``path/to/my_target.py:Class`` as
+    ``my_target.Class``, ``package.module:Class`` as ``package.module.Class`` (never a dotfile; the
+    run's key, beside it in every name, tells two files of one stem apart)."""
+    source, _, cls = target.rpartition(":")
+    if not source:
+        return target.replace("/", ".").lstrip(".") or "target"
+    stem = source.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    stem = stem[:-3] if stem.endswith(".py") else stem
+    return f"{stem}.{cls}".lstrip(".")
+
+
 def number(x: Any) -> float:
     """A record's number field as a float: ``"inf"`` or ``"∞"`` strings read as ∞, None as nan."""
     if isinstance(x, str):

@@ -38,3 +38,13 @@ def test_unknown_keys_are_kept_and_missing_ones_read_as_none():
 
 def test_verdict():
     assert verdict(2.1, 2.0) == "VIOLATION" and verdict(2.0, 2.0) == "CONSISTENT"
+
+
+def test_result_files_of_a_file_path_target_are_named_readably():
+    """Issue #46: `path/to/file.py:Class` once gave dotfiles (`.path.to.file.py.Class-….json`)."""
+    from audit.result import readable_name
+
+    assert readable_name("gap") == "gap"
+    assert readable_name("/home/me/audits/my_target.py:MyTarget") == "my_target.MyTarget"
+    assert readable_name("./t.py:K") == "t.K" and readable_name("pkg.mod:Cls") == "pkg.mod.Cls"
+    assert not any(readable_name(t).startswith(".") for t in ("./a.py:B", "/x.py:Y", ".hidden/z.py:W"))
