@@ -326,6 +326,15 @@ def _target_code_key(target: str) -> str | None:
         return None
 
 
+def _log_line(bar: Any, msg: str, log: Any) -> None:
+    """One progress line to the campaign's log stream, above the bar where there is one."""
+    if bar is not None:
+        bar.write(msg, file=log)
+    else:
+        log.write(msg + "\n")
+        log.flush()
+
+
 def utility(spec: Any, out: Path) -> float | None:
     """Val-selected test accuracy (%) of one private fit at the row's (target, params, ε, dataset), on
     the graph `train` fits (the target's preprocessing included), computed once and cached in
@@ -554,7 +563,7 @@ def run(campaign: Campaign, out: str | Path | None = None, *, jobs: int = 1, pro
                 if bar is not None:
                     bar.update(before + s.trials - bar.n)
                 msg = f"{line}: {status}"
-                (bar.write(msg, file=log) if bar is not None else print(msg, file=log, flush=True))
+                _log_line(bar, msg, log)
                 save()
                 continue
             existing = None if fresh or stale else _existing(out, s.key(), s.trials, s.estimator)
@@ -590,7 +599,7 @@ def run(campaign: Campaign, out: str | Path | None = None, *, jobs: int = 1, pro
             if bar is not None:
                 bar.update(before + s.trials - bar.n)
             msg = f"{line}: {status}  [row {wall:.1f}s, elapsed {time.time() - t_start:.0f}s]"
-            (bar.write(msg, file=log) if bar is not None else print(msg, file=log, flush=True))
+            _log_line(bar, msg, log)
             save()
     except KeyboardInterrupt:
         meta["interrupted"] = True

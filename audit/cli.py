@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from audit import campaign
+from audit import log as audit_log
 from audit.data import DatasetError
 from audit.exit_status import ExitCode, is_usage_error, report_internal
 
@@ -71,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="dpgnn-audit", description="Audit the privacy claims of DP graph neural networks.")
     parser.add_argument("--debug", action="store_true", help="print the traceback of an error")
+    parser.add_argument("-q", "--quiet", action="store_true", help="notices off: warnings and errors only")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug records too")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("run", help="play the audit game and compare the ε lower bound with the claim")
@@ -171,9 +174,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("runs", nargs="+")
 
     _add_campaign_parser(sub)
-    for command in sub.choices.values():  # --debug after the command too (``run ... --debug``)
+    for command in sub.choices.values():  # --debug, --quiet, --verbose after the command too (``run ... --debug``)
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                              help="print the traceback of an error")
+        command.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                             help="notices off: warnings and errors only")
+        command.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                             help="debug records too")
     return parser
 
 
@@ -642,6 +649,10 @@ COMMANDS = {"run": cmd_run, "accounting": cmd_accounting, "train": cmd_train, "e
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.quiet and args.verbose:
+        print("dpgnn-audit: error: --quiet and --verbose exclude each other", file=sys.stderr)
+        return ExitCode.USAGE
+    audit_log.set_verbosity(quiet=args.quiet, verbose=args.verbose)
     try:
         return int(COMMANDS[args.command](args))
     except BrokenPipeError:

@@ -36,9 +36,12 @@ from audit.run_outcome import make_result, save_result
 from audit.run_spec import AuditSpec, RunSetup, build_target, setup_run, stream_seed
 from audit.sequential_run import AUTO_SHAPE, worlds
 from audit.store import Store, run_key
+from audit.log import get as _logger
 from canaries import base as canaries
 from targets import base as targets
 from targets.base import Level
+
+log = _logger(__name__)
 
 # ---------------------------------------------------------------------------------------------
 # running an audit
@@ -197,7 +200,7 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
         memory = memory_plan.plan(worker_objects(setup)[0], pair.world(1), batch, jobs)
         batch = setup.batch = memory.batch
         if progress:
-            print(memory.line(jobs), file=sys.stderr)
+            log.info(memory.line(jobs))
     bar = None
     if progress and todo:
         from tqdm.auto import tqdm
@@ -299,8 +302,8 @@ def _resume(store: Store, key: str, spec: AuditSpec, code: dict[str, Any], *, fr
     if reused and not quiet:
         created = store.created(key)
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(created)) if created else "?"
-        print(f"reusing {reused:,} of {spec.trials:,} trials stored on {when} by {provenance.describe(code)} "
-              f"(--fresh to replay them)", file=sys.stderr)
+        log.info(f"reusing {reused:,} of {spec.trials:,} trials stored on {when} by {provenance.describe(code)} "
+                 f"(--fresh to replay them)")
     return {i for i in range(spec.trials) if i not in done}
 
 

@@ -41,7 +41,6 @@ per-world caches are built once for them all.
 from __future__ import annotations
 
 import math
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -56,6 +55,7 @@ from attacks.gradient import drawn_with_batch
 from attacks.metrics import auc_lower, rates_at
 from audit import estimators, game, pilot_plan
 from audit.budget import Budget
+from audit.log import get as _logger
 from audit.result import Result
 from audit.shared_setup import SharedSetup
 from audit.store import Store
@@ -64,6 +64,8 @@ from canaries import base as canaries
 from targets import base as targets
 from targets.base import Level
 from targets.common.noise import NoiseLaw
+
+log = _logger(__name__)
 
 #: share of the budget the pilots may spend
 PILOT_SHARE = 0.3
@@ -320,7 +322,7 @@ def run(spec: game.AuditSpec, budget: Budget, *, out: str | Path = "results", jo
         final = replace(spec, attack=attack, canary=winner.canary, level=winner.level, trials=trials, trial_stream=0,
                         estimator=estimator)
         if progress:
-            print(f"portfolio: certifying {winner.label} on {trials:,} fresh trials ({why})", file=sys.stderr)
+            log.info(f"portfolio: certifying {winner.label} on {trials:,} fresh trials ({why})")
         result = game.run_audit(final, out=out, jobs=jobs, progress=progress, fresh=fresh, sequential=True,
                                 shared=shared)
     finally:
@@ -442,8 +444,8 @@ def _pilots(spec: game.AuditSpec, pool: list[Candidate], meter: Meter, claim: ta
             pool = _act_on_deviation(cand.level, failed, pool, rows, keep=lambda name: scale_only and attacks.make(
                 name).linear_in_release(result.canary))
         if progress:
-            print(f"pilot {cand.label}: held-out ε_lb {stat['heldout_eps_lb']:.3f}, AUC {stat['heldout_auc']:.3f} "
-                  f"({n} trials, {time.time() - start:.0f}s)", file=sys.stderr)
+            log.info(f"pilot {cand.label}: held-out ε_lb {stat['heldout_eps_lb']:.3f}, AUC {stat['heldout_auc']:.3f} "
+                     f"({n} trials, {time.time() - start:.0f}s)")
     return rows
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
@@ -13,7 +12,10 @@ import numpy as np
 
 from audit import data as datasets
 from audit import estimators
+from audit.log import get as _logger
 from targets import base as targets
+
+log = _logger(__name__)
 
 
 @dataclass
@@ -137,5 +139,5 @@ def preprocessed(target: targets.Target, graph: Any) -> Any:
     """`graph` after the target's own preprocessing, with its one-line notice on stderr."""
     graph, notice = target.preprocess(graph)
     if notice:
-        print(notice, file=sys.stderr)
+        log.info(notice)
     return graph
