@@ -241,5 +241,18 @@ def test_auto_false_alarms_within_confidence(mechanism, eps):
 def test_modules_import_in_any_order(module):
     import subprocess
     import sys
-    code = f"import {module}; from audit.estimators import fdp, SequentialAudit, choose_method; print('ok')"
+    code = (f"import {module}; from audit.estimators import fdp; from audit.group_sequential import SequentialAudit; "
+            "from audit.shape_check import choose_method; print('ok')")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "ok"
+
+
+def test_the_names_once_handed_out_lazily_warn_and_still_work():
+    """Issue #46: no lazy module handout; the old names are deprecated aliases until 0.3.0."""
+    from audit import estimators, group_sequential, shape_check
+
+    with pytest.warns(DeprecationWarning, match="moved to audit.group_sequential.SequentialAudit"):
+        assert estimators.SequentialAudit is group_sequential.SequentialAudit
+    with pytest.warns(DeprecationWarning, match="moved to audit.shape_check.choose_method"):
+        assert estimators.choose_method is shape_check.choose_method
+    with pytest.raises(AttributeError):
+        estimators.no_such_name

@@ -7,17 +7,17 @@
 * :mod:`audit.estimators.subsampled_fit`: the curve fit of the T-fold Poisson-subsampled Gaussian
   family (its curve in :mod:`audit.estimators.subsampled_curve`), called with the family's q and T.
 
-Everything is read through this package (``estimators.estimate(..., method=...)``); the sequential
-audits (:mod:`audit.group_sequential`) and the Gaussian shape check (:mod:`audit.shape_check`) are re-exported
-lazily, since they are built on it.
+Everything is read through this package (``estimators.estimate(..., method=...)``). The sequential
+audits live in :mod:`audit.group_sequential` and the Gaussian shape check in :mod:`audit.shape_check`,
+both built on this package: import them from there (their old names here warn until 0.3.0).
 """
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import Any
 
-from audit.estimators import core as _core
-from audit.estimators import trade_off as _trade_off
+from audit.estimators import trade_off as _trade_off  # noqa: F401 -- registers fdp into core's dispatch
 from audit.estimators.core import *  # noqa: F401,F403
 from audit.estimators.core import (METHODS, Estimate, auc, cp_lower, cp_upper, eps_from_rates,  # noqa: F401
                                    estimate, max_certifiable_eps, one_run, one_run_epsilon, one_run_p_value,
@@ -25,15 +25,16 @@ from audit.estimators.core import (METHODS, Estimate, auc, cp_lower, cp_upper, e
 from audit.estimators.trade_off import (RocBand, fdp, fdp_band, gaussian_tradeoff, one_run_fdp,  # noqa: F401
                                         one_run_fdp_epsilon, one_run_fdp_mu)
 
-_LAZY = {**{n: "audit.group_sequential" for n in ("Decision", "SequentialAudit", "look_schedule")},
-         **{n: "audit.shape_check" for n in ("ShapeCheck", "choose_method", "gaussian_shape_check", "auto_estimate")}}
+#: names once handed out here lazily from the modules built on this package (a hidden import cycle):
+#: deprecated, until 0.3.0
+_MOVED = {**{n: "audit.group_sequential" for n in ("Decision", "SequentialAudit", "look_schedule")},
+          **{n: "audit.shape_check" for n in ("ShapeCheck", "choose_method", "gaussian_shape_check", "auto_estimate")}}
 
 
 def __getattr__(name: str) -> Any:
-    """The modules built on this package, and ``core``'s private helpers (``estimators.cp_bound``)."""
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    for module in (_core, _trade_off):
-        if hasattr(module, name):
-            return getattr(module, name)
+    """A deprecated old name (:data:`_MOVED`), with a DeprecationWarning naming its home."""
+    if name in _MOVED:
+        warnings.warn(f"audit.estimators.{name} moved to {_MOVED[name]}.{name}; the old name goes in 0.3.0",
+                      DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(_MOVED[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
