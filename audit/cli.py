@@ -5,15 +5,35 @@ import argparse
 import json
 import math
 import sys
+import tempfile
+import time
 import traceback
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from audit import campaign
+import torch
+
+from attacks import base as attacks
+from attacks.base import auto_attacks
+from attacks.base import make as make_attack
+from attacks.gmia import run_gmia
+from attacks.linkteller import run_linkteller
+from audit import campaign, catalogue, data, estimators, portfolio, regress_auto, run_report
 from audit import log as audit_log
+from audit.budget import BudgetError, parse
+from audit.campaign_report import write_campaign_report
 from audit.data import DatasetError
 from audit.exit_status import ExitCode, is_usage_error, report_internal
-
+from audit.game import AuditSpec, auto_trials, run_audit, setup_run
+from audit.private_fit import fit_accuracy
+from audit.result import number, readable_name
+from audit.run_spec import preprocessed
+from canaries import base as canaries
+from canaries import sensitivity
+from graphs.datasets import load
+from targets import base
+from targets.base import LEVELS, build, one_torch_thread, parse_assignments
 
 class UserError(Exception):
     """A mistake in the command line or its inputs: printed without a traceback, exit status 2."""
@@ -62,14 +82,10 @@ def _add_target_args(p: argparse.ArgumentParser, *, epsilon_default: float | Non
 
 
 def _params(args: argparse.Namespace) -> dict[str, str]:
-    from targets.base import parse_assignments
-
     return parse_assignments([item for group in args.set for item in group])
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from targets.base import LEVELS
-
     parser = argparse.ArgumentParser(prog="dpgnn-audit", description="Audit the privacy claims of DP graph neural networks.")
     parser.add_argument("--debug", action="store_true", help="print the traceback of an error")
     parser.add_argument("-q", "--quiet", action="store_true", help="notices off: warnings and errors only")
@@ -190,13 +206,6 @@ def _emit(obj: Any, as_json: bool, text: str) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
-    from attacks.base import auto_attacks
-    from audit import run_report
-    from audit.game import AuditSpec, run_audit, setup_run
-    from targets.base import one_torch_thread
-
     if args.jobs < 1:
         raise UserError(f"--jobs must be >= 1, got {args.jobs}")
     if args.batch < 0:
@@ -226,9 +235,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     for a in attacks:
         one = replace(spec, attack=a)
         if auto and spec.mode == "multi":
-            from attacks.base import make as make_attack
-            from audit.game import auto_trials
-
             level = make_attack(a).levels[0] if spec.level == "auto" else spec.level
             n, note = auto_trials(setup.claim, level, spec.confidence)
             print(f"{a}: {note}", file=sys.stderr)
@@ -251,9 +257,6 @@ def _portfolio_run(args: argparse.Namespace) -> bool:
 
 
 def _budget(text: str | None) -> Any:
-    from audit import portfolio
-    from audit.budget import BudgetError, parse
-
     try:
         return portfolio.DEFAULT_BUDGET if text is None else parse(text)
     except BudgetError as err:
@@ -261,9 +264,6 @@ def _budget(text: str | None) -> Any:
 
 
 def _cmd_portfolio(args: argparse.Namespace) -> int:
-    from audit import portfolio, run_report
-    from audit.game import AuditSpec
-
     if args.jobs < 1:
         raise UserError(f"--jobs must be >= 1, got {args.jobs}")
     budget = _budget(args.budget)
@@ -279,10 +279,6 @@ def _cmd_portfolio(args: argparse.Namespace) -> int:
 
 
 def cmd_accounting(args: argparse.Namespace) -> int:
-    from audit import data
-    from audit.run_spec import preprocessed
-    from targets.base import build
-
     target = build(args.target, epsilon=args.epsilon, delta=args.delta, bug=args.bug, device=args.device,
                    **_params(args))
     graph = preprocessed(target, data.load(args.dataset, root=args.data_root))
@@ -300,9 +296,6 @@ def cmd_accounting(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from audit.private_fit import fit_accuracy
-    from targets.base import build
-
     target = build(args.target, epsilon=args.epsilon, delta=args.delta, bug=args.bug, device=args.device,
                    **_params(args))
     fitted = fit_accuracy(target, args.dataset, root=args.data_root, seed=args.seed)
@@ -336,8 +329,6 @@ def _read_scores(path: str) -> list[float]:
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:
-    from audit import estimators
-
     out, inn = _read_scores(args.scores_out), _read_scores(args.scores_in)
     if args.delta is None:
         raise UserError("--delta needs a value in [0, 1) (0: a pure ε-DP claim)")
@@ -353,11 +344,6 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from audit import data, estimators
-    from attacks import base as attacks
-    from canaries import base as canaries
-    from targets import base
-
     if args.target:
         return _list_target(args.target, args.json)
 
@@ -379,8 +365,6 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def _list_target(name: str, as_json: bool) -> int:
-    from targets import base
-
     cls = base.get(name)
     rows = base.config_help(cls.Config)
     width = max(len(r["key"]) for r in rows)
@@ -394,8 +378,6 @@ def _list_target(name: str, as_json: bool) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from audit import run_report
-
     try:
         result = run_report.load_result(args.run)
     except (FileNotFoundError, run_report.NotAResult) as err:
@@ -427,8 +409,6 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from audit import run_report
-
     results = []
     for r in args.runs:
         try:
@@ -444,12 +424,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_regress(args: argparse.Namespace) -> int:
-    import tempfile
-    import time
-
-    from audit import catalogue
-    from audit.game import run_audit
-
     todo = catalogue.entries(quick=args.quick, target=args.target)
     if not todo:
         raise UserError(f"no catalogue entry for target {args.target!r}")
@@ -503,10 +477,6 @@ def cmd_regress(args: argparse.Namespace) -> int:
 
 
 def _regress_auto(args: argparse.Namespace, todo: list[Any]) -> int:
-    import tempfile
-
-    from audit import regress_auto
-
     budget = _budget(args.budget)
     rows = []
     with tempfile.TemporaryDirectory(prefix="dpgnn-regress-auto-") as tmp:
@@ -523,19 +493,12 @@ def _regress_auto(args: argparse.Namespace, todo: list[Any]) -> int:
 
 
 def cmd_attack(args: argparse.Namespace) -> int:
-    from audit import data
-    from targets.base import build
-
     target = build(args.target, epsilon=args.epsilon, delta=args.delta, bug=args.bug, device=args.device,
                    **_params(args))
     graph = data.load(args.dataset, root=args.data_root, seed=args.seed)
     if args.name == "linkteller":
-        from attacks.linkteller import run_linkteller
-
         metrics = run_linkteller(target, graph, n_pairs=args.pairs, rng=args.seed)
     else:
-        from attacks.gmia import run_gmia
-
         metrics = run_gmia(target, graph, rng=args.seed, drop_isolated=args.drop_isolated)
     metrics = {k: v for k, v in metrics.items() if not isinstance(v, (dict, list))}
     claim = target.claim(graph)
@@ -565,11 +528,6 @@ def _add_campaign_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def cmd_campaign(args: argparse.Namespace) -> int:
-    import torch
-
-    from audit.campaign_report import write_campaign_report
-    from audit.result import number
-
     if args.jobs < 1:
         raise campaign.CampaignError(f"--jobs must be >= 1, got {args.jobs}")
     plan = campaign.load(args.config, quick=args.quick, only=args.only)
@@ -622,11 +580,6 @@ SENSITIVITY_STATUS = {"pass": 0, "no witness found": 0, "violation": 1, "not pro
 
 
 def cmd_sensitivity(args: argparse.Namespace) -> int:
-    from canaries import sensitivity
-    from graphs.datasets import load
-    from audit.result import readable_name
-    from targets.base import build
-
     if not 1 <= args.max_nodes <= 7:
         raise UserError(f"--max-nodes must be in 1..7, got {args.max_nodes}")
     target = build(args.target, epsilon=args.epsilon, delta=args.delta, bug=args.bug, device=args.device,
