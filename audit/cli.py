@@ -205,7 +205,7 @@ def _emit(obj: Any, as_json: bool, text: str) -> None:
     print(json.dumps(obj, indent=2, sort_keys=True, default=str) if as_json else text)
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def cmd_run(args: argparse.Namespace) -> ExitCode:
     if args.jobs < 1:
         raise UserError(f"--jobs must be >= 1, got {args.jobs}")
     if args.batch < 0:
@@ -248,7 +248,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     records = [r.to_dict() for r in results]
     _emit(records[0] if len(records) == 1 else records, args.json, text)
     violated = any(r.verdict == "VIOLATION" for r in results)
-    return 1 if args.fail_on_violation and violated else 0
+    return ExitCode.VIOLATION if args.fail_on_violation and violated else ExitCode.OK
 
 
 def _portfolio_run(args: argparse.Namespace) -> bool:
@@ -263,7 +263,7 @@ def _budget(text: str | None) -> Any:
         raise UserError(f"--budget: {err}") from None
 
 
-def _cmd_portfolio(args: argparse.Namespace) -> int:
+def _cmd_portfolio(args: argparse.Namespace) -> ExitCode:
     if args.jobs < 1:
         raise UserError(f"--jobs must be >= 1, got {args.jobs}")
     budget = _budget(args.budget)
@@ -275,10 +275,10 @@ def _cmd_portfolio(args: argparse.Namespace) -> int:
     text = (run_report.table(result) + "\n\n" + portfolio.render(result.extra["portfolio"])
             + f"\n\nresult: {Path(args.out) / (result.run_id + '.json')}")
     _emit(result.to_dict(), args.json, text)
-    return 1 if args.fail_on_violation and result.verdict == "VIOLATION" else 0
+    return ExitCode.VIOLATION if args.fail_on_violation and result.verdict == "VIOLATION" else ExitCode.OK
 
 
-def cmd_accounting(args: argparse.Namespace) -> int:
+def cmd_accounting(args: argparse.Namespace) -> ExitCode:
     target = build(args.target, epsilon=args.epsilon, delta=args.delta, bug=args.bug, device=args.device,
                    **_params(args))
     graph = preprocessed(target, data.load(args.dataset, root=args.data_root))
@@ -292,10 +292,10 @@ def cmd_accounting(args: argparse.Namespace) -> int:
         lines.append(f"μ (GDP)     {claim['gdp_mu']:.6g}")
     lines += [f"{k:<11} {v}" for k, v in claim["details"].items()]
     _emit(claim, args.json, "\n".join(lines))
-    return 0
+    return ExitCode.OK
 
 
-def cmd_train(args: argparse.Namespace) -> int:
+def cmd_train(args: argparse.Namespace) -> ExitCode:
     target = build(args.target, epsilon=args.epsilon, delta=args.delta, bug=args.bug, device=args.device,
                    **_params(args))
     fitted = fit_accuracy(target, args.dataset, root=args.data_root, seed=args.seed)
@@ -307,7 +307,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     text = (f"{args.target} on {args.dataset}, ε = {claim.epsilon:.4g}, δ = {claim.delta:.3g}: "
             + ", ".join(f"{k} {v:.4f}" for k, v in acc.items()) + f"  ({out['wall_time_s']:.1f}s)")
     _emit(out, args.json, text)
-    return 0
+    return ExitCode.OK
 
 
 def _read_scores(path: str) -> list[float]:
@@ -328,7 +328,7 @@ def _read_scores(path: str) -> list[float]:
     return values
 
 
-def cmd_estimate(args: argparse.Namespace) -> int:
+def cmd_estimate(args: argparse.Namespace) -> ExitCode:
     out, inn = _read_scores(args.scores_out), _read_scores(args.scores_in)
     if args.delta is None:
         raise UserError("--delta needs a value in [0, 1) (0: a pure ε-DP claim)")
@@ -340,10 +340,10 @@ def cmd_estimate(args: argparse.Namespace) -> int:
             f"max certifiable {d['max_certifiable_eps']}; AUC {d['auc']:.4f}; counts {est.counts}"
             + (f"\nassumes: {est.assumption}" if est.assumption else ""))
     _emit(d, args.json, text)
-    return 0
+    return ExitCode.OK
 
 
-def cmd_list(args: argparse.Namespace) -> int:
+def cmd_list(args: argparse.Namespace) -> ExitCode:
     if args.target:
         return _list_target(args.target, args.json)
 
@@ -361,10 +361,10 @@ def cmd_list(args: argparse.Namespace) -> int:
               f"canaries:   {', '.join(info['canaries'])}, edge:U-V (one named edge)",
               f"estimators: {', '.join(info['estimators'])}", f"datasets:   {', '.join(info['datasets'])}"]
     _emit(info, args.json, "\n".join(lines))
-    return 0
+    return ExitCode.OK
 
 
-def _list_target(name: str, as_json: bool) -> int:
+def _list_target(name: str, as_json: bool) -> ExitCode:
     cls = base.get(name)
     rows = base.config_help(cls.Config)
     width = max(len(r["key"]) for r in rows)
@@ -374,10 +374,10 @@ def _list_target(name: str, as_json: bool) -> int:
         lines += ["", "planted bugs (--bug NAME):"] + [f"  {b:<26} {what}" for b, what in cls.bugs.items()]
     _emit({"target": name, "levels": list(cls.levels), "config": rows, "bugs": dict(cls.bugs)}, as_json,
           "\n".join(lines))
-    return 0
+    return ExitCode.OK
 
 
-def cmd_report(args: argparse.Namespace) -> int:
+def cmd_report(args: argparse.Namespace) -> ExitCode:
     try:
         result = run_report.load_result(args.run)
     except (FileNotFoundError, run_report.NotAResult) as err:
@@ -400,15 +400,15 @@ def cmd_report(args: argparse.Namespace) -> int:
         md.write_text(run_report.markdown(result))
         print(run_report.table(result))
         print(f"\nreport: {md}")
-        return 0
+        return ExitCode.OK
     image = run_report.plot(result, folder / f"{run_id}.png")
     md.write_text(run_report.markdown(result, image.name))
     print(run_report.table(result, scores))
     print(f"\nreport: {md}\nplot:   {image}")
-    return 0
+    return ExitCode.OK
 
 
-def cmd_compare(args: argparse.Namespace) -> int:
+def cmd_compare(args: argparse.Namespace) -> ExitCode:
     results = []
     for r in args.runs:
         try:
@@ -420,10 +420,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if not results:
         raise UserError("no result JSON among the files given")
     print(run_report.compare(results))
-    return 0
+    return ExitCode.OK
 
 
-def cmd_regress(args: argparse.Namespace) -> int:
+def cmd_regress(args: argparse.Namespace) -> ExitCode:
     todo = catalogue.entries(quick=args.quick, target=args.target)
     if not todo:
         raise UserError(f"no catalogue entry for target {args.target!r}")
@@ -473,10 +473,10 @@ def cmd_regress(args: argparse.Namespace) -> int:
             print(f"  {t} --bug {bug}: {why}")
     if args.json:
         print(json.dumps({"rows": rows, "not_yet_caught": {f"{t}:{b}": w for (t, b), w in gaps.items()}}, indent=2))
-    return 1 if failed else 0
+    return ExitCode.VIOLATION if failed else ExitCode.OK
 
 
-def _regress_auto(args: argparse.Namespace, todo: list[Any]) -> int:
+def _regress_auto(args: argparse.Namespace, todo: list[Any]) -> ExitCode:
     budget = _budget(args.budget)
     rows = []
     with tempfile.TemporaryDirectory(prefix="dpgnn-regress-auto-") as tmp:
@@ -492,7 +492,7 @@ def _regress_auto(args: argparse.Namespace, todo: list[Any]) -> int:
     return ExitCode.VIOLATION if any(regress_auto.fails(r, tolerate_false_alarms=tolerate) for r in rows) else ExitCode.OK
 
 
-def cmd_attack(args: argparse.Namespace) -> int:
+def cmd_attack(args: argparse.Namespace) -> ExitCode:
     target = build(args.target, epsilon=args.epsilon, delta=args.delta, bug=args.bug, device=args.device,
                    **_params(args))
     graph = data.load(args.dataset, root=args.data_root, seed=args.seed)
@@ -507,7 +507,7 @@ def cmd_attack(args: argparse.Namespace) -> int:
     width = max(map(len, metrics))
     _emit(metrics, args.json, "\n".join(f"{k.ljust(width)}  {v:.4f}" if isinstance(v, float) else
                                          f"{k.ljust(width)}  {v}" for k, v in metrics.items()))
-    return 0
+    return ExitCode.OK
 
 
 def _add_campaign_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -527,7 +527,7 @@ def _add_campaign_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def cmd_campaign(args: argparse.Namespace) -> int:
+def cmd_campaign(args: argparse.Namespace) -> ExitCode:
     if args.jobs < 1:
         raise campaign.CampaignError(f"--jobs must be >= 1, got {args.jobs}")
     plan = campaign.load(args.config, quick=args.quick, only=args.only)
@@ -535,12 +535,12 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     if args.report_only:
         readme = write_campaign_report(out)
         print(f"regenerated {readme}")
-        return 0
+        return ExitCode.OK
     if args.dry_run:
         for i, row in enumerate(plan.rows, 1):
             print(f"[{i}/{len(plan.rows)}] {row.label} trials={row.spec.trials} params={row.spec.params}")
         print(f"{len(plan.rows)} rows, {sum(r.spec.trials for r in plan.rows)} trials")
-        return 0
+        return ExitCode.OK
     torch.set_num_threads(1)
     command = "python -m audit campaign " + " ".join(_argv_of(args))
     try:
@@ -549,13 +549,13 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print(f"\ninterrupted: finished rows are in {out / 'campaign.json'} and finished trials in the store; "
               "rerun the same command to resume", file=sys.stderr)
-        return 130
+        return ExitCode.INTERRUPTED
     n_v = sum(r.get("verdict") == "VIOLATION" and math.isfinite(number(r.get("claimed_epsilon"))) for r in doc["rows"])
     n_e = sum(r.get("verdict") == "ERROR" for r in doc["rows"])
     ran = doc.get("ran_now", 0)
     session = f"{ran} run now, {len(doc['rows']) - ran} kept" if ran else "all kept from campaign.json, nothing run"
     print(f"{len(doc['rows'])} rows ({session}), {n_v} violation(s), {n_e} error(s); report: {out / 'README.md'}")
-    return 0
+    return ExitCode.OK
 
 
 def _argv_of(args: argparse.Namespace) -> list[str]:
@@ -579,7 +579,7 @@ def _argv_of(args: argparse.Namespace) -> list[str]:
 SENSITIVITY_STATUS = {"pass": 0, "no witness found": 0, "violation": 1, "not probed": 3}
 
 
-def cmd_sensitivity(args: argparse.Namespace) -> int:
+def cmd_sensitivity(args: argparse.Namespace) -> ExitCode:
     if not 1 <= args.max_nodes <= 7:
         raise UserError(f"--max-nodes must be in 1..7, got {args.max_nodes}")
     target = build(args.target, epsilon=args.epsilon, delta=args.delta, bug=args.bug, device=args.device,

@@ -1,4 +1,5 @@
-"""The library's notices go through logging; only the CLI prints (issue #46)."""
+"""The edge (issue #46): the library's notices go through logging, only the CLI prints, and every exit status
+comes from one enum."""
 import ast
 import logging
 from pathlib import Path
@@ -44,3 +45,12 @@ def test_the_cli_takes_quiet_and_verbose_before_or_after_the_command(capsys):
     assert cli_main(["list", "-v"]) == 0 and audit_log.LOGGER.level == logging.DEBUG
     assert cli_main(["list"]) == 0 and audit_log.LOGGER.level == logging.INFO
     assert cli_main(["-q", "list", "-v"]) == 2 and "exclude each other" in capsys.readouterr().err
+
+
+def test_every_exit_status_of_the_cli_comes_from_the_enum():
+    """No command returns a bare integer: each status is an ``ExitCode`` member."""
+    tree = ast.parse((REPO / "audit" / "cli.py").read_text())
+    bare = [f"line {node.lineno}" for node in ast.walk(tree)
+            if isinstance(node, ast.Return) and node.value is not None
+            and any(isinstance(c, ast.Constant) and isinstance(c.value, int) for c in ast.walk(node.value))]
+    assert not bare, f"bare integer exit statuses in audit/cli.py: {bare}"
