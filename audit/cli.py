@@ -576,7 +576,8 @@ def _argv_of(args: argparse.Namespace) -> list[str]:
 
 
 #: ``sensitivity``'s exit status by the probe's verdict (2 stays the command's error status)
-SENSITIVITY_STATUS = {"pass": 0, "no witness found": 0, "violation": 1, "not probed": 3}
+SENSITIVITY_STATUS = {"pass": ExitCode.OK, "no witness found": ExitCode.OK, "violation": ExitCode.VIOLATION,
+                      "not probed": ExitCode.NOT_PROBED}
 
 
 def cmd_sensitivity(args: argparse.Namespace) -> ExitCode:
