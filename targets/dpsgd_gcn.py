@@ -180,7 +180,10 @@ class DPSGDGCN(Target[DPSGDGCNConfig]):
         "no-noise": "adds no noise to the clipped sum while claiming the calibrated ε",
         "shuffled-batches": ("draws fixed-size batches from a shuffle per epoch of 1/q steps (each example, the "
                              "canary too, in exactly one step of each epoch) while accounting Poisson(q) sampling "
-                             "(Opacus #80)")}
+                             "(Opacus #80)"),
+        "normalised-by-batch-size": ("divides the noisy sum by the realised batch size (the canary counted when "
+                                     "in) instead of the expected q·n_train, while accounting the correct mechanism "
+                                     "(Opacus #571): the divisor, one larger with the canary, is data dependent")}
     catalogue: ClassVar[tuple[Entry, ...]] = CATALOGUE
     not_yet_caught: ClassVar[dict[str, str]] = {
         "shuffled-batches": ("the default audit does not yet read the sampler checks (audit/sampler_check.py), "
@@ -321,6 +324,9 @@ class DPSGDGCN(Target[DPSGDGCNConfig]):
                     if canary_in[k]:
                         total[k, :d] += g
             noisy = total + stacked_mlp.gaussian_noise(d, width, std, rngs).to(dev)
+            if self.bug("normalised-by-batch-size"):
+                extra = canary_in if slot is None else [None] * k_runs  # a canary node is already in `central`
+                noisy = noisy * _realised_rescale(central, extra, expected_batch).to(dev)
             noisy_cpu, clean_cpu = noisy[:, :d].cpu(), total[:, :d].cpu()
             for k, trace in enumerate(traces):
                 trace.steps.append(TraceStep(noisy=noisy_cpu[k].clone(), central=train_idx[central[k]],
@@ -372,6 +378,14 @@ class DPSGDGCN(Target[DPSGDGCNConfig]):
                 "dimension": sum(w.numel() for w in weights.values()), "mean_batch": float(np.mean([s.central.numel() for s in trace.steps])),
                 "fresh_noise_per_query": False}
         return Release(api=predict, weights=weights, mechanism=None, trace=trace, info=info)
+
+
+def _realised_rescale(central: torch.Tensor, canary_in: list[bool | None], expected_batch: float) -> torch.Tensor:
+    """The ``normalised-by-batch-size`` bug's factor E/B per run (K × 1): SGD steps on the noisy sum over
+    the realised batch B (the canary counted when in; at least 1) instead of the expected E, so in the
+    trace's units (sums over E) the release is the noisy sum times E/B."""
+    realised = central.sum(1).double() + torch.tensor([float(bool(c)) for c in canary_in], dtype=torch.float64)
+    return (expected_batch / realised.clamp(min=1.0)).float().unsqueeze(1)
 
 
 class _Shuffler:
