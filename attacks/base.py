@@ -185,6 +185,8 @@ register("learned-trace", "attacks.learned:LearnedTrace")
 register("learned-weights", "attacks.learned:LearnedWeights")
 register("learned-api", "attacks.learned:LearnedAPI")
 register("measured-law", "attacks.measured_law:MeasuredLawLRT")
+register("realised-mean-lrt", "attacks.realised_mean:RealisedMeanLRT")
+register("gradient-max", "attacks.step_max:StepMax")
 
 
 #: ``reversed:NAME`` is attack NAME with its score negated (the portfolio's choice where a pilot's

@@ -157,6 +157,9 @@ def _layer_views(flat: torch.Tensor, layers: list[tuple[int, int]]) -> list[tupl
     return out
 
 
+#: Poisson sampling at q = 0.1 on csbm's 180 training nodes (E = 18), 20 steps
+Q_TENTH = {"sampling_rate": "0.1"}
+
 #: this target's entries in the bug catalogue (``python -m audit regress``)
 CATALOGUE = (
     # DP-SGD: the known-correct reference and HeterPoisson (white-box gradient canaries on the trace)
@@ -165,6 +168,14 @@ CATALOGUE = (
     # masses, so auto would take cp, which cannot certify 4 at 200 trials; gdp at one held-out
     # threshold tests the μ-GDP claim whatever the scores' law
     Entry("dpsgd-gcn", "VIOLATION", bug="no-noise", epsilon=4, estimator="gdp", trials=200),
+    # Opacus #571 at q = 0.1 (E = 18): with the canary in, the release shrinks by B_o/(B_o + 1) ≈ 5 %, on all
+    # d = 579 coordinates and along the rest of the batch; the exact LLR of that release sees it
+    Entry("dpsgd-gcn", "VIOLATION", bug="normalised-by-batch-size", epsilon=2, params=Q_TENTH,
+          canary="dirac-gradient", attack="realised-mean-lrt", trials=400,
+          why="the noisy sum over the realised batch, accounted as over E; exact ε at q = 1 on a Dirac pair: "
+              "benchmarks/normalised_bug.md"),
+    Entry("dpsgd-gcn", "CONSISTENT", epsilon=2, params=Q_TENTH, canary="dirac-gradient",
+          attack="realised-mean-lrt", trials=400, why="the same audit on the correct target"),
 )
 
 
@@ -180,11 +191,17 @@ class DPSGDGCN(Target[DPSGDGCNConfig]):
         "no-noise": "adds no noise to the clipped sum while claiming the calibrated ε",
         "shuffled-batches": ("draws fixed-size batches from a shuffle per epoch of 1/q steps (each example, the "
                              "canary too, in exactly one step of each epoch) while accounting Poisson(q) sampling "
-                             "(Opacus #80)")}
+                             "(Opacus #80)"),
+        "normalised-by-batch-size": ("divides the noisy sum by the realised batch size (the canary counted when "
+                                     "in) instead of the expected q·n_train, while accounting the correct mechanism "
+                                     "(Opacus #571): the divisor, one larger with the canary, is data dependent")}
     catalogue: ClassVar[tuple[Entry, ...]] = CATALOGUE
     not_yet_caught: ClassVar[dict[str, str]] = {
-        "shuffled-batches": ("the default audit does not yet read the sampler checks (audit/sampler_check.py), "
-                             "which refuse its batches (tests/test_dpsgd_gcn_sampler_bugs.py); no catalogue entry yet")}
+        "shuffled-batches": ("the sampler checks refuse its batches and the default pilots the max-over-steps test "
+                             "(gradient-max), but on the game it plays (the canary in one uniform step of each epoch, "
+                             "the rest of the batch 0 on its coordinate) that test's exact ε is 0.41-0.72 of the "
+                             "Poisson claim for q in {0.05, 0.1}, 1-10 epochs, σ in [0.5, 2]: no VIOLATION is "
+                             "there to find (benchmarks/shuffle_vs_poisson.md)")}
     #: small audits where this target fixtures an attack's contract check: attack → (params, canary)
     attack_fixtures: ClassVar[dict[str, tuple[dict[str, str], str]]] = {
         **{name: ({}, "remove-node") for name in ("gmia", "lira", "lira-online", "rmia", "learned-weights")},
@@ -321,6 +338,9 @@ class DPSGDGCN(Target[DPSGDGCNConfig]):
                     if canary_in[k]:
                         total[k, :d] += g
             noisy = total + stacked_mlp.gaussian_noise(d, width, std, rngs).to(dev)
+            if self.bug("normalised-by-batch-size"):
+                extra = canary_in if slot is None else [None] * k_runs  # a canary node is already in `central`
+                noisy = noisy * _realised_rescale(central, extra, expected_batch).to(dev)
             noisy_cpu, clean_cpu = noisy[:, :d].cpu(), total[:, :d].cpu()
             for k, trace in enumerate(traces):
                 trace.steps.append(TraceStep(noisy=noisy_cpu[k].clone(), central=train_idx[central[k]],
@@ -372,6 +392,14 @@ class DPSGDGCN(Target[DPSGDGCNConfig]):
                 "dimension": sum(w.numel() for w in weights.values()), "mean_batch": float(np.mean([s.central.numel() for s in trace.steps])),
                 "fresh_noise_per_query": False}
         return Release(api=predict, weights=weights, mechanism=None, trace=trace, info=info)
+
+
+def _realised_rescale(central: torch.Tensor, canary_in: list[bool | None], expected_batch: float) -> torch.Tensor:
+    """The ``normalised-by-batch-size`` bug's factor E/B per run (K × 1): SGD steps on the noisy sum over
+    the realised batch B (the canary counted when in; at least 1) instead of the expected E, so in the
+    trace's units (sums over E) the release is the noisy sum times E/B."""
+    realised = central.sum(1).double() + torch.tensor([float(bool(c)) for c in canary_in], dtype=torch.float64)
+    return (expected_batch / realised.clamp(min=1.0)).float().unsqueeze(1)
 
 
 class _Shuffler:
