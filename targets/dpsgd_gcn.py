@@ -51,6 +51,8 @@ Cost: csbm (180 training nodes, d = 579, 20 steps), one CPU core: ≈ 2–3 ms a
 """
 from __future__ import annotations
 
+import functools
+import logging
 import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -110,9 +112,24 @@ class DPSGDGCNConfig(TargetConfig):
 
 def dpsgd_epsilon(noise_multiplier: float, *, sampling_rate: float, steps: int, delta: float,
                   orders=ORDERS) -> tuple[float, float]:
-    """(ε, best order) of T Poisson-subsampled Gaussian steps (RDP, improved conversion)."""
-    rdp = subsampled_gaussian_rdp(orders, sampling_rate, noise_multiplier, steps)
+    """(ε, best order) of T Poisson-subsampled Gaussian steps (RDP, improved conversion). dp-accounting
+    logs each fractional order it cannot bound (it is dropped, as ∞): those lines are silenced here."""
+    absl = logging.getLogger("absl")
+    level = absl.level
+    absl.setLevel(logging.ERROR)
+    try:
+        rdp = subsampled_gaussian_rdp(orders, sampling_rate, noise_multiplier, steps)
+    finally:
+        absl.setLevel(level)
     return rdp_to_dp(orders, rdp, delta, conversion="improved")
+
+
+@functools.lru_cache(maxsize=64)
+def calibrated_noise_multiplier(epsilon: float, *, sampling_rate: float, steps: int, delta: float) -> float:
+    """The σ at which :func:`dpsgd_epsilon` reads `epsilon` (seconds of RDP evaluations under
+    sampling: computed once per process for each configuration, not once per built target)."""
+    return calibrate_decreasing(lambda s: dpsgd_epsilon(s, sampling_rate=sampling_rate, steps=steps, delta=delta)[0],
+                                epsilon, lo=0.1, hi=2.0, rtol=1e-6)
 
 
 def propagate(graph: Any, hops: int) -> torch.Tensor:
@@ -209,7 +226,6 @@ class DPSGDGCN(Target[DPSGDGCNConfig]):
 
     def __init__(self, config: DPSGDGCNConfig | None = None, **overrides: Any) -> None:
         super().__init__(config, **overrides)
-        self._sigma_cache: dict[tuple, float] = {}
 
     # ------------------------------------------------------------------ accounting
     def plan(self, graph: Any) -> dict[str, Any]:
@@ -221,11 +237,7 @@ class DPSGDGCN(Target[DPSGDGCNConfig]):
         if cfg.noise_multiplier is not None:
             sigma = float(cfg.noise_multiplier)
         else:
-            key = tuple(sorted(kw.items())) + (cfg.epsilon,)
-            if key not in self._sigma_cache:
-                self._sigma_cache[key] = calibrate_decreasing(
-                    lambda s: dpsgd_epsilon(s, **kw)[0], cfg.epsilon, lo=0.1, hi=2.0, rtol=1e-6)
-            sigma = self._sigma_cache[key]
+            sigma = calibrated_noise_multiplier(float(cfg.epsilon), **kw)
         eps, order = dpsgd_epsilon(sigma, **kw)
         return dict(kw, n_train=n_train, noise_multiplier=sigma, noise_std=sigma * cfg.clip_norm,
                     epsilon=eps, order=order, expected_batch=q * n_train)
