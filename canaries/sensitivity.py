@@ -41,8 +41,6 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +54,7 @@ from canaries import witness as W
 from canaries.node import isolate
 from canaries.probe_graphs import atlas, canary_pairs, families
 from graphs.ops import undirected_pairs
+from targets.base import one_torch_thread
 from targets.common.probe import SampledStep, StepMap
 
 RTOL = 1e-6
@@ -543,25 +542,13 @@ def _label(target: Any) -> str:
 def probe(target: Any, graph: Data, *, candidates: int = 32, max_nodes: int = 5, use_families: bool = True,
           seed: int = 0, out: str | Path | None = None, dataset: str = "", tight: bool = False) -> ProbeReport:
     """Probe every step of `target` (its ``step_maps``); with `tight`, also the target's own tight
-    pair; with `out`, write each step's witness there and recompute it (on one torch thread:
-    :func:`one_thread`)."""
+    pair; with `out`, write each step's witness there and recompute it. On one torch thread, as a
+    run is (``one_torch_thread``): on two loaded cores index_add_ on 5 × 32 took 0.11 s with two
+    threads against 5 µs with one."""
     t0 = time.perf_counter()
-    with one_thread():
+    with one_torch_thread():  # many small ops: a second intra-op thread costs far more than it gives
         return _probe(target, graph, candidates=candidates, max_nodes=max_nodes, use_families=use_families,
                       seed=seed, out=out, dataset=dataset, tight=tight, t0=t0)
-
-
-@contextmanager
-def one_thread() -> Iterator[None]:
-    """torch on one intra-op thread for the probe's many small ops: each op on a few rows pays an
-    OpenMP fork and join, which on a loaded machine (more runnable threads than cores) waits for a
-    descheduled worker: index_add_ on 5 × 32 took 0.11 s with 2 threads against 5 µs with one."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def _probe(target: Any, graph: Data, *, candidates: int, max_nodes: int, use_families: bool, seed: int,
