@@ -15,6 +15,7 @@ at the played view. Then the bug leaks more than the correct system can on that 
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
 from collections.abc import Iterator
@@ -135,7 +136,10 @@ def correct_ceiling(entry: catalogue.Entry, canary: dict[str, Any], level: str, 
 
 def beyond_finding(eps_lb: float | str, ceiling: PairEpsilon) -> dict[str, Any]:
     """Whether ε_lb exceeds the correct system's exact ε on the pair (a Monte Carlo's upper end),
-    with both numbers and the sentence the table prints."""
+    with both numbers and the sentence the table prints. The upper end, not the point or the lower
+    end: "beyond" says the bug leaks more than the correct system can on this pair, which holds only
+    where ε_lb exceeds every value the Monte Carlo leaves possible; where its samples cannot bound
+    the tail (upper end ∞) the note says so, with the point, rather than count a guess."""
     top = None if ceiling.value is None else (ceiling.interval or (ceiling.value, ceiling.value))[1]
     lb = float(eps_lb) if not isinstance(eps_lb, str) else float("inf")
     record = {"correct_exact": ceiling.to_dict(), "beyond_finding": top is not None and lb > top}
@@ -145,6 +149,9 @@ def beyond_finding(eps_lb: float | str, ceiling: PairEpsilon) -> dict[str, Any]:
     else:
         how = "; ".join((ceiling.method, *(f"caveat: {c}" for c in ceiling.caveats)))
         exact = f"{top:.3g}, the exact ε of the correct system on this pair ({how})"
+        if math.isinf(top):
+            exact = (f"∞, the upper end of the correct system's exact ε on this pair (point {ceiling.value:.3g}; "
+                     f"its samples cannot bound the loss's tail at δ, so the bug is not shown to leak more; {how})")
         record["beyond_note"] = (f"caught beyond the finding: ε_lb {lb:.3g} > {exact}" if record["beyond_finding"]
                                  else f"not counted as caught: ε_lb {lb:.3g} ≤ {exact}")
     return record

@@ -13,7 +13,9 @@ domain, kept only where F grows (the step halves otherwise), until the step is n
 Starts (every free row set, not only the rows the canary touches): sign patterns on every row of a
 shared direction (the first feature, or spread over all features), at full and at half radius
 (a normalising map moves most where a sum is short); random rows at random radii; the target's own
-X; and the linear search's X. A maximum found this way is a lower bound on the step's Δ, not its
+X; and the linear search's X. The probe screens every pair with a short climb from the best
+start only and gives the full multi-start ascent to its finalists (:mod:`canaries.sensitivity`).
+A maximum found this way is a lower bound on the step's Δ, not its
 value: where it stays under the claim the probe says "searched, no witness found (a search, not a
 proof)".
 """
@@ -118,15 +120,20 @@ def climb(f: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, rows: torc
 
 def ascend(change: Callable[[torch.Tensor], torch.Tensor], norm: str, base: torch.Tensor, rows: torch.Tensor,
            radius: float, rng: np.random.Generator, *, count: int = 8, iters: int = 80,
-           extra: list[torch.Tensor] | None = None) -> tuple[float, torch.Tensor]:
-    """max over X in the domain of ‖change(X)‖ by :func:`climb` from every start: (value, X).
+           extra: list[torch.Tensor] | None = None, climbed: int | None = None) -> tuple[float, torch.Tensor]:
+    """max over X in the domain of ‖change(X)‖ by :func:`climb`: (value, X). Every start is
+    evaluated once; the `climbed` best of them (all when None) are climbed.
     `change(X)` = apply(g1, X) − apply(g0, X) (canary row excluded where the claim excludes it)."""
     def f(x: torch.Tensor) -> torch.Tensor:
         return objective(change(x), norm)
 
+    points = starts(base, rows, radius, rng, count, list(extra or []))
+    with torch.no_grad():
+        values = [float(f(x)) for x in points]
+    order = sorted(range(len(points)), key=lambda i: -values[i] if math.isfinite(values[i]) else math.inf)
     best, best_x = -1.0, base
-    for x0 in starts(base, rows, radius, rng, count, list(extra or [])):
-        value, x = climb(f, x0, rows, radius, iters=iters)
+    for i in order[:climbed]:
+        value, x = climb(f, points[i], rows, radius, iters=iters)
         if value > best:
             best, best_x = value, x
     return best, best_x.detach()

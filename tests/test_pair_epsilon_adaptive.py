@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from audit import pair_epsilon as PE
 from canaries.node import InsertHubNode
@@ -46,3 +47,21 @@ def test_the_check_releases_alone_never_give_an_adaptive_step_a_closed_form():
     found = PE.of_releases(v0, v1, pair, delta=DELTA, confidence=0.95, closed_only=True)
     assert found.value is None and found.method == PE.NOT_COMPUTABLE
     assert any("earlier noisy release" in r for r in found.not_covered)
+
+
+@pytest.mark.slow
+def test_the_issues_own_scale_hub_of_degree_180_at_delta_1e_5():
+    """Issue #44's case: csbm, an inserted hub of degree 180, s₁ = 20, s₂ = 15.44, δ = 1e-5. The
+    exact ε is the Monte Carlo over step 1's noise (never the closed form), and on the rows it
+    names (all but the hub's own) the by-hand value, μ² = 180/s₁² + 180/s₂² (μ = 1.0977, ε 4.88),
+    lies within its stated interval."""
+    target = build(f"{FILE}:TwoStepRenormalised", std_1=20.0, std_2=15.44, delta=1e-5)
+    pair = InsertHubNode(degree=180).worlds(load("csbm"), np.random.default_rng(0))
+    d = int((pair.g1.edge_index[0] == pair.node).sum())
+    assert d == 180
+    found = PE.of_run(target, pair, level="mechanism", delta=1e-5, confidence=0.95, seed=0, declared_ok=True)
+    truth = PE.gdp_pair_epsilon(math.sqrt(d / 20.0 ** 2 + d / 15.44 ** 2), 1e-5)
+    assert found.method == PE.MONTE_CARLO and "read(s) an earlier noisy release" in found.note
+    lo, hi = found.interval
+    assert lo <= truth <= hi and abs(found.value - truth) < 0.1 * truth
+    assert "rows compared" in PE.slack_line(target.claim(pair.g0).epsilon, found, 0.0)

@@ -154,3 +154,55 @@ def test_sensitivity_then_the_default_game_on_its_witness(cls, verdict, tmp_path
     w = f"witness:{step['witness']}"
     main(["run", "--target", target, "--dataset", w, "--canary", w, "--out", str(tmp_path / "r"), "--json"])
     assert json.loads(capsys.readouterr().out)["verdict"] == verdict
+
+
+def screening_pool():
+    """Three edge pairs (u = 0, v = 1 joined in world 1) whose true Δ is known: u and v isolated;
+    only u with another neighbour; both with one (the worst: 2K2 → P4). The worst comes last."""
+    def pair(edges):
+        g0 = make_graph(4, edges, name="pool")
+        g0.x = torch.zeros(4, H, dtype=torch.float64)
+        return g0, add_edge(g0, 0, 1)
+
+    return [pair([(2, 3)]), pair([(0, 2)]), pair([(0, 2), (1, 3)])]
+
+
+def screened_then_finished(step, screen):
+    """The probe's two stages on the pool: every pair screened with `screen`, one finalist kept
+    (S.select_finalists), and the full ascent on it: (index of the kept pair, its measured Δ)."""
+    screened = []
+    for i, (g0, g1) in enumerate(screening_pool()):
+        for m in S.measure_pair(step, g0, g1, "edge", (0, 1), np.random.default_rng(0), f"pair {i}", effort=screen):
+            if m.x_kind == "adversarial":
+                screened.append((m.ratio, len(screened), (g0, g1, "edge", (0, 1), f"pair {i}", "pool", m.x)))
+    ((g0, g1, kind, canary, label, _, x),) = S.select_finalists(screened, 1)
+    ms = S.measure_pair(step, g0, g1, kind, canary, np.random.default_rng(0), label, effort=S.LONG_ASCENT, seeds=(x,))
+    return int(label.split()[-1]), max(m.measured for m in ms)
+
+
+@pytest.mark.parametrize("cls, mutants", [
+    ("SharpenedTanh", [(6, 0, 3)]),
+    ("NormalisedSum", [(6, 0, 3), (2, 30, None)]),
+])
+def test_the_screen_keeps_the_worst_pair_and_a_wrong_screen_loses_it(cls, mutants):
+    """With one finalist, the screen (a short climb from the best starts) keeps the pair whose Δ is
+    largest, and the full ascent then reaches it. Mutants: a screen by the starting values alone (no
+    climb) ranks the isolated pair first on tanh(3·sum) (every row at once moves most from zero) and
+    the half-neighboured pair first on the normalised sum; the former short ascent (2 starts at fixed
+    radii, 30 iterations, every start climbed) stalls at √2 on the worst pair of the normalised sum."""
+    step = step_of(cls)
+    lower, _ = true_delta(cls)
+    kept, value = screened_then_finished(step, S.SCREEN)
+    assert kept == 2 and value >= 0.999 * lower
+    for screen in mutants:
+        kept, value = screened_then_finished(step, screen)
+        assert kept != 2 and value < 0.95 * lower
+
+
+def test_finalists_are_distinct_pairs_ranked_by_their_screen():
+    a, b, c = object(), object(), object()
+    entry = lambda g, x: (g, g, "edge", (0, 1), "l", "s", x)  # noqa: E731
+    screened = [(1.0, 0, entry(a, "a1")), (3.0, 1, entry(b, "b1")), (2.0, 2, entry(a, "a2")),
+                (3.0, 3, entry(b, "b2")), (0.5, 4, entry(c, "c"))]
+    assert [p[-1] for p in S.select_finalists(screened, 2)] == ["b1", "a2"]
+    assert [p[-1] for p in S.select_finalists(screened, 5)] == ["b1", "a2", "c"]

@@ -98,3 +98,18 @@ def test_only_errors_and_unlisted_misses_fail_the_catalogue():
     assert regress_auto.fails({**alarm, "error": "KeyError: x"}, tolerate_false_alarms=True)
     listed = [e for e in catalogue.entries() if e.auto_miss]
     assert listed and all(e.bug and e.expect == "VIOLATION" for e in listed)  # only planted bugs may be listed
+
+
+def test_a_monte_carlo_ceiling_with_an_unbounded_tail_counts_nothing_and_says_why():
+    """GAP fresh-inference-noise's case: ε_lb 9.82 above the correct system's Monte Carlo point 8.25
+    but not above its upper end ∞ (the samples cannot bound the tail at δ) is not counted, and the
+    note gives the point and the reason; above a finite upper end it counts."""
+    from audit.pair_epsilon import MONTE_CARLO, PairEpsilon
+
+    unbounded = PairEpsilon(value=8.25, method=MONTE_CARLO, delta=1e-5, interval=(7.82, float("inf")))
+    row = regress_auto.beyond_finding(9.82, unbounded)
+    assert not row["beyond_finding"]
+    assert "point 8.25" in row["beyond_note"] and "cannot bound" in row["beyond_note"]
+    bounded = PairEpsilon(value=8.25, method=MONTE_CARLO, delta=1e-5, interval=(7.82, 8.7))
+    assert regress_auto.beyond_finding(9.82, bounded)["beyond_finding"]
+    assert not regress_auto.beyond_finding(8.5, bounded)["beyond_finding"]  # above the point, not the upper end
