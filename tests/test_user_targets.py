@@ -50,13 +50,12 @@ ISSUE43 = {
     "issue43/low_rank_noise.py:LowRankNoise": "rank-8 noise in 32 columns",
     "issue43/quieter_last_hop.py:QuieterLastHop": "the last of two hops at half the std (true ε 3.35)",
     "issue43/partly_shared_noise.py:PartlySharedNoise": "noise 0.9-shared across two steps (true ε 7.54)",
+    "issue43/api_noiseless.py:ApiNoiseless": "posteriors from the noiseless aggregate: only the api view leaks",
 }
 ISSUE43_CONTROLS = ["issue43/api_from_release.py:ApiFromRelease", "issue43/extra_shared_noise.py:ExtraSharedNoise"]
-#: leaks of issue #43's suite the default does not certify in this version (said, not hidden)
-ISSUE43_NOT_CERTIFIED = {
-    "issue43/api_noiseless.py:ApiNoiseless": "posteriors from the noiseless aggregate: only the api view leaks, "
-                                             "and the pilots spend their share before they reach it",
-}
+#: leaks of issue #43's suite the default does not certify in this version (said, not hidden): none since the
+#: pilots reach every view's families before a second canary (the api one, ApiNoiseless, is in ISSUE43)
+ISSUE43_NOT_CERTIFIED: dict[str, str] = {}
 
 
 def _path(spec: str) -> str:
