@@ -122,3 +122,30 @@ def test_a_noiseless_tensor_left_in_an_unread_view_is_named_as_a_leak(small_csbm
     check = declared.check_declared(target, pair, seed=0, n=4, attack="mechanism-lrt", graph=small_csbm)
     assert check.unread_views == ["weights"]
     assert check.leaks and all("aggregate" in leak for leak in check.leaks)
+
+
+def test_the_learned_api_distinguisher_reads_the_api_only_leak_and_not_its_control(small_csbm):
+    """ApiNoiseless's posteriors come from the noiseless aggregate: the learned api distinguisher, reading
+    the canary's endpoints and neighbours on both worlds' graphs, separates its worlds on every release;
+    ApiFromRelease post-processes the noisy release, and its scores of the two worlds overlap."""
+    import numpy as np
+    import torch
+
+    from attacks.learned import LearnedAPI
+    from canaries.edge import RandomEdge
+    from targets.base import get
+
+    pair = RandomEdge().worlds(small_csbm, np.random.default_rng(0))
+
+    def scores(spec: str) -> tuple[list[float], list[float]]:
+        target = get(_path(spec))()
+        attack = LearnedAPI()
+        attack.bind_target(target)
+        attack.bind_run(0)
+        return tuple([attack.score(target.fit(pair.world(b), torch.Generator().manual_seed(500 + 2 * j + b)), pair)
+                      for j in range(12)] for b in (0, 1))
+
+    out, inn = scores("issue43/api_noiseless.py:ApiNoiseless")
+    assert max(out) < min(inn) or min(out) > max(inn)
+    out, inn = scores("issue43/api_from_release.py:ApiFromRelease")
+    assert not (max(out) < min(inn) or min(out) > max(inn))
