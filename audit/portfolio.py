@@ -330,7 +330,8 @@ def run(spec: game.AuditSpec, budget: Budget, *, out: str | Path = "results", jo
                                 shared=shared)
     finally:
         release_shared()
-    unreached = pilot_plan.unreached(pilot_plan.cover_order(pool), rows, lambda: Meter(budget, target, t0, probe),
+    unreached = pilot_plan.unreached(pilot_plan.cover_order(pool, _waiting), rows,
+                                     lambda: Meter(budget, target, t0, probe),
                                      pilot_size=lambda c: PILOT_TRIALS[c.level], share=PILOT_SHARE,
                                      in_trials=budget.trials is not None)
     record = {"budget": budget.describe(), "pilot_share": PILOT_SHARE, "pilot_stream": 1,
@@ -409,7 +410,7 @@ def _pilots(spec: game.AuditSpec, pool: list[Candidate], meter: Meter, claim: ta
     checks: dict[tuple[Any, ...], Any] = {}      # (view, pair) → its declared-model check's record
     probes: dict[str, targets.Release | None] = {}
     while pool:
-        cand = pool.pop(pilot_plan.next_index(pool, tried))
+        cand = pool.pop(pilot_plan.next_index(pool, tried, _waiting))
         tried.add(pilot_plan.family(cand))
         row: dict[str, Any] = {"level": cand.level, "attack": cand.attack, "canary": cand.canary,
                                **({"pointed_by": cand.pointed_by} if cand.pointed_by else {})}
@@ -451,6 +452,11 @@ def _pilots(spec: game.AuditSpec, pool: list[Candidate], meter: Meter, claim: ta
             print(f"pilot {cand.label}: held-out ε_lb {stat['heldout_eps_lb']:.3f}, AUC {stat['heldout_auc']:.3f} "
                   f"({n} trials, {time.time() - start:.0f}s)", file=sys.stderr)
     return rows
+
+
+def _waiting(cand: Candidate) -> bool:
+    """A score that waits for a deviation (``Attack.after_deviation``) and no deviation promoted."""
+    return attacks.get(cand.attack).after_deviation and not cand.pointed_by
 
 
 def _pair_key(pilot: game.AuditSpec, cand: Candidate, shared: SharedSetup, out: str | Path) -> tuple[Any, ...]:
