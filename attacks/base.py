@@ -106,6 +106,12 @@ class Attack:
         charges for it, :class:`audit.portfolio.Meter`). Default: :attr:`pair_cost`."""
         return cls.pair_cost
 
+    @classmethod
+    def pair_units_on(cls, target: Target, level: Level, release: Release | None) -> float:
+        """:meth:`pair_units`, where the cost depends on the release's shape read off `release` (one
+        probe release of the target; None: not drawn). Default: :meth:`pair_units`."""
+        return cls.pair_units(target, level)
+
     def same_score_as(self, release: Release, graph: Any, declared: dict[str, Any] | None) -> str | None:
         """The registered attack whose score equals this one's on the target's releases (read off one
         probe release of `graph`), given the declared-model check's record at the view (None: not
@@ -187,6 +193,7 @@ register("learned-api", "attacks.learned:LearnedAPI")
 register("measured-law", "attacks.measured_law:MeasuredLawLRT")
 register("realised-mean-lrt", "attacks.realised_mean:RealisedMeanLRT")
 register("gradient-max", "attacks.step_max:StepMax")
+register("measured-scale", "attacks.measured_scale:MeasuredScaleLRT")
 
 
 #: ``reversed:NAME`` is attack NAME with its score negated (the portfolio's choice where a pilot's

@@ -4,8 +4,11 @@ mechanism view).
 The declared-model check (:mod:`audit.declared`) can find that a target's noise is not what it
 declares (shared across steps or rows, missing from some entries, of another scale); a score that
 trusts the declaration then reads the wrong law. This one trusts nothing declared about the noise.
-It draws releases of each world from the target (generators of a namespace of its own, so no
-trial, pilot or certification, is ever fitted on), and measures:
+It draws releases of each world from the target, from generators
+``SeedSequence([run seed, bit, j, 0x3EA5])``: a function of the run's seed (:meth:`MeasuredLawLRT.bind_run`)
+in a namespace of its own, apart from both trial streams (``[stream seed, index, 0x5EED]``, three words)
+and from the learned distinguisher's training releases (``0x1EA2``), so no trial, pilot or
+certification, is ever fitted on. It measures:
 
 * the entries it reads: per step, the rows the canary moves most (by the declared means), a few
   rows it does not move, and every column's sum over all rows; all steps together, so that noise
@@ -46,6 +49,11 @@ BIG = 1e6
 #: a singular value this small beside the largest is an exact 0 of the residuals (float64 rounding)
 NULL_REL = 1e-7
 _FIT_NAMESPACE = 0x3EA5
+
+
+def fit_count(p: int) -> int:
+    """Fit releases per world for p entries read: twice the entries and some, within the bounds."""
+    return int(min(N_FIT_MAX, max(N_FIT_MIN, 2 * p + 8)))
 
 
 def _rows(t: torch.Tensor) -> np.ndarray:
@@ -175,25 +183,46 @@ class MeasuredLawLRT(Attack):
     exploits = ("any",)
     exploit_rank = 0
     after_deviation = True
-    #: about 2 × 256 fit releases of a mechanism view at the default declared 0.01 s each
-    pair_cost = 5.0
 
     def __init__(self) -> None:
         self.target: targets.Target | None = None
+        self.run_seed: int | None = None
         self._fitted: tuple[int, Layout, MeasuredLaw] | None = None
 
     def bind_target(self, target: targets.Target) -> None:
         self.target = target
 
+    def bind_run(self, seed: int) -> None:
+        self.run_seed = int(seed)
+
+    @classmethod
+    def pair_units(cls, target: Any, level: Level) -> float:
+        """The fit's work units, charged once per pair: 2 × :data:`N_FIT_MAX` fits of the view (the
+        most :func:`fit_count` draws; :meth:`pair_units_on` counts them on a release)."""
+        return 2 * N_FIT_MAX * float(target.trial_cost(level))
+
+    @classmethod
+    def pair_units_on(cls, target: Any, level: Level, release: targets.Release | None) -> float:
+        """The fit's work units on a release of the target's shape: 2 × :func:`fit_count` of the most
+        entries a :class:`Layout` reads there (every step's read rows and column sums) fits of the view."""
+        if release is None or not release.mechanism:
+            return cls.pair_units(target, level)
+        p = 0
+        for step in release.view(Level.MECHANISM):
+            out = _rows(step.output)
+            p += min(MOVED_ROWS + OTHER_ROWS, out.shape[0]) * out.shape[1] + out.shape[1]
+        return 2 * fit_count(p) * float(target.trial_cost(level))
+
     def applies_to(self, release: targets.Release, graph: Any = None) -> bool:
         return bool(release.mechanism)
 
     def fit_releases(self, pair: Any, bit: int, n: int) -> list[targets.Release]:
-        """n releases of world `bit` from generators no trial uses."""
-        if self.target is None:
-            raise ValueError("the measured-law attack measures the target's own releases: bind_target first")
-        rngs = [torch.Generator().manual_seed(int(np.random.SeedSequence([_FIT_NAMESPACE, bit, j])
-                                                  .generate_state(1)[0])) for j in range(n)]
+        """n releases of world `bit` from generators of the run's seed that no trial uses."""
+        if self.target is None or self.run_seed is None:
+            raise ValueError("the measured-law attack measures the target's own releases: bind_target and "
+                             "bind_run first (the game does both)")
+        rngs = [torch.Generator().manual_seed(int(np.random.SeedSequence([self.run_seed, bit, j, _FIT_NAMESPACE])
+                                                  .generate_state(2, np.uint64)[0] >> 1)) for j in range(n)]
         world = pair.world(bit)
         return self.target.fit_batch(world, rngs) if self.target.batched else [self.target.fit(world, r) for r in rngs]
 
@@ -201,7 +230,7 @@ class MeasuredLawLRT(Attack):
         if self._fitted is None or self._fitted[0] != id(pair):
             layout = Layout(release.view(Level.MECHANISM), pair)
             p = layout.features(release).size
-            n = int(min(N_FIT_MAX, max(N_FIT_MIN, 2 * p + 8)))
+            n = fit_count(p)
             x = [np.stack([layout.features(r) for r in self.fit_releases(pair, b, n)]) for b in (0, 1)]
             self._fitted = (id(pair), layout, MeasuredLaw(*x, shift=layout.shift))
         return self._fitted[1], self._fitted[2]

@@ -3,7 +3,8 @@ certified anything.
 
 * **Coverage.** The next pilot is the first candidate, in priority order, of a (view, attack family)
   not tried yet; only once every family has had its turn does a family get a second canary
-  (:func:`next_index`). A family is an attack's registry name.
+  (:func:`next_index`). A family is an attack's registry name. A score that waits for a deviation
+  (``Attack.after_deviation``) takes no such turn until a deviation promotes it.
 * **No duplicates.** Two candidates that resolve to one pair (``auto`` is the probe's witness, or
   two canaries pick the same edge) with the same score play the same trials, so the second is not
   played (:func:`pair_fingerprint`). Nor is a score that its attack says equals another's on this
@@ -31,9 +32,11 @@ def family(c: Any) -> Family:
     return str(level), str(attack)
 
 
-def next_index(pool: list[Any], tried: set[Family]) -> int:
-    """The pool index of the next pilot: the first candidate of a family not in `tried`, else 0."""
-    return next((k for k, c in enumerate(pool) if family(c) not in tried), 0)
+def next_index(pool: list[Any], tried: set[Family], waiting: Callable[[Any], bool] = lambda c: False) -> int:
+    """The pool index of the next pilot: the first candidate of a family not in `tried`, else 0. A
+    `waiting` candidate (a score that waits for a deviation, not promoted by one) has no turn of its
+    own: it is played where the pool's order reaches it, after every other candidate."""
+    return next((k for k, c in enumerate(pool) if family(c) not in tried and not waiting(c)), 0)
 
 
 def pair_fingerprint(played_on: Any) -> tuple[Any, ...]:
@@ -45,11 +48,11 @@ def pair_fingerprint(played_on: Any) -> tuple[Any, ...]:
             None if graph_canary else played_on.canary)
 
 
-def cover_order(pool: list[Any]) -> list[Any]:
+def cover_order(pool: list[Any], waiting: Callable[[Any], bool] = lambda c: False) -> list[Any]:
     """The pool in the order :func:`next_index` plays it (no check acting on a deviation)."""
     left, tried, out = list(pool), set(), []
     while left:
-        c = left.pop(next_index(left, tried))
+        c = left.pop(next_index(left, tried, waiting))
         tried.add(family(c))
         out.append(c)
     return out

@@ -310,7 +310,12 @@ def run(spec: game.AuditSpec, budget: Budget, *, out: str | Path = "results", jo
     pool, skipped = candidates(target, graph)
     if not pool:
         raise ValueError(f"no (level, attack, canary) in this version fits target {spec.target!r}")
-    meter = Meter(budget, target, t0)
+    probes: dict[str, targets.Release | None] = {}
+
+    def probe() -> targets.Release:
+        return _probe_release(target, graph, probes)
+
+    meter = Meter(budget, target, t0, probe)
     try:
         rows = _pilots(spec, pool, meter, claim, shared, out=out, jobs=jobs, fresh=fresh, progress=progress)
         piloted = [r for r in rows if r["status"] == "piloted"]
@@ -327,7 +332,8 @@ def run(spec: game.AuditSpec, budget: Budget, *, out: str | Path = "results", jo
                                 shared=shared)
     finally:
         release_shared()
-    unreached = pilot_plan.unreached(pilot_plan.cover_order(pool), rows, lambda: Meter(budget, target, t0),
+    unreached = pilot_plan.unreached(pilot_plan.cover_order(pool, _waiting), rows,
+                                     lambda: Meter(budget, target, t0, probe),
                                      pilot_size=lambda c: PILOT_TRIALS[c.level], share=PILOT_SHARE,
                                      in_trials=budget.trials is not None)
     record = {"budget": budget.describe(), "pilot_share": PILOT_SHARE, "pilot_stream": 1,
@@ -356,8 +362,9 @@ class Meter:
     check and caches the later ones share) or seconds. Trials and units spend the same on any
     machine; seconds do not."""
 
-    def __init__(self, budget: Budget, target: targets.Target, t0: float) -> None:
-        self.budget, self.target, self.t0 = budget, target, t0
+    def __init__(self, budget: Budget, target: targets.Target, t0: float,
+                 probe: Callable[[], targets.Release | None] = lambda: None) -> None:
+        self.budget, self.target, self.t0, self.probe = budget, target, t0, probe
         self.trials, self.units = 0, 0.0
         self.setups: set[tuple[str, ...]] = set()
 
@@ -367,7 +374,7 @@ class Meter:
         learned distinguisher's training releases)."""
         target = 0.0 if (cand.level, cand.canary) in self.setups else self.target.setup_cost()
         attack = 0.0 if (cand.level, cand.canary, cand.attack) in self.setups else \
-            attacks.get(cand.attack).pair_units(self.target, cand.level)
+            attacks.get(cand.attack).pair_units_on(self.target, cand.level, self.probe())
         return target + attack
 
     def pilot_size(self, cand: Candidate, rows_so_far: int) -> int:
@@ -405,7 +412,7 @@ def _pilots(spec: game.AuditSpec, pool: list[Candidate], meter: Meter, claim: ta
     checks: dict[tuple[Any, ...], Any] = {}      # (view, pair) → its declared-model check's record
     probes: dict[str, targets.Release | None] = {}
     while pool:
-        cand = pool.pop(pilot_plan.next_index(pool, tried))
+        cand = pool.pop(pilot_plan.next_index(pool, tried, _waiting))
         tried.add(pilot_plan.family(cand))
         row: dict[str, Any] = {"level": cand.level, "attack": cand.attack, "canary": cand.canary,
                                **({"pointed_by": cand.pointed_by} if cand.pointed_by else {})}
@@ -442,11 +449,16 @@ def _pilots(spec: game.AuditSpec, pool: list[Candidate], meter: Meter, claim: ta
             acted.add(cand.level)
             scale_only = _only_scale_off(result.declared)
             pool = _act_on_deviation(cand.level, failed, pool, rows, keep=lambda name: scale_only and attacks.make(
-                name).linear_in_release(result.canary))
+                name).linear_in_release(result.canary), tests=_failed_tests(result.declared))
         if progress:
             log.info(f"pilot {cand.label}: held-out ε_lb {stat['heldout_eps_lb']:.3f}, AUC {stat['heldout_auc']:.3f} "
                      f"({n} trials, {time.time() - start:.0f}s)")
     return rows
+
+
+def _waiting(cand: Candidate) -> bool:
+    """A score that waits for a deviation (``Attack.after_deviation``) and no deviation promoted."""
+    return attacks.get(cand.attack).after_deviation and not cand.pointed_by
 
 
 def _pair_key(pilot: game.AuditSpec, cand: Candidate, shared: SharedSetup, out: str | Path) -> tuple[Any, ...]:
@@ -487,17 +499,28 @@ def _deviation(declared: dict[str, Any] | None) -> str | None:
     return "; ".join(found) if found else str(declared.get("reason") or "the declared noise model failed its check")
 
 
+def _failed_tests(declared: dict[str, Any] | None) -> set[str]:
+    """The names of the tests the declared-model check failed: each step's failing tests (``scale``,
+    ``noise-free``, ...) and each joint deviation's (``shared-steps: ...``)."""
+    if not declared:
+        return set()
+    names = {str(t["name"]) for s in declared.get("steps") or [] for t in s.get("tests") or [] if not t.get("passed")}
+    return names | {str(d).split(":")[0].strip() for d in declared.get("deviations") or []}
+
+
 def _act_on_deviation(level: str, failed: str, pool: list[Candidate], rows: list[dict[str, Any]],
-                      keep: Callable[[str], bool] = lambda name: False) -> list[Candidate]:
+                      keep: Callable[[str], bool] = lambda name: False,
+                      tests: set[str] | None = None) -> list[Candidate]:
     """The declared model failed its check at `level`: no score there may rest on it any longer.
     Its pilots already played are set aside, those still to play are dropped, and the scores that
     exploit the deviation (``Attack.exploits``: the named test, or any deviation for the learned
     distinguisher) move to the front of the order. Returns the new order of what is left. `keep`:
     the scores kept though they read the model, where the check found only the std off and the
     score is linear in the release (a statistic whose law is then still a Gaussian of one
-    variance in both worlds, :func:`_gdp_valid`; its threshold is held out)."""
+    variance in both worlds, :func:`_gdp_valid`; its threshold is held out). `tests`: the failed tests'
+    names (:func:`_failed_tests`); else read off `failed`, each ``name: detail`` line."""
     why = f"the declared model failed its check at the {level} view ({failed})"
-    tests = {line.split(":")[0].strip() for line in failed.split(";")}
+    tests = tests or {line.split(":")[0].strip() for line in failed.split(";")}
 
     def rests(c: Candidate | dict[str, Any]) -> bool:
         name, lvl = (c.attack, c.level) if isinstance(c, Candidate) else (c["attack"], c["level"])
@@ -546,15 +569,19 @@ def _choose(piloted: list[dict[str, Any]], first: Candidate) -> tuple[Candidate,
 
 def _estimator(spec: game.AuditSpec, piloted: list[dict[str, Any]], winner: Candidate) -> tuple[str, str]:
     """The certification's estimator, chosen on the winner's held-out pilot trials: ``gdp`` where it
-    is valid (:func:`_gdp_valid`) and its held-out bound beats cp's; else the run's own (``auto``)."""
+    is valid (:func:`_gdp_valid`) and its held-out bound is not below cp's; else the run's own
+    (``auto``). A tie at 0 (neither certifies on the pilot's held-out half, a weak signal) goes to gdp:
+    where valid it reads the whole Gaussian curve, cp one point of it, and a weak signal certifies
+    something only that way (GAP's directed-edge finding at ε = 1: gdp 1.07, cp 0.24)."""
     row = next((r for r in piloted if (r["level"], r["attack"], r["canary"]) ==
                 (winner.level, winner.attack, winner.canary)), None)
     if spec.estimator != "auto" or row is None or not row.get("gdp_valid"):
         return spec.estimator, "the run's estimator (gdp is not valid for the winner, or it was named)"
-    if row["heldout_gdp_eps_lb"] <= row["heldout_eps_lb"]:
-        return spec.estimator, (f"the run's estimator: gdp's held-out bound {row['heldout_gdp_eps_lb']:.3f} does not "
-                                f"beat cp's {row['heldout_eps_lb']:.3f}")
-    return "gdp", (f"gdp ({row['gdp_valid']}): its held-out bound {row['heldout_gdp_eps_lb']:.3f} beats cp's "
+    if row["heldout_gdp_eps_lb"] < row["heldout_eps_lb"]:
+        return spec.estimator, (f"the run's estimator: gdp's held-out bound {row['heldout_gdp_eps_lb']:.3f} is below "
+                                f"cp's {row['heldout_eps_lb']:.3f}")
+    how = "beats" if row["heldout_gdp_eps_lb"] > row["heldout_eps_lb"] else "ties"
+    return "gdp", (f"gdp ({row['gdp_valid']}): its held-out bound {row['heldout_gdp_eps_lb']:.3f} {how} cp's "
                    f"{row['heldout_eps_lb']:.3f} on the winner's pilot")
 
 

@@ -90,7 +90,7 @@ class GaussianMechanism(Target[GaussianConfig]):
     attack_fixtures: ClassVar[dict[str, tuple[dict[str, str], str]]] = {
         "mechanism-lrt": ({}, "auto"), "linkteller": ({}, "random-edge"), "fresh-query": ({}, "random-edge"),
         "learned-mechanism": ({}, "auto"), "learned-api": ({}, "random-edge"), "exact-rows": ({}, "auto"),
-        "measured-law": ({}, "auto")}
+        "measured-law": ({}, "auto"), "measured-scale": ({}, "auto")}
 
     #: one aggregation A·X
     receptive_hops = 1

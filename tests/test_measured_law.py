@@ -110,6 +110,7 @@ def test_the_attack_separates_a_users_target_whose_steps_share_one_draw(small_cs
     pair = RandomEdge().worlds(small_csbm, np.random.default_rng(0))
     attack = MeasuredLawLRT()
     attack.bind_target(target)
+    attack.bind_run(0)
     scores = [attack.score_batch([target.fit(pair.world(b), torch.Generator().manual_seed(100 + 2 * j + b))
                                   for j in range(20)], pair, small_csbm) for b in (0, 1)]
     assert max(scores[0]) < min(scores[1])
@@ -139,4 +140,58 @@ def test_without_a_deviation_the_measured_law_waits_behind_every_other_candidate
     pool, _ = portfolio.candidates(target, load("csbm:n=120,features=8"))
     names = [c.attack for c in pool]
     first = names.index("measured-law")
-    assert first > 0 and set(names[first:]) == {"measured-law"}
+    assert first > 0 and set(names[first:]) == {"measured-law", "measured-scale"}  # the scores fitted per pair
+
+
+def test_the_fit_releases_come_from_the_run_seed_apart_from_the_trial_streams(small_csbm):
+    """Two runs of different seeds fit on different releases, one seed on the same ones; the fit's
+    generators are four-word SeedSequences (the trial streams' are three words: never equal)."""
+    import torch
+
+    from canaries.edge import RandomEdge
+    from targets.base import get
+    from test_user_targets import _path
+
+    target = get(_path("aggregation.py:Aggregation"))()
+    pair = RandomEdge().worlds(small_csbm, np.random.default_rng(0))
+
+    def first_fit(seed: int) -> torch.Tensor:
+        attack = MeasuredLawLRT()
+        attack.bind_target(target)
+        attack.bind_run(seed)
+        return attack.fit_releases(pair, 1, 2)[0].mechanism[0].output
+
+    assert torch.equal(first_fit(0), first_fit(0)) and not torch.equal(first_fit(0), first_fit(1))
+    unbound = MeasuredLawLRT()
+    unbound.bind_target(target)
+    with pytest.raises(ValueError, match="bind_run"):
+        unbound.fit_releases(pair, 0, 1)
+
+
+def test_the_budget_charges_the_fit_it_draws(small_csbm):
+    """pair_units_on counts the fit releases the Layout's entries ask for (2 × fit_count × the view's
+    cost), never more than pair_units, the most; the Meter charges it once per pair."""
+    import time
+
+    import torch
+
+    from attacks.measured_law import N_FIT_MAX, fit_count
+    from audit import portfolio
+    from audit.budget import Budget
+    from targets.base import get
+    from test_user_targets import _path
+
+    target = get(_path("aggregation.py:Aggregation"))()
+    release = target.fit(small_csbm, torch.Generator().manual_seed(0))
+    cols = release.mechanism[0].output.shape[1]
+    cost = target.trial_cost("mechanism")
+    expected = 2 * fit_count(7 * cols) * cost  # 6 rows read and the column sums, one step
+    assert MeasuredLawLRT.pair_units_on(target, "mechanism", release) == pytest.approx(expected)
+    most = MeasuredLawLRT.pair_units(target, "mechanism")
+    assert most == pytest.approx(2 * N_FIT_MAX * cost) and most >= expected
+    meter = portfolio.Meter(Budget(units=120.0), target, time.time(), lambda: release)
+    cand = portfolio.Candidate("mechanism", "measured-law", "auto")
+    meter.charge(cand, 40)
+    again = portfolio.Candidate("mechanism", "measured-law", "auto")
+    assert meter.setup_units(again) == 0.0
+    assert meter.units == pytest.approx(target.setup_cost() + expected + 40 * cost)

@@ -224,3 +224,21 @@ def test_the_table_says_which_views_were_not_reached_and_what_is_a_duplicate():
     assert "| 1 more (linkteller / auto @ api)" in table
     assert "view not reached: api (no pilot played there; its first candidate linkteller / auto): a budget of " \
            "about 131u would reach it" in table
+
+
+def test_a_score_that_waits_for_a_deviation_takes_no_coverage_turn_until_promoted():
+    """measured-law waits for a deviation (after_deviation): without one, every other candidate, second
+    canaries included, is played before it; once a deviation promotes it (pointed_by), its family's
+    turn comes first as any other's."""
+    C = portfolio.Candidate
+    pool = [C("mechanism", "mechanism-lrt", "auto"), C("mechanism", "learned-mechanism", "auto"),
+            C("mechanism", "mechanism-lrt", "isolating-edge"), C("mechanism", "exact-rows", "isolating-edge"),
+            C("mechanism", "measured-law", "auto"), C("mechanism", "measured-scale", "auto")]
+    order = pilot_plan.cover_order(pool, portfolio._waiting)
+    assert [c.attack for c in order][-2:] == ["measured-law", "measured-scale"]
+    assert [(c.attack, c.canary) for c in order][:3] == [("mechanism-lrt", "auto"), ("learned-mechanism", "auto"),
+                                                         ("exact-rows", "isolating-edge")]
+    promoted = [C("mechanism", "measured-law", "auto", "exploits what the check found (shared-steps)")] + pool[:4]
+    assert pilot_plan.next_index(promoted, {("mechanism", "mechanism-lrt")}, portfolio._waiting) == 0
+    assert [c.attack for c in pilot_plan.cover_order(pool)][:4] == ["mechanism-lrt", "learned-mechanism", "exact-rows",
+                                                                   "measured-law"]  # without the rule: a turn each

@@ -464,3 +464,19 @@ def test_gdp_on_a_linear_score_with_a_planted_std_covers_the_true_epsilon():
         return est.eps_lb, truth
 
     count_exceedances(draw, 400, 0.05, "gdp on a linear score with a planted std")
+
+
+def test_a_tie_at_zero_certifies_by_gdp_where_valid_and_a_lower_gdp_bound_does_not():
+    """Neither bound certifies on the pilot's held-out half (weak signal, 0 = 0): gdp, where valid, reads
+    the whole curve (GAP's directed-edge finding at ε = 1 read 0.24 by cp, 1.07 by gdp); where gdp's
+    held-out bound is below cp's, the run's own estimator."""
+    spec = game.AuditSpec()
+    win = portfolio.Candidate("mechanism", "measured-law", "auto")
+    row = {"level": "mechanism", "attack": "measured-law", "canary": "auto", "heldout_eps_lb": 0.0,
+           "heldout_gdp_eps_lb": 0.0}
+    method, why = portfolio._estimator(spec, [{**row, "gdp_valid": "the claim is μ-GDP"}], win)
+    assert method == "gdp" and "ties" in why
+    assert portfolio._estimator(spec, [{**row, "gdp_valid": None}], win)[0] == "auto"
+    lower = {**row, "heldout_eps_lb": 1.2, "heldout_gdp_eps_lb": 0.8, "gdp_valid": "the claim is μ-GDP"}
+    method, why = portfolio._estimator(spec, [lower], win)
+    assert method == "auto" and "below" in why
