@@ -133,3 +133,22 @@ def test_measure_sampler_on_heterpoisson_passes_and_names_its_steps(csbm):
     assert got.steps == 3 and got.check.trials == 120 and got.declared_q == 0.5
     assert got.check.ok, got.check.failures
     assert got.check.q_interval[0] < 0.5 < got.check.q_interval[1]
+
+
+def test_the_played_pairs_exact_epsilon_is_the_subsampled_gaussian_pld(csbm):
+    from audit import pair_epsilon
+    from audit.estimators import subsampled_curve as curve
+    from canaries import base as canaries
+
+    target = build("heterpoisson", epsilon=2.0, hidden=8, steps=3, sampling_rate=0.5, noise="gaussian")
+    pair = canaries.make("dirac-gradient").worlds(csbm, np.random.default_rng(0), target)
+    delta = target.claim(csbm).delta
+    sigma = pair.info["noise_std"] / float(pair.g1.canary_gradient.norm())
+    got = pair_epsilon.of_run(target, pair, level=Level.TRACE, delta=delta, confidence=0.95, seed=0, declared_ok=True)
+    assert got.value == pytest.approx(curve.epsilon(sigma, 0.5, 3, delta, pessimistic=False))
+    assert got.value <= got.interval[1] == pytest.approx(curve.epsilon(sigma, 0.5, 3, delta, pessimistic=True))
+    assert "not checked" in " ".join(got.caveats)   # no sampler check ran for this pair
+    assert "PLD" in pair_epsilon.slack_line(2.0, got, 0.0)
+    pair.info["node"] = 3   # a whole node: k_t drawn with the batch, not this family
+    assert pair_epsilon.of_run(target, pair, level=Level.TRACE, delta=delta, confidence=0.95, seed=0,
+                               declared_ok=True).value is None
