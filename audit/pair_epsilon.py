@@ -52,6 +52,7 @@ import torch
 from attacks.mechanism import MechanismLRT, shift_norm2
 from audit.privacy_loss import gdp_pair_epsilon, law_losses, monte_carlo_epsilon
 from targets.base import Level, MechanismStep
+from targets.common.noise import NoiseLaw
 
 CLOSED_FORM = "closed-form"
 MONTE_CARLO = "monte-carlo"
@@ -433,7 +434,7 @@ def _trace_pld(target: Any, pair: Any, delta: float, seed: int) -> PairEpsilon |
     info = pair.info
     gc = getattr(pair.g1, "canary_gradient", None)
     q = float(info.get("sampling_rate", 1.0))
-    if gc is None or "node" in info or info.get("noise") != "gaussian" or not 0.0 < q < 1.0 or delta <= 0:
+    if gc is None or "node" in info or info.get("noise") != NoiseLaw.GAUSSIAN or not 0.0 < q < 1.0 or delta <= 0:
         return None
     gc = torch.as_tensor(gc, dtype=torch.float64)
     norms = gc.norm(dim=-1) if gc.dim() == 2 else gc.norm().reshape(1)
