@@ -35,6 +35,14 @@ LLR, so 0 is the Neyman–Pearson threshold at equal priors, fixed before any tr
 ``natural_threshold = 0``. (For Gaussian noise and q = 1 its law is N(±μ²/2, μ²) in the two
 worlds, exactly symmetric about 0.)
 
+**A sampler that is not Poisson** (the pair's record says so: ``info["sampler"]`` = ``"not poisson: ..."``,
+written where the sampler checks of :mod:`audit.sampler_check` failed): the rest of the batch is no
+longer independent of the canary's presence (under shuffled or fixed-size batches its size says
+where the canary is), so reading it would score the auditor's instrumentation, not the release. The
+score then subtracts nothing: ``x_t = g_t``. On a coordinate on which every other example's clipped
+gradient is exactly 0 (the rest's component along the canary is 0) this is the same exact score;
+elsewhere it is a plain statistic of the release, still valid under cp's held-out threshold.
+
 Whole-node canaries (``canaries.gradient.DiracNode``): where a step records ``canary_scale`` = k_t,
 the canary's contribution that step is k_t·g^c (k_t = 1[z central] + 2·#other stars keeping z), the
 same in both worlds, so gradient-lrt scores the step with ``k_t·g^c`` in place of ``g^c``: the exact
@@ -104,6 +112,11 @@ def drawn_with_batch(info: dict[str, Any]) -> bool:
     return float(info.get("sampling_rate", 1.0)) < 1.0 or "node" in info
 
 
+def not_poisson(info: dict[str, Any]) -> bool:
+    """The pair's record says the sampler checks failed: the rest of the batch may reveal the canary."""
+    return str(info.get("sampler", "")).startswith("not poisson")
+
+
 def step_canary(gc: torch.Tensor, t: int) -> torch.Tensor:
     """The canary step t carried: one row per step, or the same vector at every step."""
     return gc[t] if gc.dim() == 2 else gc
@@ -148,6 +161,7 @@ class FullVectorGradientCanary(Attack):
         """ℓ_t for every step (before the sampling mixture)."""
         gc, noise, std, _, trace = canary_and_law(release, pair)
         std = max(std, 1e-12)
+        blind = not_poisson(pair.info)
         xs, cs = [], []
         for t, step in enumerate(trace):
             c = step_canary(gc, t)
@@ -157,7 +171,7 @@ class FullVectorGradientCanary(Attack):
             if step.clean is None:
                 raise ValueError("the gradient-lrt attack needs the trace's clean sums (white-box instrumentation)")
             rest = step.clean.double() - (c if step.canary_in else 0.0)
-            xs.append(step.noisy.double() - rest)
+            xs.append(step.noisy.double() - (0.0 if blind else rest))
             cs.append(c)
         x, c = torch.stack(xs), torch.stack(cs)
         dot = (x * c).sum(1).numpy()
@@ -222,7 +236,8 @@ class ProductLaplaceGradientCanary(Attack):
             c = step_canary(gc, t)
             if step.clean is None:
                 raise ValueError("the gradient-l1 attack needs the trace's clean sums (white-box instrumentation)")
-            x = step.noisy.double() - (step.clean.double() - (c if step.canary_in else 0.0))
+            rest = 0.0 if not_poisson(pair.info) else step.clean.double() - (c if step.canary_in else 0.0)
+            x = step.noisy.double() - rest
             ell.append(float(_laplace_llr_terms(x, c).sum()) / b)
         ell = np.asarray(ell)
         if q >= 1.0:

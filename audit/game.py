@@ -83,7 +83,7 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
               scheduler: str | None = None, progress: bool = True,
               on_chunk: Callable[[int], None] | None = None, pipeline: bool | None = None,
               fresh: bool = False, sequential: bool = False, setup: RunSetup | None = None,
-              shared: SharedSetup | None = None, exact: bool = True) -> Result:
+              shared: SharedSetup | None = None, exact: bool = True, family: bool = False) -> Result:
     """Play (or resume) the games of `spec`, estimate, and write the result. Returns the result.
 
     Stored trials are reused only for the same options and the same code (:func:`audit.store.run_key`);
@@ -94,7 +94,8 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
     `shared`: a setup shared with other runs of the same target (:mod:`audit.shared_setup`, the
     portfolio's pilots): its pairs, checks and targets are built once for them all.
     `exact`: compute the exact ε of the played pair (:mod:`audit.pair_epsilon`); a pilot, which is
-    never reported, says "not computed" instead.
+    never reported, says "not computed" instead. `family`: certify with the subsampled-Gaussian family
+    fit where the sampler checks pass, cp beside it (:mod:`audit.family_fit`; fixed budget, not sequential).
 
     The whole run uses one torch thread, as its trials always did (``TrialSetup.threads``); the
     caller's setting is restored after. The canary probe, the declared-model check and the setup
@@ -104,7 +105,8 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
     with targets.one_torch_thread():
         return _run_audit(spec, out=out, jobs=jobs, backend=backend, scheduler=scheduler, progress=progress,
                           on_chunk=on_chunk, pipeline=pipeline, fresh=fresh, sequential=sequential,
-                          setup=shared.setup if shared is not None else setup, shared=shared, exact=exact)
+                          setup=shared.setup if shared is not None else setup, shared=shared, exact=exact,
+                          family=family)
 
 
 def charged_pair(canary: Any, spec: AuditSpec, graph: Any, target: targets.Target, claim: targets.Claim
@@ -163,11 +165,13 @@ def resolve_pair(spec: AuditSpec, attack_name: str, level: Level, setup: RunSetu
 def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, scheduler: str | None,
                progress: bool, on_chunk: Callable[[int], None] | None, pipeline: bool | None, fresh: bool,
                sequential: bool, setup: RunSetup | None, shared: SharedSetup | None = None,
-               exact: bool = True) -> Result:
+               exact: bool = True, family: bool = False) -> Result:
     if spec.mode == "one-run":
         from audit.one_run_audit import run_one_run  # it builds on this module's setup and result
 
         return run_one_run(spec, out=out, progress=progress, setup=setup)
+    if family and sequential:
+        raise ValueError("the subsampled-Gaussian family fit certifies a fixed budget, not a sequential run")
     t0 = time.time()
     graph, target, claim = setup or setup_run(spec)
     attack_name = attacks.auto_attack(target, graph) if spec.attack == "auto" else spec.attack
@@ -186,6 +190,7 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
         pair.info["input_choice"] = choice.record
     if shared is not None:  # one target per config in this process: its per-world caches serve every run
         target = shared_target(target_cls, target.config)
+    sampler = _sampler(spec, target, pair) if family else None
 
     out = Path(out)
     store = Store(out / "audit.sqlite")
@@ -254,6 +259,8 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
             check = checked()
         est, why, policy = _estimate(spec, claim, attack, probe, pair, check, *worlds(rows))
         record: dict[str, Any] = {"on": False, **({"why_not": why_not} if sequential else {})}
+        if family:
+            est, why, family_record = _family(spec, claim, sampler, rows, est, why)
     else:
         rows, est, why, policy, record = seq.rows, seq.estimate, seq.why, seq.policy, seq.record
     bits = np.array([b for _, b, _ in rows])
@@ -280,9 +287,41 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
         result = result.replace(confidence=spec.confidence)  # the looks' levels add up to it (record)
         if result.verdict != seq.verdict:
             raise AssertionError(f"sequential decision {seq.verdict} but the estimate reads {result.verdict}")
+    if family:
+        result = result.replace(extra={**result.extra, "family_fit": family_record})
     relation.record_readings(result)
     save_result(store, out, result)
     return result
+
+
+def _sampler(spec: AuditSpec, target: targets.Target, pair: Any) -> Any:
+    """The sampler checks (:func:`audit.family_fit.measure_sampler`), before any trial; where one fails
+    the pair's record says so, and the gradient scores stop reading the rest of the batch
+    (:func:`attacks.gradient.not_poisson`)."""
+    from audit import family_fit
+
+    sampler = family_fit.measure_sampler(target, pair, seed=spec.seed, confidence=spec.confidence)
+    pair.info["sampler"] = "poisson (checked)" if sampler.check.ok else \
+        f"not poisson: {'; '.join(sampler.check.failures)}"
+    return sampler
+
+
+def _family(spec: AuditSpec, claim: targets.Claim, sampler: Any, rows: list[Any],
+            cp: estimators.Estimate, why: str) -> tuple[estimators.Estimate, str, dict[str, Any]]:
+    """The run's estimate by the subsampled-Gaussian family fit where the sampler checks pass, with cp
+    (`cp`, on the same trials) beside it; cp itself, and which check failed, where one did."""
+    from audit import family_fit
+
+    record: dict[str, Any] = {"sampler": sampler.to_dict(), "cp": cp.to_dict()}
+    if not sampler.check.ok:
+        record["refused"] = "; ".join(sampler.check.failures)
+        return cp, f"{why}; the subsampled-Gaussian fit refused: {record['refused']}", record
+    fit, _ = family_fit.certify(*worlds(rows), sampler, delta=claim.delta, confidence=spec.confidence,
+                                seed=spec.seed)
+    lo, hi = sampler.check.q_interval
+    return fit, (f"the subsampled-Gaussian family fit (T = {sampler.steps} steps, q measured in [{lo:.4g}, {hi:.4g}] "
+                 f"from {sampler.check.trials:,} releases, paid β_q = {sampler.check.q_level:g}); cp on the same "
+                 f"trials {cp.eps_lb:.4g}"), record
 
 
 #: held-out releases per world for the declared-model check (8 catches every deviant of

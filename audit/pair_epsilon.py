@@ -52,6 +52,7 @@ import torch
 from attacks.mechanism import MechanismLRT, shift_norm2
 from audit.privacy_loss import gdp_pair_epsilon, law_losses, monte_carlo_epsilon
 from targets.base import Level, MechanismStep
+from targets.common.noise import NoiseLaw
 
 CLOSED_FORM = "closed-form"
 MONTE_CARLO = "monte-carlo"
@@ -76,7 +77,8 @@ class PairEpsilon:
         value: ε at ``delta``; None where not computable.
         method: ``closed-form``, ``monte-carlo`` or ``not computable``.
         delta: the run's δ.
-        interval: Monte Carlo: the two-sided interval on ε at ``confidence``; closed form:
+        interval: Monte Carlo: the two-sided interval on ε at ``confidence``; a PLD: (optimistic,
+            pessimistic); another closed form:
             (value, value).
         mu: the pair's μ (closed form only).
         covers: the released steps whose loss it includes.
@@ -390,7 +392,9 @@ def of_run(target: Any, pair: Any, *, level: str, delta: float, confidence: floa
                        caveats=found.caveats + (unverified if found.computable else ()))
 
     if level == Level.TRACE:
-        return stated(_trace_exact(delta=delta, confidence=confidence, trial_losses=trial_losses))
+        pld = _trace_pld(target, pair, delta, seed)
+        return stated(pld if pld is not None else
+                      _trace_exact(delta=delta, confidence=confidence, trial_losses=trial_losses))
     views_0, views_1 = ([r.view(Level.MECHANISM) for r in rs] for rs in check_releases(target, pair, seed))
 
     source = []
@@ -418,6 +422,35 @@ def _trace_exact(*, delta: float, confidence: float, trial_losses: Losses | None
     found = from_losses(*trial_losses, ("trace",), delta=delta, confidence=confidence,
                         why="the trace's steps: the declared noise law, a mixture where the canary is sampled")
     return replace(found, note=found.note + " (the run's own trials: its score is that loss)")
+
+
+def _trace_pld(target: Any, pair: Any, delta: float, seed: int) -> PairEpsilon | None:
+    """A fixed gradient canary on a Poisson(q)-subsampled trace under Gaussian noise of std s: the pair is
+    T subsampled Gaussian steps of noise multiplier s/‖c‖ (T the steps one release holds), whose ε at δ
+    the PLD gives (:mod:`audit.estimators.subsampled_curve`): the optimistic figure, the pessimistic one
+    beside it. None where the pair is not of that form (a whole node, q = 1, another law)."""
+    from audit.estimators import subsampled_curve as curve
+
+    info = pair.info
+    gc = getattr(pair.g1, "canary_gradient", None)
+    q = float(info.get("sampling_rate", 1.0))
+    if gc is None or "node" in info or info.get("noise") != NoiseLaw.GAUSSIAN or not 0.0 < q < 1.0 or delta <= 0:
+        return None
+    gc = torch.as_tensor(gc, dtype=torch.float64)
+    norms = gc.norm(dim=-1) if gc.dim() == 2 else gc.norm().reshape(1)
+    if float(norms.min()) <= 0 or float(norms.max() - norms.min()) > 1e-9 * float(norms.max()):
+        return None
+    steps = len(draw_releases(target, pair, range(1), seed)[1][0].view(Level.TRACE))
+    sigma = float(info.get("noise_std", 0.0)) / float(norms[0])
+    if not sigma > 0:
+        return None
+    lo = curve.epsilon(sigma, q, steps, delta, pessimistic=False)
+    hi = curve.epsilon(sigma, q, steps, delta, pessimistic=True)
+    checked = str(info.get("sampler", "")).startswith("poisson")
+    return PairEpsilon(value=lo, method=CLOSED_FORM, delta=delta, interval=(lo, hi), covers=("trace",),
+                       caveats=() if checked else ("the declared Poisson(q) sampler is not checked in this run",),
+                       note=(f"PLD of {steps} Poisson({q:g})-subsampled Gaussian steps, noise multiplier "
+                             f"{sigma:.4g} (std / canary norm): optimistic {lo:.4g}, pessimistic {hi:.4g}"))
 
 
 def _mechanism_bound(target: Any, pair: Any, level: str, delta: float, confidence: float, seed: int
@@ -472,7 +505,9 @@ def slack_line(claimed: float, exact: PairEpsilon | dict[str, Any] | None, eps_l
         lo, hi = exact.interval
         middle = f"exact {_g(exact.value)} [{_g(lo)}, {_g(hi)}] (monte-carlo)"
     else:
-        middle = f"exact {_g(exact.value)} ({exact.method}, μ {_g(exact.mu)})"
+        how = f"μ {_g(exact.mu)}" if exact.mu is not None else f"[{_g(exact.interval[0])}, {_g(exact.interval[1])}], PLD" \
+            if exact.note.startswith("PLD") else "μ -"
+        middle = f"exact {_g(exact.value)} ({exact.method}, {how})"
     ratios = f"ε_lb/claim {_g(s['lb_over_claim'])}"
     if s["exact_over_claim"] is not None:
         ratios += f", exact/claim {_g(s['exact_over_claim'])}"

@@ -53,7 +53,7 @@ import torch
 from attacks import base as attacks
 from attacks.gradient import drawn_with_batch
 from attacks.metrics import auc_lower, rates_at
-from audit import estimators, game, pilot_plan
+from audit import estimators, family_fit, game, pilot_plan
 from audit.budget import Budget
 from audit.log import get as _logger
 from audit.result import Result
@@ -79,6 +79,8 @@ LEVEL_ORDER = (Level.MECHANISM, Level.TRACE, Level.WEIGHTS, Level.API)
 CHEAP_LEVELS = (Level.MECHANISM, Level.TRACE)
 #: a time budget may extend the certification up to this multiple of the view's fixed-budget cap
 EXTEND = 4
+#: the portfolio's name for the subsampled-Gaussian family fit (:mod:`audit.family_fit`)
+FAMILY = "subsampled-gaussian"
 #: the default budget of ``run``: work units, so the same seed gives the same result on any machine
 #: (the README's main job takes about two minutes on 2 cores)
 DEFAULT_BUDGET = Budget(units=120.0)
@@ -216,9 +218,29 @@ def heldout_statistic(out_s: np.ndarray, in_s: np.ndarray, *, delta: float, conf
 
 
 def _rank(row: dict[str, Any]) -> tuple[float, float]:
-    """A pilot's held-out statistic: its cp bound, or its gdp bound where gdp is valid and larger."""
+    """A pilot's held-out statistic: its cp bound, or its gdp or family-fit bound where that estimator
+    is valid and larger."""
     gdp = row.get("heldout_gdp_eps_lb", 0.0) if row.get("gdp_valid") else 0.0
-    return max(row["heldout_eps_lb"], gdp), row["heldout_auc"]
+    family = row.get("heldout_family_eps_lb", 0.0) if row.get("family_valid") else 0.0
+    return max(row["heldout_eps_lb"], gdp, family), row["heldout_auc"]
+
+
+def _family_valid(claim: targets.Claim, level: str, declared: dict[str, Any] | None,
+                  canary: dict[str, Any] | None) -> str | None:
+    """Why the subsampled-Gaussian family fit (:mod:`audit.family_fit`) may certify this candidate, or
+    None: a trace view whose gradient canary is a fixed vector entering each step on its own Poisson(q)
+    coin, q < 1 (not a whole node, whose k_t is drawn with the batch), under the declared Gaussian
+    noise, which passed its check or was found off only in its std (the family leaves the scale
+    unknown). Any score is then a test of T subsampled Gaussian steps. Whether the sampler is the
+    declared Poisson one is measured before the certificate (the sampler checks), not trusted."""
+    info = canary or {}
+    if claim.delta == 0 or level != Level.TRACE or "node" in info or info.get("noise") != NoiseLaw.GAUSSIAN:
+        return None
+    if not 0.0 < float(info.get("sampling_rate", 1.0)) < 1.0:
+        return None
+    if not ((_model_passed(declared) and _all_gaussian(declared)) or _only_scale_off(declared)):
+        return None
+    return "T Poisson(q)-subsampled Gaussian steps of a fixed gradient canary under the declared Gaussian noise"
 
 
 def _gdp_valid(claim: targets.Claim, attack: str, declared: dict[str, Any] | None,
@@ -321,15 +343,19 @@ def run(spec: game.AuditSpec, budget: Budget, *, out: str | Path = "results", jo
         piloted = [r for r in rows if r["status"] == "piloted"]
         barred = {(r["level"], r["attack"], r["canary"]) for r in rows if "declared model failed" in r["status"]}
         winner, why = _choose(piloted, next((c for c in pool if (c.level, c.attack, c.canary) not in barred), pool[0]))
-        trials, sizing = _certification_trials(meter, winner, piloted, claim, spec)
-        attack = winner.attack if _direction(piloted, winner) > 0 else attacks.REVERSED + winner.attack
         estimator, estimator_why = _estimator(spec, piloted, winner)
+        family = estimator == FAMILY
+        if family:  # the sampler checks' releases, paid before the certification is sized
+            meter.units += family_fit.SAMPLER_RELEASES * target.trial_cost(Level.TRACE)
+        trials, sizing = _certification_trials(meter, winner, piloted, claim, spec)
+        # the family fit picks the score's orientation on its own selection share
+        attack = winner.attack if family or _direction(piloted, winner) > 0 else attacks.REVERSED + winner.attack
         final = replace(spec, attack=attack, canary=winner.canary, level=winner.level, trials=trials, trial_stream=0,
-                        estimator=estimator)
+                        estimator="cp" if family else estimator)
         if progress:
             log.info(f"portfolio: certifying {winner.label} on {trials:,} fresh trials ({why})")
-        result = game.run_audit(final, out=out, jobs=jobs, progress=progress, fresh=fresh, sequential=True,
-                                shared=shared)
+        result = game.run_audit(final, out=out, jobs=jobs, progress=progress, fresh=fresh, sequential=not family,
+                                shared=shared, family=family)
     finally:
         release_shared()
     unreached = pilot_plan.unreached(pilot_plan.cover_order(pool, _waiting), rows,
@@ -441,8 +467,14 @@ def _pilots(spec: game.AuditSpec, pool: list[Candidate], meter: Meter, claim: ta
             out_s, in_s = game.worlds(store.trials(result.key, limit=n))
         stat = heldout_statistic(out_s, in_s, delta=claim.delta, confidence=spec.confidence)
         valid = _gdp_valid(claim, cand.attack, result.declared, result.canary)
+        family = _family_valid(claim, cand.level, result.declared, result.canary)
+        if family:
+            stat["heldout_family_eps_lb"] = family_fit.pilot_bound(
+                out_s, in_s, steps=_steps(shared, probes), q=float(result.canary["sampling_rate"]),
+                delta=claim.delta, confidence=spec.confidence)
         rows.append({**row, "status": "piloted", "trials": n, "seconds": time.time() - start,
-                     "canary_chosen": result.canary.get("canary"), **stat, "gdp_valid": valid})
+                     "canary_chosen": result.canary.get("canary"), **stat, "gdp_valid": valid,
+                     "family_valid": family})
         seen[(cand.level, cand.attack, key)] = rows[-1]
         failed = _deviation(result.declared)
         if failed and cand.level not in acted:
@@ -459,6 +491,12 @@ def _pilots(spec: game.AuditSpec, pool: list[Candidate], meter: Meter, claim: ta
 def _waiting(cand: Candidate) -> bool:
     """A score that waits for a deviation (``Attack.after_deviation``) and no deviation promoted."""
     return attacks.get(cand.attack).after_deviation and not cand.pointed_by
+
+
+def _steps(shared: SharedSetup, probes: dict[str, targets.Release | None]) -> int:
+    """T: the number of steps the target's trace releases (one probe release)."""
+    graph, target, _ = shared.setup
+    return len(_probe_release(target, graph, probes).view(Level.TRACE))
 
 
 def _pair_key(pilot: game.AuditSpec, cand: Candidate, shared: SharedSetup, out: str | Path) -> tuple[Any, ...]:
@@ -562,7 +600,8 @@ def _choose(piloted: list[dict[str, Any]], first: Candidate) -> tuple[Candidate,
         return Candidate(best["level"], best["attack"], best["canary"]), (
             f"no pilot of {len(piloted)} certified anything on its held-out half: the highest one-sided lower bound "
             f"on the held-out AUC, {best['heldout_auc_lower']:.3f} (AUC {best['heldout_auc']:.3f})")
-    how = "gdp" if top > best["heldout_eps_lb"] else "cp"
+    how = "cp" if top <= best["heldout_eps_lb"] else \
+        FAMILY if best.get("family_valid") and top == best.get("heldout_family_eps_lb") else "gdp"
     return cand, (f"highest held-out statistic of {len(piloted)} pilots: {how} ε_lb {top:.3f} at the threshold "
                   f"chosen on the pilot's other half, AUC {best['heldout_auc']:.3f}{runner}")
 
@@ -575,6 +614,12 @@ def _estimator(spec: game.AuditSpec, piloted: list[dict[str, Any]], winner: Cand
     something only that way (GAP's directed-edge finding at ε = 1: gdp 1.07, cp 0.24)."""
     row = next((r for r in piloted if (r["level"], r["attack"], r["canary"]) ==
                 (winner.level, winner.attack, winner.canary)), None)
+    if spec.estimator == "auto" and row is not None and row.get("family_valid"):
+        family, best = row.get("heldout_family_eps_lb", 0.0), max(row["heldout_eps_lb"], row["heldout_gdp_eps_lb"]
+                                                                  if row.get("gdp_valid") else 0.0)
+        if family >= best:  # ties (0 at a pilot's size) go to the fit, which has the more power on such traces
+            return FAMILY, (f"the subsampled-Gaussian family fit ({row['family_valid']}): its pilot bound {family:.3f} "
+                            f"is at least {best:.3f}; certified only where the sampler checks pass, cp beside it")
     if spec.estimator != "auto" or row is None or not row.get("gdp_valid"):
         return spec.estimator, "the run's estimator (gdp is not valid for the winner, or it was named)"
     if row["heldout_gdp_eps_lb"] < row["heldout_eps_lb"]:

@@ -63,7 +63,8 @@ def main() -> None:
             w = r.extra["portfolio"]["winner"]
             row = {"label": label, "seed": seed, "verdict": r.verdict, "eps_lb": r.eps_lb,
                    "claimed": r.claimed_epsilon, "chosen": f"{w['attack']} / {w['canary']} @ {w['level']}",
-                   "trials": r.trials, "power": (r.power or {}).get("reading"), "seconds": time.time() - start}
+                   "trials": r.trials, "power": (r.power or {}).get("reading"), "seconds": time.time() - start,
+                   "method": r.method, **_family(r)}
             done[seed] = row
             with rows_path.open("a") as f:
                 f.write(json.dumps(row) + "\n")
@@ -77,6 +78,15 @@ def main() -> None:
     print(text)
     with open(args.out, "a") as f:
         f.write(f"{text}  <!-- {time.strftime('%Y-%m-%d %H:%M')} -->\n")
+
+
+def _family(r) -> dict:
+    """Where the run certified with the subsampled-Gaussian fit: cp beside it, σ̂ and the sampler's verdict."""
+    fam = r.extra.get("family_fit")
+    if not fam:
+        return {}
+    return {"cp_eps_lb": fam["cp"]["eps_lb"], "sigma_hat": (r.estimate.get("counts") or {}).get("sigma_hat"),
+            "sampler_ok": fam["sampler"]["ok"], "refused": fam.get("refused")}
 
 
 if __name__ == "__main__":

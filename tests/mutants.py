@@ -49,7 +49,8 @@ def box_on_the_wrong_side(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def pessimistic_report(monkeypatch: pytest.MonkeyPatch) -> None:
     """The fit reports ε(σ̂) from the pessimistic PLD (an upper estimate) instead of the optimistic one.
-    No size check sees it yet (``tests/test_subsampled_fit.py``'s docstring says why)."""
+    No size check sees it (``tests/test_subsampled_fit.py``'s docstring says why); the report's direction
+    check does (``tests/test_family_fit.py``: the reported figure lies strictly below the pessimistic one)."""
     from audit.estimators import subsampled_curve as curve
 
     honest = curve.epsilon

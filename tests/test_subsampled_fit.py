@@ -11,7 +11,8 @@ checks, and (slow) its size on simulated exact traces with the mutants that must
 | the box's bounds on the wrong side (lower CP bounds) | q = 0.5, T = 3 |
 | the declared q trusted when the true q is twice it | q = 0.5, T = 3 (declared 0.25) |
 
-Not caught: ε(σ̂) reported from the pessimistic PLD (``mutants.pessimistic_report``). At the fit's
+Not caught by a size check: ε(σ̂) reported from the pessimistic PLD (``mutants.pessimistic_report``); the
+direction check of ``tests/test_family_fit.py`` catches it (the report must lie below the pessimistic figure). At the fit's
 discretisation (1e-3) the two PLDs differ by about 0.002 in ε, and the pessimistic figure exceeded
 the truth in 0 of 80 runs at q = 0.5, T = 20; at a coarse 0.05 it stays below too (1.60-1.78 against
 2 in 3 runs at q = 0.1, T = 20), because the coarse curve loosens σ̂ more than the report gains.

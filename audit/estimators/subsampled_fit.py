@@ -35,7 +35,7 @@ from targets.common.accounting import check_delta
 
 METHOD = "subsampled-gaussian"
 ASSUMPTION = "T Poisson(q)-subsampled Gaussian steps, only the noise scale unknown"
-_SIGMAS = np.geomspace(0.25, 25.0, 900)   # the σ grid of the inversion (ratio ≈ 1.005)
+_SIGMAS = np.geomspace(0.25, 400.0, 1440)  # the σ grid of the inversion (ratio ≈ 1.005; to ε ≈ 0)
 _THRESHOLDS = 2                            # k
 _SELECT_FRACTION = 0.2
 _PILOT_RATES = np.geomspace(0.5, 1e-4, 27)  # candidate thresholds: pilot quantiles at these rates
