@@ -17,6 +17,8 @@ discretisation (1e-3) the two PLDs differ by about 0.002 in ε, and the pessimis
 the truth in 0 of 80 runs at q = 0.5, T = 20; at a coarse 0.05 it stays below too (1.60-1.78 against
 2 in 3 runs at q = 0.1, T = 20), because the coarse curve loosens σ̂ more than the report gains.
 """
+import math
+
 import numpy as np
 import pytest
 from scipy.stats import norm
@@ -94,3 +96,16 @@ def test_declared_q_trusted_fails(monkeypatch):
     trust_declared_q(monkeypatch, 0.25)
     with pytest.raises(AssertionError, match="exceeded the true ε"):
         FIT_CHECKS["q=0.5,T=3"].run("q=0.5,T=3")
+
+
+def test_the_ceiling_is_what_a_perfect_attack_reports():
+    """``max_certifiable_eps`` is the fit's own ceiling (was ∞, so the power line could never read
+    budget-limited): no error at any threshold. A perfectly separating score stays at or below it (its
+    thresholds sit at OUT quantiles, so it still has false positives there), and it rises with the trials."""
+    rng = np.random.default_rng(0)
+    out, inn = rng.random(150), 2 + rng.random(150)
+    e = fit.fit(out, inn, delta=1e-5, steps=3, q=1.0, confidence=0.95)
+    assert math.isfinite(e.max_certifiable_eps) and 0 < e.eps_lb <= e.max_certifiable_eps
+    small, large = (fit.max_certifiable(n, n, q=(1.0, 1.0), steps=3, delta=1e-5, beta_box=0.05)
+                    for n in (20, 2000))
+    assert 0 < small < large < math.inf

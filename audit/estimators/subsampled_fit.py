@@ -162,9 +162,22 @@ def fit(scores_out: Sequence[float], scores_in: Sequence[float], *, delta: float
               "steps": int(steps), "thresholds": _THRESHOLDS}
     details = {"sigma_hat": sig, "q": [q_lo, q_hi], "pessimistic_eps": pess,
                "discretisation_gap": bool(pess - eps > 2 * steps * curve.DISCRETISATION)}
+    ceiling = max_certifiable(eo.size, ei.size, q=(float(grid[-2]), float(grid[-1])), steps=steps, delta=delta,
+                              beta_box=b)
     return _e.Estimate(eps, (eps, math.inf), METHOD, float(sign * thresholds[0]),
-                       math.inf, confidence, delta, counts={**counts, **details},
+                       ceiling, confidence, delta, counts={**counts, **details},
                        assumption=ASSUMPTION, direction=_e.HIGHER if sign > 0 else _e.REVERSED)
+
+
+def max_certifiable(n_out: int, n_in: int, *, q: tuple[float, float], steps: int, delta: float,
+                    beta_box: float) -> float:
+    """An upper bound on the ε_lb the fit can report with `n_out` + `n_in` certifying trials: a perfect
+    attack's box (no error at any of the k thresholds) inverted in one cell [q_lo, q_hi] of the q grid
+    (the fit reports the minimum over its cells, so one cell's figure bounds it from above)."""
+    b = beta_box / (2 * _THRESHOLDS)
+    box = Box(np.full(_THRESHOLDS, _e.cp_upper(0, n_out, b)), np.full(_THRESHOLDS, _e.cp_upper(0, n_in, b)))
+    s = sigma_hat(q[1], steps, box)
+    return 0.0 if s is None else max(0.0, curve.epsilon(s, q[0], steps, delta, pessimistic=False))
 
 
 def inclusion_interval(inclusions: np.ndarray, level: float) -> tuple[float, float]:
