@@ -222,7 +222,10 @@ class DPSGDGCN(Target[DPSGDGCNConfig]):
     #: small audits where this target fixtures an attack's contract check: attack → (params, canary)
     attack_fixtures: ClassVar[dict[str, tuple[dict[str, str], str]]] = {
         **{name: ({}, "remove-node") for name in ("gmia", "lira", "lira-online", "rmia", "learned-weights")},
-        **{name: ({}, "dirac-gradient") for name in ("gradient-projection", "gradient-lrt", "learned-trace")}}
+        **{name: ({}, "dirac-gradient") for name in ("gradient-projection", "gradient-lrt", "learned-trace")},
+        # the sampler-bug scores, on the bug each reads (Poisson at q = 0.1 keeps the realised batch random)
+        "realised-mean-lrt": ({"bug": "normalised-by-batch-size", **Q_TENTH}, "dirac-gradient"),
+        "gradient-max": ({"bug": "shuffled-batches", **Q_TENTH}, "dirac-gradient")}
 
     def __init__(self, config: DPSGDGCNConfig | None = None, **overrides: Any) -> None:
         super().__init__(config, **overrides)

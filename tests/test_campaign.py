@@ -281,12 +281,14 @@ class _Preprocessing:
 def test_train_and_the_campaigns_utility_fit_the_same_preprocessed_graph(monkeypatch, tmp_path, capsys):
     """One function serves both (issue #46): `utility` once skipped the target's preprocessing."""
     import targets.base
+    from audit import cli as cli_module
     from audit import private_fit
 
     spec = campaign.load("default").rows[0].spec
     fake = _Preprocessing()
     monkeypatch.setattr(private_fit.datasets, "load", lambda name, root=None, seed=0: f"raw {name}")
     monkeypatch.setattr(targets.base, "build", lambda *a, **k: fake)
+    monkeypatch.setattr(cli_module, "build", lambda *a, **k: fake)
     assert campaign.utility(spec, tmp_path) == 25.0
     assert cli_main(["train", "--target", "gcn", "--dataset", "csbm"]) == 0
     assert fake.fitted_on == [("preprocessed", f"raw {spec.dataset}"), ("preprocessed", "raw csbm")]

@@ -6,6 +6,9 @@ import numpy as np
 import pytest
 
 from audit import estimators as est
+import audit.estimators.core as est_core
+from audit.group_sequential import SequentialAudit
+from audit.shape_check import choose_method, gaussian_shape_check
 from audit.shape_check import auto_estimate
 from targets.common.accounting import gdp_epsilon, gdp_mu
 from audit.estimators.known import MECHANISMS, gaussian as _gaussian, laplace as _laplace  # noqa: E402
@@ -46,10 +49,10 @@ def test_cp_perfect_separation_exact():
     e = est.estimate(out, inn, delta=DELTA, method="cp")
     assert e.eps_lb == pytest.approx(e.max_certifiable_eps, abs=1e-9)
     assert e.counts["fp"] == 0 and e.counts["fn"] == 0 and 99 < e.threshold < 100
-    ks = est._cp_counts(100)
+    ks = est_core._cp_counts(100)
     assert ks.tolist() == sorted(set(_geometric(100)) | {19, 35})  # and ⌊0.19n⌋, ⌊0.35n⌋
-    w, q = est._mix_nodes(100, (0,))
-    p = est._mix_p_value(np.array([e.eps_lb]), np.array([100]), 100, w, q, DELTA)[0]
+    w, q = est_core._mix_nodes(100, (0,))
+    p = est_core._mix_p_value(np.array([e.eps_lb]), np.array([100]), 100, w, q, DELTA)[0]
     assert p == pytest.approx(0.05 * (1 - est.core._REVERSED_SHARE) / ks.size, rel=1e-6)  # the attack's order's share
     # the quadrature is an upper bound on the exact p-value E[min(1, e^ε V + δ)^100], V ~ Beta(1, 100)
     from scipy.integrate import quad
@@ -62,9 +65,9 @@ def test_cp_known_quantile_grid():
     OUT's (k+1)-th largest, 999 − k, so FP = k and TP = 500 + k (for k ≤ 500); the bound is the
     largest per-k ε of the exact tests at β/|K| — recomputed here."""
     out, inn = np.arange(1000.0), np.arange(500.0, 1500.0)
-    ks = est._cp_counts(1000)
+    ks = est_core._cp_counts(1000)
     share = 1 - est.core._REVERSED_SHARE  # the attack's order's share of β (cp_both_tails)
-    want = float(np.max(est._mix_eps(500 + ks, ks, 1000, 1000, DELTA, 0.05 * share / ks.size)))
+    want = float(np.max(est_core._mix_eps(500 + ks, ks, 1000, 1000, DELTA, 0.05 * share / ks.size)))
     assert est.estimate(out, inn, delta=DELTA, method="cp").eps_lb == pytest.approx(want, abs=1e-9)
     assert want > 0
 
@@ -162,7 +165,7 @@ def test_one_run_fdp_reports_both_analyses():
 
 # --- sequential --------------------------------------------------------------------------------
 def test_sequential_schedule_and_spending():
-    sa = est.SequentialAudit(DELTA, 2.0, 0.95, "cp", max_trials=4000)
+    sa = SequentialAudit(DELTA, 2.0, 0.95, "cp", max_trials=4000)
     assert sa.looks == [250, 500, 1000, 2000, 4000]
     assert sum(sa.betas) == pytest.approx(0.05) and sa.betas == sorted(sa.betas)
     d = sa.look(np.zeros(100), np.ones(100))
@@ -172,7 +175,7 @@ def test_sequential_schedule_and_spending():
 def test_sequential_stops_early_on_a_clear_violation():
     rng = np.random.default_rng(1)
     out, inn, _ = _gaussian(rng, 8000, 10.0)
-    sa = est.SequentialAudit(DELTA, 1.0, max_trials=8000)
+    sa = SequentialAudit(DELTA, 1.0, max_trials=8000)
     d = None
     for n in (250, 500, 1000):
         d = sa.look(out[:n], inn[:n])
@@ -183,12 +186,12 @@ def test_sequential_stops_early_on_a_clear_violation():
 
 def test_sequential_futility_and_ceiling():
     rng = np.random.default_rng(2)
-    sa = est.SequentialAudit(DELTA, 3.0, max_trials=2000)
+    sa = SequentialAudit(DELTA, 3.0, max_trials=2000)
     d = sa.look(rng.standard_normal(250), rng.standard_normal(250))
     assert not d.stop  # no futility stop before max_trials/4
     d = sa.look(rng.standard_normal(500), rng.standard_normal(500))
     assert d.stop and d.verdict == "consistent" and "futility" in d.reason and d.n == 500
-    d = est.SequentialAudit(DELTA, 20.0, max_trials=1000).look([0.0] * 10, [1.0] * 10)
+    d = SequentialAudit(DELTA, 20.0, max_trials=1000).look([0.0] * 10, [1.0] * 10)
     assert d.stop and d.verdict == "consistent" and "no attack can certify" in d.reason
 
 
@@ -199,7 +202,7 @@ def test_sequential_false_violations_within_beta():
 
     def violated(r):
         out, inn, truth = _gaussian(rng, 2000, 2.0)
-        sa = est.SequentialAudit(DELTA, truth, 0.8, max_trials=2000)
+        sa = SequentialAudit(DELTA, truth, 0.8, max_trials=2000)
         for n in sa.looks:
             d = sa.look(out[:n], inn[:n])
             if d.stop:
@@ -212,16 +215,16 @@ def test_sequential_false_violations_within_beta():
 # --- gdp's assumption, checked ------------------------------------------------------------------
 def test_shape_check_passes_gaussian_and_rejects_rr_and_laplace():
     rng = np.random.default_rng(6)
-    g = [est.gaussian_shape_check(*_gaussian(rng, 300, 2.0)[:2]).passed for _ in range(40)]
-    lap = [est.gaussian_shape_check(*_laplace(rng, 300, 1.37)[:2]).passed for _ in range(40)]
-    rr = [est.gaussian_shape_check(*_rr(rng, 300, 1.3)[:2]).passed for _ in range(5)]
+    g = [gaussian_shape_check(*_gaussian(rng, 300, 2.0)[:2]).passed for _ in range(40)]
+    lap = [gaussian_shape_check(*_laplace(rng, 300, 1.37)[:2]).passed for _ in range(40)]
+    rr = [gaussian_shape_check(*_rr(rng, 300, 1.3)[:2]).passed for _ in range(5)]
     assert np.mean(g) >= 0.85 and np.mean(lap) <= 0.1 and not any(rr)
 
 
 def test_choose_method_reasons():
-    assert est.choose_method(False, False)[0] == "cp"
-    assert est.choose_method(True, True)[0] == "gdp"
-    m, why = est.choose_method(True, False, [0.0, 1.0] * 20, [1.0, 0.0] * 20)
+    assert choose_method(False, False)[0] == "cp"
+    assert choose_method(True, True)[0] == "gdp"
+    m, why = choose_method(True, False, [0.0, 1.0] * 20, [1.0, 0.0] * 20)
     assert m == "cp" and "discrete" in why
 
 

@@ -97,6 +97,6 @@ def test_regress_is_sequential_by_default(monkeypatch, capsys, flag, on):
                                                  catalogue.Entry("gaussian", "CONSISTENT", trials=200, mode="one-run")])
     assert main(["regress", "--quick", "--json"] + flag) == 0
     out = capsys.readouterr().out
-    rows = json.loads(out[out.index("{"):])["rows"]
+    rows = json.loads(out[out.index("\n{") + 1:])["rows"]  # the JSON document starts a line
     assert rows[0]["sequential"] is on and (rows[0]["trials"] < 400) is on
     assert rows[1]["sequential"] is False and rows[1]["trials"] == 200  # one-run: the fixed budget
