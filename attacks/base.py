@@ -196,6 +196,21 @@ register("gradient-max", "attacks.step_max:StepMax")
 register("measured-scale", "attacks.measured_scale:MeasuredScaleLRT")
 
 
+class DrawsOwnReleases(Attack):
+    """An attack that fits on releases it draws from the target itself (learned, measured-law,
+    measured-scale): it keeps the bound target and run seed, from which its own generators derive."""
+
+    def __init__(self) -> None:
+        self.target: Target | None = None
+        self.run_seed: int | None = None
+
+    def bind_target(self, target: Target) -> None:
+        self.target = target
+
+    def bind_run(self, seed: int) -> None:
+        self.run_seed = int(seed)
+
+
 #: ``reversed:NAME`` is attack NAME with its score negated (the portfolio's choice where a pilot's
 #: held-out trials read the other tail: lower means IN)
 REVERSED = "reversed:"

@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from attacks.base import Attack
+from attacks.base import DrawsOwnReleases
 from attacks.metrics import auc
 from targets import base as targets
 from targets.base import Level
@@ -148,22 +148,12 @@ def learning_curve(draw: Any, most: int) -> tuple[np.ndarray, np.ndarray, list[d
     return x0, x1, curve
 
 
-class LearnedDistinguisher(Attack):
+class LearnedDistinguisher(DrawsOwnReleases):
     """Base of the per-view learned attacks (the subclasses name the view)."""
 
     canary_kind: ClassVar[str] = "any"
     view: ClassVar[str] = ""
     exploits: ClassVar[tuple[str, ...]] = ("any",)
-
-    def __init__(self) -> None:
-        self.target: targets.Target | None = None
-        self.run_seed: int | None = None
-
-    def bind_target(self, target: targets.Target) -> None:
-        self.target = target
-
-    def bind_run(self, seed: int) -> None:
-        self.run_seed = int(seed)
 
     @classmethod
     def pair_units(cls, target: Any, level: Level) -> float:

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from attacks.base import Attack
+from attacks.base import DrawsOwnReleases
 from targets import base as targets
 from targets.base import Level
 
@@ -177,7 +177,7 @@ class MeasuredLaw:
         return BIG * exact + (X[:, self.free] - self.mid[self.free]) @ self.w
 
 
-class MeasuredLawLRT(Attack):
+class MeasuredLawLRT(DrawsOwnReleases):
     name = "measured-law"
     levels = (Level.MECHANISM,)
     exploits = ("any",)
@@ -185,15 +185,8 @@ class MeasuredLawLRT(Attack):
     after_deviation = True
 
     def __init__(self) -> None:
-        self.target: targets.Target | None = None
-        self.run_seed: int | None = None
+        super().__init__()
         self._fitted: tuple[int, Layout, MeasuredLaw] | None = None
-
-    def bind_target(self, target: targets.Target) -> None:
-        self.target = target
-
-    def bind_run(self, seed: int) -> None:
-        self.run_seed = int(seed)
 
     @classmethod
     def pair_units(cls, target: Any, level: Level) -> float:

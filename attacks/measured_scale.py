@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from attacks.base import Attack
+from attacks.base import DrawsOwnReleases
 from attacks.mechanism import _means
 from targets import base as targets
 from targets.base import Level
@@ -56,7 +56,7 @@ def step_ratio(o: np.ndarray, m0: np.ndarray, d: np.ndarray, var: float) -> np.n
     return ((o - m0.ravel()) @ d.ravel() - 0.5 * float(d.ravel() @ d.ravel())) / var
 
 
-class MeasuredScaleLRT(Attack):
+class MeasuredScaleLRT(DrawsOwnReleases):
     name = "measured-scale"
     levels = (Level.MECHANISM,)
     exploits = ("scale",)
@@ -65,16 +65,9 @@ class MeasuredScaleLRT(Attack):
     after_deviation = True
 
     def __init__(self) -> None:
-        self.target: targets.Target | None = None
-        self.run_seed: int | None = None
+        super().__init__()
         self._fitted: tuple[int, list[float]] | None = None
         self._cache: dict[Any, Any] = {}
-
-    def bind_target(self, target: targets.Target) -> None:
-        self.target = target
-
-    def bind_run(self, seed: int) -> None:
-        self.run_seed = int(seed)
 
     @classmethod
     def pair_units(cls, target: Any, level: Level) -> float:
