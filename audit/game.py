@@ -83,7 +83,8 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
               scheduler: str | None = None, progress: bool = True,
               on_chunk: Callable[[int], None] | None = None, pipeline: bool | None = None,
               fresh: bool = False, sequential: bool = False, setup: RunSetup | None = None,
-              shared: SharedSetup | None = None, exact: bool = True, family: bool = False) -> Result:
+              shared: SharedSetup | None = None, exact: bool = True, family: bool = False,
+              save: bool = True) -> Result:
     """Play (or resume) the games of `spec`, estimate, and write the result. Returns the result.
 
     Stored trials are reused only for the same options and the same code (:func:`audit.store.run_key`);
@@ -96,6 +97,8 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
     `exact`: compute the exact ε of the played pair (:mod:`audit.pair_epsilon`); a pilot, which is
     never reported, says "not computed" instead. `family`: certify with the subsampled-Gaussian family
     fit where the sampler checks pass, cp beside it (:mod:`audit.family_fit`; fixed budget, not sequential).
+    `save`: write the result to the store and as ``out/<run_id>.json``; a pilot's result is kept inside
+    its run's result instead (:func:`audit.portfolio.run_portfolio`), its trials stay in the store.
 
     The whole run uses one torch thread, as its trials always did (``TrialSetup.threads``); the
     caller's setting is restored after. The canary probe, the declared-model check and the setup
@@ -106,7 +109,7 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
         return _run_audit(spec, out=out, jobs=jobs, backend=backend, scheduler=scheduler, progress=progress,
                           on_chunk=on_chunk, pipeline=pipeline, fresh=fresh, sequential=sequential,
                           setup=shared.setup if shared is not None else setup, shared=shared, exact=exact,
-                          family=family)
+                          family=family, save=save)
 
 
 def charged_pair(canary: Any, spec: AuditSpec, graph: Any, target: targets.Target, claim: targets.Claim
@@ -165,7 +168,7 @@ def resolve_pair(spec: AuditSpec, attack_name: str, level: Level, setup: RunSetu
 def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, scheduler: str | None,
                progress: bool, on_chunk: Callable[[int], None] | None, pipeline: bool | None, fresh: bool,
                sequential: bool, setup: RunSetup | None, shared: SharedSetup | None = None,
-               exact: bool = True, family: bool = False) -> Result:
+               exact: bool = True, family: bool = False, save: bool = True) -> Result:
     if spec.mode == "one-run":
         from audit.one_run_audit import run_one_run  # it builds on this module's setup and result
 
@@ -290,7 +293,10 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
     if family:
         result = result.replace(extra={**result.extra, "family_fit": family_record})
     relation.record_readings(result)
-    save_result(store, out, result)
+    if save:
+        save_result(store, out, result)
+    else:
+        store.close()
     return result
 
 

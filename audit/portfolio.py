@@ -456,7 +456,7 @@ def _pilots(spec: game.AuditSpec, pool: list[Candidate], meter: Meter, claim: ta
         meter.charge(cand, n)
         try:
             result = game.run_audit(pilot, out=out, jobs=jobs, progress=False, fresh=fresh, shared=shared,
-                                    exact=False)
+                                    exact=False, save=False)
         except Exception as err:  # noqa: BLE001 - a candidate that cannot play is recorded, not fatal
             rows.append({**row, "status": f"failed: {type(err).__name__}: {err}"[:300],
                          "seconds": time.time() - start})
@@ -474,7 +474,7 @@ def _pilots(spec: game.AuditSpec, pool: list[Candidate], meter: Meter, claim: ta
                 delta=claim.delta, confidence=spec.confidence)
         rows.append({**row, "status": "piloted", "trials": n, "seconds": time.time() - start,
                      "canary_chosen": result.canary.get("canary"), **stat, "gdp_valid": valid,
-                     "family_valid": family})
+                     "family_valid": family, "record": _pilot_record(result)})
         seen[(cand.level, cand.attack, key)] = rows[-1]
         failed = _deviation(result.declared)
         if failed and cand.level not in acted:
@@ -486,6 +486,17 @@ def _pilots(spec: game.AuditSpec, pool: list[Candidate], meter: Meter, claim: ta
             log.info(f"pilot {cand.label}: held-out ε_lb {stat['heldout_eps_lb']:.3f}, AUC {stat['heldout_auc']:.3f} "
                      f"({n} trials, {time.time() - start:.0f}s)")
     return rows
+
+
+#: what a pilot's result shares with its run's result, left out of the record kept inside it
+_SHARED_FIELDS = ("claim", "config", "code", "versions", "dataset", "store", "target", "accountant",
+                  "claimed_epsilon", "claimed_delta", "confidence", "assumption")
+
+
+def _pilot_record(result: Result) -> dict[str, Any]:
+    """A pilot's result as its run's result keeps it (no file of its own; its trials stay in the
+    store under ``key``)."""
+    return {k: v for k, v in result.to_dict().items() if k not in _SHARED_FIELDS}
 
 
 def _waiting(cand: Candidate) -> bool:

@@ -169,6 +169,9 @@ def test_the_portfolio_records_every_candidate_and_certifies_on_its_own_trials(t
     played = sum(c.get("trials", 0) for c in rec["candidates"])  # set-aside pilots played trials too
     assert rec["certification_trials"] == 1200 - played and played <= portfolio.PILOT_SHARE * 1200
     assert "portfolio" in json.loads((tmp_path / f"{r.run_id}.json").read_text())
+    # the pilots' results live inside the run's result, not as files of their own
+    assert [p.name for p in tmp_path.glob("*.json")] == [f"{r.run_id}.json"]
+    assert all(c["record"]["trials"] == c["trials"] and c["record"]["key"] for c in piloted)
     # the pilots played another stream of trials: none of the certificate's keys is a pilot's
     assert game.stream_seed(game.AuditSpec(trial_stream=1)) != game.stream_seed(game.AuditSpec())
 
