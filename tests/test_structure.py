@@ -205,9 +205,9 @@ def _findings(checker: str, root: Path) -> list[str]:
     ("layers", "attacks.mechanism", "from canaries import node as _planted", "attacks.mechanism imports canaries.node"),
     ("layers", "graphs.ops", "from targets import base as _planted", "graphs.ops imports targets.base"),
     ("names", "canaries.edge", "_PLANTED = 'heterpoisson'", "canaries.edge:"),
-    ("names", "audit.game", "def _planted(target):\n    return target.name == 'gcon'", "audit.game:"),
+    ("names", "audit.play.game", "def _planted(target):\n    return target.name == 'gcon'", "audit.play.game:"),
     ("names", "attacks.mechanism", "from targets.gap import GAP as _planted", "attacks.mechanism imports targets.gap"),
-    ("names", "audit.cli", "_PLANTED = 'targets.caribou.given_input:CaribouGivenInput'", "audit.cli:"),
+    ("names", "audit.console.cli", "_PLANTED = 'targets.caribou.given_input:CaribouGivenInput'", "audit.console.cli:"),
     ("private", "canaries.sensitivity", "def _planted(target, g):\n    return target._private_edges(g, 0)",
      "canaries.sensitivity:"),
 ])
@@ -222,7 +222,7 @@ def test_the_checkers_flag_a_planted_violation(copy_of_the_packages, tmp_path, c
 
 def test_a_docstring_may_name_a_target(copy_of_the_packages, tmp_path):
     root = _fresh_copy(copy_of_the_packages, tmp_path)
-    _plant(root, "audit.game", 'def _documented():\n    """As GCON\'s paper (gcon) says."""')
+    _plant(root, "audit.play.game", 'def _documented():\n    """As GCON\'s paper (gcon) says."""')
     assert not names_of_targets(root, import_graph(root), _target_names())
 
 
