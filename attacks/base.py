@@ -46,9 +46,9 @@ class Attack:
     units: ClassVar[tuple[Unit, ...]] = (Unit.EDGE, Unit.NODE)
     canary_kind: ClassVar[str] = "graph"
     #: the score is the exact privacy loss log p(view | world 1)/p(view | world 0) of the view it reads,
-    #: under the target's declared law: its trials are then samples of that loss (audit.pair_epsilon)
+    #: under the target's declared law: its trials are then samples of that loss (audit.stats.pair_epsilon)
     exact_loss: ClassVar[bool] = False
-    #: the declared-model check's deviations (``audit.declared_joint.JOINT_TESTS``, or ``"any"``) this
+    #: the declared-model check's deviations (``audit.declared_model.declared_joint.JOINT_TESTS``, or ``"any"``) this
     #: score exploits: where the check fails, the portfolio pilots it before the others
     exploits: ClassVar[tuple[str, ...]] = ()
     #: among the scores that exploit a deviation, lower ranks are piloted first (a score built from
@@ -103,7 +103,7 @@ class Attack:
     @classmethod
     def pair_units(cls, target: Target, level: Level) -> float:
         """Work units the attack spends once per pair before its first score (what a budget in units
-        charges for it, :class:`audit.portfolio.Meter`). Default: :attr:`pair_cost`."""
+        charges for it, :class:`audit.plan.portfolio.Meter`). Default: :attr:`pair_cost`."""
         return cls.pair_cost
 
     @classmethod

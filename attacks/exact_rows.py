@@ -1,6 +1,6 @@
 """A score that exploits rows released without noise (``exact-rows``, mechanism view).
 
-The declared-model check (:mod:`audit.declared_joint`) finds entries a step releases exact though it
+The declared-model check (:mod:`audit.declared_model.declared_joint`) finds entries a step releases exact though it
 declares a std; a likelihood ratio that trusts the declared std reads such a row as one more noisy
 row. This score reads it as what it is: on every row where the two worlds' declared means differ,
 an output equal to world 1's mean (to float precision) counts +1 and one equal to world 0's mean

@@ -29,7 +29,7 @@ The score has no threshold fixed a priori (``natural_threshold`` is not set): th
 holds trials out to choose one. Against an exact μ-GDP claim (GAP's edge level), the ``gdp``
 estimator is then valid whatever the score's law: a μ-GDP mechanism gives every test
 FPR + FNR ≥ 2Φ(−μ/2) (at unequal world sizes, Φ⁻¹(1 − FPR) − Φ⁻¹(FNR) ≤ μ), and
-:func:`audit.estimators.gdp_mu_bound` turns a Clopper–Pearson bound on the held-out threshold's
+:func:`audit.stats.estimators.gdp_mu_bound` turns a Clopper–Pearson bound on the held-out threshold's
 errors into μ_lb exactly by these inequalities.
 
 Queries are counted on the attack (``queries``, ``fresh_queries``; :meth:`queries_for` a pair:

@@ -36,7 +36,7 @@ LLR, so 0 is the Neyman–Pearson threshold at equal priors, fixed before any tr
 worlds, exactly symmetric about 0.)
 
 **A sampler that is not Poisson** (the pair's record says so: ``info["sampler"]`` = ``"not poisson: ..."``,
-written where the sampler checks of :mod:`audit.sampler_check` failed): the rest of the batch is no
+written where the sampler checks of :mod:`audit.stats.sampler_check` failed): the rest of the batch is no
 longer independent of the canary's presence (under shuffled or fixed-size batches its size says
 where the canary is), so reading it would score the auditor's instrumentation, not the release. The
 score then subtracts nothing: ``x_t = g_t``. On a coordinate on which every other example's clipped

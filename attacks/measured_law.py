@@ -1,7 +1,7 @@
 """A likelihood ratio under the noise law measured on the target's own releases (``measured-law``,
 mechanism view).
 
-The declared-model check (:mod:`audit.declared`) can find that a target's noise is not what it
+The declared-model check (:mod:`audit.declared_model.declared`) can find that a target's noise is not what it
 declares (shared across steps or rows, missing from some entries, of another scale); a score that
 trusts the declaration then reads the wrong law. This one trusts nothing declared about the noise.
 It draws releases of each world from the target, from generators

@@ -145,7 +145,7 @@ def _scores_given_means(steps: list[MechanismStep], means: list[_Means]) -> list
 
 class MechanismLRT(Attack):
     name = "mechanism-lrt"
-    exact_loss = True  # where every step is Gaussian or has a log-density (audit.pair_epsilon checks)
+    exact_loss = True  # where every step is Gaussian or has a log-density (audit.stats.pair_epsilon checks)
     levels = (Level.MECHANISM,)
 
     def natural_threshold_for(self, release: Release) -> float | None:

@@ -1,6 +1,6 @@
 """Score metrics shared by attacks and estimators: ROC, AUC, TPR at a fixed FPR.
 
-Pure functions of two score samples (higher score = "the canary was in"); ``audit.estimators``
+Pure functions of two score samples (higher score = "the canary was in"); ``audit.stats.estimators``
 re-exports them.
 """
 from __future__ import annotations

@@ -6,7 +6,7 @@
     def test_my_trainer_is_private(tmp_path):
         assert_private("mypkg.trainer:MyDPGNN", epsilon=2.0, trials=400, out=tmp_path)
 
-``audit_claim`` plays the game and returns the :class:`audit.result.Result`; ``assert_private`` fails the test
+``audit_claim`` plays the game and returns the :class:`audit.records.result.Result`; ``assert_private`` fails the test
 when the lower bound exceeds the claim at the stated confidence (a VIOLATION). Mark long audits
 ``@pytest.mark.slow``. A correct target fails such a test at most 1 − confidence of the time;
 fix the seed so CI is reproducible.
@@ -17,8 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from audit.game import AuditSpec, run_audit
-from audit.result import Result
+from audit.play.game import AuditSpec, run_audit
+from audit.records.result import Result
 from targets.base import Level
 
 
@@ -126,7 +126,7 @@ def target_checks(target: Any, *, params: dict[str, Any] | None = None, dataset:
 
     import torch
 
-    from audit import data
+    from audit.play import data
     from targets import base
 
     name = target if isinstance(target, str) else None
@@ -230,7 +230,7 @@ def target_checks(target: Any, *, params: dict[str, Any] | None = None, dataset:
 
 
 def _catalogue_entries(target: str | None, bug: str) -> list[Any]:
-    from audit import catalogue
+    from audit.plan import catalogue
 
     return [e for e in catalogue.CATALOGUE if target is not None and e.target == target and e.bug == bug]
 
@@ -299,7 +299,7 @@ def _play(target: str, bug: str | None, params: dict[str, str], canary: str, dat
     """A short cp game; (result, OUT scores, IN scores)."""
     import numpy as np
 
-    from audit.store import Store
+    from audit.records.store import Store
 
     spec = AuditSpec(target=target, epsilon=2.0, bug=bug, params=params, dataset=dataset, canary=canary,
                      attack=attack, trials=trials, estimator="cp")
@@ -343,7 +343,7 @@ def check_attack_power(name: str, *, target: str | None = None, params: dict[str
 
 
 def data_graph(dataset: str) -> Any:
-    from audit import data
+    from audit.play import data
 
     return data.load(dataset, seed=0)
 

@@ -11,8 +11,9 @@ import tempfile
 import time
 from dataclasses import replace
 
-from audit import game, portfolio
-from audit.run_spec import AuditSpec
+from audit.play import game
+from audit.plan import portfolio
+from audit.play.run_spec import AuditSpec
 from targets import base as targets
 
 TRIALS = {"mechanism": 100, "trace": 40, "weights": 16, "api": 16}

@@ -25,7 +25,7 @@ from torch_geometric.data import Data
 
 from trial_cost import arguments, cpu_ms_per_trial
 from attacks.linkteller import LinkTeller
-from audit.game import AuditSpec, setup_run, trial_seed
+from audit.play.game import AuditSpec, setup_run, trial_seed
 from canaries.base import make as make_canary
 from targets.caribou import stacked
 from targets.caribou.model import _fit_best_val

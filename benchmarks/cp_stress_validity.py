@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from audit import estimators as est  # noqa: E402
+from audit.stats import estimators as est  # noqa: E402
 
 D = 1e-5
 

@@ -2,7 +2,7 @@
 
 The same audit (a mechanism-level audit on a large csbm graph, a named canary so the setup is the
 same in both) runs in this process (``--jobs 1``) and on a cluster of a scheduler and ``--workers``
-worker processes over TCP on localhost (:func:`audit.cluster.tcp_cluster`), each in a fresh
+worker processes over TCP on localhost (:func:`audit.play.cluster.tcp_cluster`), each in a fresh
 results folder. Reported: the trials phase of each (``trials_wall_s``: workers prepare the target
 and play; the dataset load and the setup are the same in both and excluded), the speed-up, the
 tasks each worker ran, and whether the two stored the same trials (they must: bitwise).
@@ -30,9 +30,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from audit.cluster import tasks_done, tcp_cluster  # noqa: E402
-from audit.game import AuditSpec, run_audit  # noqa: E402
-from audit.store import Store  # noqa: E402
+from audit.play.cluster import tasks_done, tcp_cluster  # noqa: E402
+from audit.play.game import AuditSpec, run_audit  # noqa: E402
+from audit.records.store import Store  # noqa: E402
 
 
 def _trials(result) -> list:
@@ -42,7 +42,7 @@ def _trials(result) -> list:
 
 def _warm() -> None:
     """Import what a worker's chunk imports (run on every worker before the timed run)."""
-    import audit.trial_runner  # noqa: F401
+    import audit.play.trial_runner  # noqa: F401
     import targets  # noqa: F401
 
 

@@ -1,4 +1,4 @@
-"""The declared-model check (audit.declared): false-alarm rate, power on the deviants, run time.
+"""The declared-model check (audit.declared_model.declared): false-alarm rate, power on the deviants, run time.
 
     python benchmarks/declared.py [--seeds 200] [--n 8] [--power-seeds 20]
     python benchmarks/declared.py --config caribou hops=1 --config gap [--config ...] [--seeds 100]
@@ -27,8 +27,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from audit import declared  # noqa: E402
-from audit.data import load  # noqa: E402
+from audit.declared_model import declared  # noqa: E402
+from audit.play.data import load  # noqa: E402
 from canaries.base import make as make_canary  # noqa: E402
 from canaries.edge import ExplicitEdge  # noqa: E402
 from graphs.ops import degrees  # noqa: E402
@@ -49,7 +49,7 @@ def config_false_alarms(name: str, params: dict[str, str], seeds: int, first: in
     """One table row: the declared-model check's false alarms on `name` over `seeds` default-run setups."""
     from attacks.base import auto_attack
     from attacks.base import make as make_attack
-    from audit.game import DECLARED_CHECK_N, AuditSpec, setup_run
+    from audit.play.game import DECLARED_CHECK_N, AuditSpec, setup_run
     from canaries.base import auto_canary
 
     alarms, statuses, tests, reasons = 0, collections.Counter(), [], collections.Counter()

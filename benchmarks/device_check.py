@@ -30,8 +30,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from audit.game import AuditSpec, run_audit  # noqa: E402
-from audit.store import Store  # noqa: E402
+from audit.play.game import AuditSpec, run_audit  # noqa: E402
+from audit.records.store import Store  # noqa: E402
 from targets import base  # noqa: E402
 
 

@@ -35,7 +35,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from audit.game import AuditSpec, setup_run, trial_seed  # noqa: E402
+from audit.play.game import AuditSpec, setup_run, trial_seed  # noqa: E402
 from targets.dpdgc import dpemb  # noqa: E402
 
 #: (line as written, replacement) per part of a step

@@ -25,10 +25,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from audit import estimators as est  # noqa: E402
-from audit.shape_check import auto_estimate  # noqa: E402
-from audit.estimators.known import gaussian, laplace  # noqa: E402
-from audit.estimators.known import randomized_response as rr  # noqa: E402
+from audit.stats import estimators as est  # noqa: E402
+from audit.stats.shape_check import auto_estimate  # noqa: E402
+from audit.stats.estimators.known import gaussian, laplace  # noqa: E402
+from audit.stats.estimators.known import randomized_response as rr  # noqa: E402
 
 DELTA = 1e-5
 MECH = {"gaussian": (gaussian, 2.49), "laplace": (laplace, 1.37), "rr": (rr, 1.3)}

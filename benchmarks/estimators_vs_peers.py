@@ -20,7 +20,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from attacks.metrics import rates_at  # noqa: E402
-from audit import estimators as est  # noqa: E402
+from audit.stats import estimators as est  # noqa: E402
 from targets.common.accounting import gdp_mu  # noqa: E402
 
 DELTA = 1e-5

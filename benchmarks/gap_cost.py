@@ -22,7 +22,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from attacks import base as attacks  # noqa: E402
-from audit.game import AuditSpec, setup_run, trial_seed  # noqa: E402
+from audit.play.game import AuditSpec, setup_run, trial_seed  # noqa: E402
 from canaries import base as canaries  # noqa: E402
 
 

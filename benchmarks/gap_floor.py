@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from attacks import base as attacks  # noqa: E402
-from audit.game import AuditSpec, setup_run, trial_seed  # noqa: E402
+from audit.play.game import AuditSpec, setup_run, trial_seed  # noqa: E402
 from canaries import base as canaries  # noqa: E402
 from throughput import draw_floor  # noqa: E402
 

@@ -26,14 +26,14 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from attacks import base as attacks  # noqa: E402
-from audit import witness_choice  # noqa: E402
-from audit.game import AuditSpec, build_target, setup_run, trial_seed  # noqa: E402
+from audit.play import witness_choice  # noqa: E402
+from audit.play.game import AuditSpec, build_target, setup_run, trial_seed  # noqa: E402
 from canaries import base as canaries  # noqa: E402
 from targets import base as targets  # noqa: E402
 
 
 def default_pair(out: str):
-    """The default run's target and pair, built as :func:`audit.game.run_audit` builds them."""
+    """The default run's target and pair, built as :func:`audit.play.game.run_audit` builds them."""
     spec = AuditSpec(target="gcon")
     graph, target, _ = setup_run(spec)
     choice = witness_choice.choose(build_target(replace(spec, device="cpu")), graph, level="mechanism",

@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from attacks.gmia import run_gmia  # noqa: E402
-from audit.data import load  # noqa: E402
+from audit.play.data import load  # noqa: E402
 from targets.gcn import NonPrivateGCN  # noqa: E402
 
 PUBLISHED_AUC = 0.754  # Olatunji et al., GCN on Cora, TSTF (specs/gmia.md)

@@ -22,7 +22,7 @@ import time
 import torch
 
 from trial_cost import arguments, compare
-from audit.game import AuditSpec, setup_run
+from audit.play.game import AuditSpec, setup_run
 
 
 def main(argv: list[str] | None = None) -> int:

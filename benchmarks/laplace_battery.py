@@ -1,4 +1,4 @@
-"""False-alarm rates and power of the declared check's Laplace battery (audit/declared_laplace.py),
+"""False-alarm rates and power of the declared check's Laplace battery (audit/declared_model/declared_laplace.py),
 beside the Gaussian battery's on the same deviations of scale.
 
 Each row plays ``check_declared`` (n releases per world, as the game: 16) on csbm with the edge of
@@ -24,7 +24,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # this checkout's packages, and
 
 import deviants  # noqa: E402
 import laplace_deviants as ld  # noqa: E402
-from audit import data, declared  # noqa: E402
+from audit.play import data  # noqa: E402
+from audit.declared_model import declared
 from canaries.edge import ExplicitEdge  # noqa: E402
 from graphs.ops import degrees  # noqa: E402
 

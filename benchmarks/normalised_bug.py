@@ -19,7 +19,7 @@ import math
 
 from scipy.stats import chi2, ncx2, norm
 
-from audit.data import load
+from audit.play.data import load
 from targets.dpsgd_gcn import DPSGDGCN
 
 logging.disable(logging.WARNING)

@@ -22,9 +22,9 @@ from pathlib import Path
 
 from scipy import stats
 
-from audit import portfolio
-from audit.budget import parse
-from audit.game import AuditSpec
+from audit.plan import portfolio
+from audit.plan.budget import parse
+from audit.play.game import AuditSpec
 from targets.base import parse_assignments
 
 

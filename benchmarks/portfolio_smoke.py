@@ -1,7 +1,7 @@
 """Does every attack the default's pool offers a target actually play there?
 
 For each built-in target (at a fast configuration) this lists the default's candidates
-(:func:`audit.portfolio.candidates`) and plays a few trials of each distinct (level, attack) on the
+(:func:`audit.plan.portfolio.candidates`) and plays a few trials of each distinct (level, attack) on the
 first canary the pool pairs it with, and of each canary with the first candidate that plays it
 (``--every-canary``: every (level, attack, canary)): a candidate that raises wastes the pilot share it was charged and shows as
 "failed" in the portfolio's table, so each failure here is a bug in an attack's ``applies_to``, its
@@ -20,7 +20,8 @@ import tempfile
 import time
 from dataclasses import replace
 
-from audit import game, portfolio
+from audit.play import game
+from audit.plan import portfolio
 from targets.base import parse_assignments
 
 #: each target at a configuration whose trials take well under a second (benchmarks/portfolio_false_alarms.md)

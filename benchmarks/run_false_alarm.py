@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from attacks.base import auto_attacks  # noqa: E402
 from attacks.base import make as make_attack  # noqa: E402
-from audit.game import AuditSpec, auto_trials, run_audit, setup_run  # noqa: E402
+from audit.play.game import AuditSpec, auto_trials, run_audit, setup_run  # noqa: E402
 
 
 def default_run(target: str, seed: int, trials: str, out: Path) -> list:

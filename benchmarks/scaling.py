@@ -81,7 +81,7 @@ def measure(target_name: str, n: int, batch: int, seed: int = 0, repeats: int = 
     """One cell, in this process."""
     import torch
 
-    from audit.game import AuditSpec, setup_run, trial_seed
+    from audit.play.game import AuditSpec, setup_run, trial_seed
     from canaries.base import make as make_canary
     from throughput import draw_floor
 

@@ -57,7 +57,7 @@ def regress(fixed: Path | None, seq: Path | None) -> str:
 
 
 def false_alarm(seeds: int, trials: int, epsilon: float, bug: str | None) -> str:
-    from audit.game import AuditSpec, run_audit
+    from audit.play.game import AuditSpec, run_audit
 
     rows = {}
     t0 = time.time()

@@ -1,6 +1,6 @@
 """Throughput of the audit game: trials per second, batched against one trial per call.
 
-Each row plays one (target, attack, level) audit through :func:`audit.game.run_audit` twice with
+Each row plays one (target, attack, level) audit through :func:`audit.play.game.run_audit` twice with
 the same seed: with the run's batch size (auto, or ``--batch``) and with ``batch=1`` (one ``fit``
 per trial), each in its own temporary results folder. It reports trials/s over the trials phase
 (``trials_wall_s`` of the result: worker setup, ``prepare``, training and scoring; not the
@@ -45,8 +45,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from audit.game import AuditSpec, run_audit, setup_run, trial_seed  # noqa: E402
-from audit.store import Store  # noqa: E402
+from audit.play.game import AuditSpec, run_audit, setup_run, trial_seed  # noqa: E402
+from audit.records.store import Store  # noqa: E402
 
 
 @dataclass

@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from audit.estimators import estimate
+from audit.stats.estimators import estimate
 from targets.common.accounting import gdp_epsilon, gdp_mu
 
 DELTA = 1e-5
@@ -112,7 +112,7 @@ def select_fraction_sweep(reps: int, seed: int, fractions: tuple[float, ...], ep
 def game(reps: int, seed: int, samples: int, eps: float = 2.0, trials: int = 2000) -> None:
     import torch
 
-    from audit.game import AuditSpec, run_audit
+    from audit.play.game import AuditSpec, run_audit
 
     torch.set_num_threads(1)
     mu = gdp_mu(eps, DELTA)

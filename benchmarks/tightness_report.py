@@ -49,7 +49,7 @@ def joint_exact(trace_std: float, q: float, steps: int, hop_std: float, hops: in
 
 
 def _row_claim(row: dict):
-    from audit.data import load
+    from audit.play.data import load
     from targets.base import build
 
     params = {k: (int(v) if v.isdigit() else v) for k, v in row["params"].items()}

@@ -15,7 +15,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from audit.game import trial_seed  # noqa: E402
+from audit.play.game import trial_seed  # noqa: E402
 
 
 def arguments(doc: str, argv: list[str] | None, *, batch: int, single: int) -> argparse.Namespace:

@@ -283,7 +283,7 @@ def code_stamp(target: str | None, preset: str | Path) -> str:
     """The code a cached fit was made with: the target's package (none for the MLP), this file and
     the preset's module. A cached fit is reused only under the same stamp, so a table is never
     rendered from fits of other code. Hashed once per process (the sources do not change during a run)."""
-    from audit.provenance import source_hash
+    from audit.records.provenance import source_hash
     return source_hash(*([get(target)] if target else []), Path(__file__), Path(preset))
 
 

@@ -35,7 +35,7 @@ def exact_false_alarm(mu: float, trials: int, beta: float) -> float:
     """P(the gdp bound exceeds μ) when every trial is scored by the exact LLR at threshold 0."""
     from scipy.stats import binom, norm
 
-    from audit.estimators import cp_upper_vec
+    from audit.stats.estimators import cp_upper_vec
 
     p = float(norm.cdf(-mu / 2))
     k = np.arange(trials + 1)
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> None:
 
     import torch
 
-    from audit.game import AuditSpec, run_audit
+    from audit.play.game import AuditSpec, run_audit
     from targets.common.accounting import gdp_epsilon, gdp_mu
 
     torch.set_num_threads(1)

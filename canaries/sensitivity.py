@@ -33,7 +33,7 @@ The best pair per step (largest measured/claimed) is written as a witness (:mod:
 and recomputed from the file through the target's code before it is reported. Measured above
 claimed by more than ``rtol`` (1e-6 relative) is a sensitivity violation (exit status 1).
 
-The command ``python -m audit sensitivity`` (``audit/cli.py``) calls :func:`probe` and prints
+The command ``python -m audit sensitivity`` (``audit/console/cli.py``) calls :func:`probe` and prints
 :func:`render`.
 """
 from __future__ import annotations

@@ -50,11 +50,11 @@ def spec_numbers(data_dir):
 
 @pytest.fixture(scope="module")
 def make_csbm():
-    """A factory of contextual-SBM graphs, ``make_csbm(n=..., seed=...)`` (``audit.data.csbm``'s
+    """A factory of contextual-SBM graphs, ``make_csbm(n=..., seed=...)`` (``audit.play.data.csbm``'s
     arguments), each built once per test module; with no argument, the embedded default graph
     (``load("csbm")``). Module-scoped, like the per-file fixtures it replaces, so a test that
     mutates a graph never leaks into another module."""
-    from audit.data import csbm, load
+    from audit.play.data import csbm, load
 
     cache = {}
 
@@ -85,8 +85,8 @@ def stored_runs(tmp_path):
     ``(name, batch, jobs)`` of `settings`, each in its own folder, and returns
     ``{name: (stored (index, bit, score) rows, ε_lb)}``: the same seed must give the same trials
     whatever the batching."""
-    from audit.game import AuditSpec, run_audit
-    from audit.store import Store
+    from audit.play.game import AuditSpec, run_audit
+    from audit.records.store import Store
 
     def play(target, params, settings):
         runs = {}

@@ -1,6 +1,6 @@
 """Mutants of the code under test, for the tests that must catch them (``tests/test_mutants.py``).
 
-* :func:`inflate_bound`: every :class:`audit.estimators.Estimate` that ``method`` builds reports
+* :func:`inflate_bound`: every :class:`audit.stats.estimators.Estimate` that ``method`` builds reports
   ``factor`` × its ε lower bound (and interval), whatever path built it (``estimate``, the game,
   ``auto``, sequential looks): each estimator builds its result through ``core.Estimate``.
 * :func:`shrink_noise`: the reference Gaussian mechanism releases ``factor`` × its calibrated noise
@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import audit.estimators.core as core
+import audit.stats.estimators.core as core
 from targets.gaussian import GaussianMechanism
 
 
@@ -35,7 +35,7 @@ def shrink_noise(monkeypatch: pytest.MonkeyPatch, factor: float) -> None:
 
 def box_on_the_wrong_side(monkeypatch: pytest.MonkeyPatch) -> None:
     """The subsampled-Gaussian fit inverted from lower, not upper, confidence bounds on the error rates."""
-    from audit.estimators import subsampled_fit as fit
+    from audit.stats.estimators import subsampled_fit as fit
 
     def lower_box(out, inn, thresholds, beta):
         fp, fn = fit.rates_at(out, inn, thresholds)
@@ -51,7 +51,7 @@ def pessimistic_report(monkeypatch: pytest.MonkeyPatch) -> None:
     """The fit reports ε(σ̂) from the pessimistic PLD (an upper estimate) instead of the optimistic one.
     No size check sees it (``tests/test_subsampled_fit.py``'s docstring says why); the report's direction
     check does (``tests/test_family_fit.py``: the reported figure lies strictly below the pessimistic one)."""
-    from audit.estimators import subsampled_curve as curve
+    from audit.stats.estimators import subsampled_curve as curve
 
     honest = curve.epsilon
     monkeypatch.setattr(curve, "epsilon", lambda *a, pessimistic=False: honest(*a, pessimistic=True))
@@ -59,7 +59,7 @@ def pessimistic_report(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def trust_declared_q(monkeypatch: pytest.MonkeyPatch, declared: float) -> None:
     """The fit uses the declared sampling rate instead of the one measured from the inclusions."""
-    from audit.estimators import subsampled_fit as fit
+    from audit.stats.estimators import subsampled_fit as fit
 
     def trusting(out, inn, *, inclusions, delta, confidence=0.95, q_share=0.1, seed=0):
         return fit.fit(out, inn, delta=delta, steps=int(np.shape(inclusions)[1]), q=declared,

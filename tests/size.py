@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 from scipy.stats import binom
 
-from audit import estimators as est
-from audit.estimators.known import gaussian, laplace, randomized_response
+from audit.stats import estimators as est
+from audit.stats.estimators.known import gaussian, laplace, randomized_response
 
 ALPHA = 0.01   # P(a correct estimator, at exactly the nominal rate, fails the check)
 POWER = 0.9    # required P(an estimator at twice the nominal rate fails the check)
@@ -174,7 +174,7 @@ def tight_entries() -> dict[str, Any]:
     0.39 of the claim: those estimators read one point of a curve whose tail carries ε), hence the
     randomized-response entries.
     """
-    from audit.catalogue import Entry
+    from audit.plan.catalogue import Entry
 
     edgerand = Entry("edgerand", "CONSISTENT", epsilon=1.0, estimator="cp", trials=10_000,
                      dataset="csbm:n=30,features=4")
@@ -190,7 +190,7 @@ def tight_entries() -> dict[str, Any]:
 def check_entry(entry, out) -> Any:
     """Play `entry` at seed 0 at its full budget (as ``regress --no-sequential``); AssertionError
     unless the verdict is the expected one. Returns the result."""
-    from audit.game import run_audit
+    from audit.play.game import run_audit
 
     result = run_audit(entry.spec(0), out=out, progress=False, sequential=False)
     assert result.verdict == entry.expect, (f"{entry.name}: {result.verdict}, ε_lb {result.eps_lb:.3f} vs "

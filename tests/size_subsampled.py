@@ -1,4 +1,4 @@
-"""Size checks of the subsampled-Gaussian curve fit (``audit/estimators/subsampled_fit.py``) on
+"""Size checks of the subsampled-Gaussian curve fit (``audit/stats/estimators/subsampled_fit.py``) on
 simulated exact traces: T Poisson(q)-subsampled Gaussian steps at a σ whose ε at δ is ``eps``, scored
 by the exact mixture log-ratio, with the canary's inclusions recorded (``known.subsampled_gaussian``).
 
@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from audit.estimators import subsampled_curve as curve
-from audit.estimators import subsampled_fit
-from audit.estimators.known import subsampled_gaussian
+from audit.stats.estimators import subsampled_curve as curve
+from audit.stats.estimators import subsampled_fit
+from audit.stats.estimators.known import subsampled_gaussian
 from size import DELTA, SizeLimits, count_exceedances, stable_seed
 
 

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from attacks.adam_lrt import AdamLRT, ColumnLaw, column_map
-from audit import game
-from audit.estimators import select_threshold
+from audit.play import game
+from audit.stats.estimators import select_threshold
 from canaries import base as canaries
 from canaries.edge import CanaryPair, ExplicitEdge
 from targets.gcon import GCON, Problem, sample_noise

@@ -5,12 +5,12 @@ import numpy as np
 import pytest
 import torch
 
-from audit import data
-from audit import game
-from audit import trial_runner as runner
+from audit.play import data
+from audit.play import game
+from audit.play import trial_runner as runner
 from canaries import base as canaries
-from audit.game import AuditSpec, run_audit
-from audit.store import Store
+from audit.play.game import AuditSpec, run_audit
+from audit.records.store import Store
 from targets import base as targets
 from targets.gaussian import GaussianMechanism
 
@@ -188,7 +188,7 @@ def test_result_records_batch_and_cached_work(tmp_path):
 
 
 def test_cli_run_takes_batch(tmp_path, capsys):
-    from audit.cli import main
+    from audit.console.cli import main
 
     args = ["run", "--target", "gaussian", "--trials", "16", "--no-progress", "--json", "--out", str(tmp_path),
             "--batch", "5", "--device", "cpu"]

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from audit import estimators as est
-from audit.declared_joint import deterministic_distinguisher
-from audit.estimators.known import gaussian, randomized_response
-from audit.power import power
+from audit.stats import estimators as est
+from audit.declared_model.declared_joint import deterministic_distinguisher
+from audit.stats.estimators.known import gaussian, randomized_response
+from audit.records.power import power
 from size import count_exceedances
 
 DELTA = 1e-5

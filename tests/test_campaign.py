@@ -4,9 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from audit import campaign, campaign_report
-from audit.cli import main as cli_main
-from audit.store import Store, run_key
+from audit.plan import campaign
+from audit.records import campaign_report
+from audit.console.cli import main as cli_main
+from audit.records.store import Store, run_key
 
 TINY = """
 [campaign]
@@ -88,12 +89,12 @@ def test_tiny_campaign_end_to_end_resume_and_report_only(tmp_path, monkeypatch):
     assert sorted(counts.values()) == [16, 16, 40, 40, 40]
 
     # a rerun plays no trial and runs no audit: every row is found finished in the folder
-    import audit.game
+    import audit.play.game
 
     def no_audit(*a, **k):
         raise AssertionError("a finished row was run again")
 
-    monkeypatch.setattr(audit.game, "run_audit", no_audit)
+    monkeypatch.setattr(audit.play.game, "run_audit", no_audit)
     cached = (out / "utility.json").read_text()
     assert cli_main(["campaign", str(config), "--out", str(out), "--no-progress"]) == 0
     assert _trial_counts(out) == counts
@@ -120,7 +121,7 @@ def test_tiny_campaign_end_to_end_resume_and_report_only(tmp_path, monkeypatch):
         calls.append(spec.key())
         return campaign._existing(out, spec.key(), spec.trials, spec.estimator)
 
-    monkeypatch.setattr(audit.game, "run_audit", fake_audit)
+    monkeypatch.setattr(audit.play.game, "run_audit", fake_audit)
     doc = json.loads(stored_json)
     doc["rows"][1]["code"] = {"key": "0000000000000000", "commit": "0" * 40}
     (out / "campaign.json").write_text(json.dumps(doc, indent=1))
@@ -220,7 +221,7 @@ def test_code_key_is_the_one_the_game_computes():
     """The campaign checks a stored row's code key against code_identity of the classes the game
     passes (type of the built target, attack and canary)."""
     from attacks import base as attacks_registry
-    from audit.provenance import code_identity
+    from audit.records.provenance import code_identity
     from canaries import base as canaries
     from targets import base as targets
 
@@ -237,7 +238,7 @@ def test_code_key_is_the_one_the_game_computes():
     # the store key changes with the code and the options, and is the same in another process (no hash())
     key = run_key("a" * 16, "b" * 16)
     assert len(key) == 16 and key not in (run_key("a" * 16, "c" * 16), run_key("c" * 16, "b" * 16))
-    assert key == _in_a_fresh_process('from audit.store import run_key; print(run_key("a" * 16, "b" * 16))')
+    assert key == _in_a_fresh_process('from audit.records.store import run_key; print(run_key("a" * 16, "b" * 16))')
 
 
 def _in_a_fresh_process(code: str) -> str:
@@ -281,8 +282,8 @@ class _Preprocessing:
 def test_train_and_the_campaigns_utility_fit_the_same_preprocessed_graph(monkeypatch, tmp_path, capsys):
     """One function serves both (issue #46): `utility` once skipped the target's preprocessing."""
     import targets.base
-    from audit import cli as cli_module
-    from audit import private_fit
+    from audit.console import cli as cli_module
+    from audit.play import private_fit
 
     spec = campaign.load("default").rows[0].spec
     fake = _Preprocessing()

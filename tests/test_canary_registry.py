@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from audit.data import csbm
+from audit.play.data import csbm
 from canaries import base as canaries
 from canaries.edge import CanaryPair as EdgePair
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch_geometric.data import Data
 
-from audit.data import add_edge
+from audit.play.data import add_edge
 from targets import caribou as cb
 from targets.base import build
 
@@ -197,7 +197,7 @@ def test_x0_channel_dropout_is_deterministic_and_only_in_training(csbm):
 
 
 def test_audit_end_to_end_catches_no_noise(tmp_path):
-    from audit.game import AuditSpec, run_audit
+    from audit.play.game import AuditSpec, run_audit
     kw = dict(target="caribou", params={"encoder_epochs": "5", "hidden": "16"}, trials=100, seed=0)
     bad = run_audit(AuditSpec(bug="no-noise", **kw), out=tmp_path, progress=False)
     ok = run_audit(AuditSpec(**kw), out=tmp_path, progress=False)

@@ -7,9 +7,9 @@ import torch
 from torch_geometric.data import Data
 
 from attacks.linkteller import query_graph
-from audit import data, trial_runner
-from audit.game import AuditSpec, run_audit
-from audit.store import Store
+from audit.play import data, trial_runner
+from audit.play.game import AuditSpec, run_audit
+from audit.records.store import Store
 
 from targets.base import build, child_generator, resolve, seeded
 from targets.caribou import stacked

@@ -1,7 +1,7 @@
 import pytest
 
-from audit import catalogue
-from audit.cli import main
+from audit.plan import catalogue
+from audit.console.cli import main
 from audit.testing import audit_claim
 from targets.base import get
 

@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from audit.cli import main
+from audit.console.cli import main
 
 
 def _run(args, capsys):

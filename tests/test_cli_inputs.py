@@ -4,7 +4,7 @@ import textwrap
 
 import pytest
 
-from audit import cli
+from audit.console import cli
 
 _NOT_A_RELEASE = '''
 from dataclasses import dataclass

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from attacks.correlation import EdgeCorrelation
-from audit.game import AuditSpec, run_audit
+from audit.play.game import AuditSpec, run_audit
 from canaries.edge import CanaryPair
 from targets.base import MechanismStep, Release
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from audit import cli, data
+from audit.console import cli
+from audit.play import data
 from graphs import datasets
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "csbm_f01e81c.json").read_text())

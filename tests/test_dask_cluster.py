@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-from audit.game import AuditSpec, run_audit
-from audit.store import Store
+from audit.play.game import AuditSpec, run_audit
+from audit.records.store import Store
 
 if os.environ.get("AUDIT_REQUIRE_CLUSTER"):  # .ci/run: a missing dask extra fails, never skips
     import dask.distributed  # noqa: F401
@@ -23,7 +23,7 @@ def _trials(result):
 def test_an_audit_on_two_worker_processes_over_tcp_equals_the_local_run(tmp_path):
     from dask.distributed import Client
 
-    from audit.cluster import tasks_done, tcp_cluster
+    from audit.play.cluster import tasks_done, tcp_cluster
 
     spec = AuditSpec(target="gaussian", epsilon=2.0, trials=96, seed=5, batch=8)
     local = run_audit(spec, out=tmp_path / "local", progress=False)

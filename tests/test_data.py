@@ -3,7 +3,7 @@ import os
 import pytest
 import torch
 
-from audit import data
+from audit.play import data
 
 
 def _check_normalised(g):
@@ -82,7 +82,7 @@ def test_split_option_and_drop_isolated():
 
 
 def test_csbm_keeps_isolated_nodes_only_when_asked():
-    from audit.data import degrees, load
+    from audit.play.data import degrees, load
     assert int((degrees(load("csbm:avg_degree=0.05")) == 0).sum()) == 0
     sparse = load("csbm:avg_degree=0.05,connect_isolated=0")
     assert int((degrees(sparse)[sparse.train_mask] == 0).sum()) > 100

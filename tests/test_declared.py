@@ -1,4 +1,4 @@
-"""audit.declared: a target's declared noise model tested on held-out releases (issue #19 item 3).
+"""audit.declared_model.declared: a target's declared noise model tested on held-out releases (issue #19 item 3).
 
 Each deviant of tests/deviants.py departs from its declaration in one way; the check must fail
 with the right reason (or, for a leaking view, report it). Correct targets pass.
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from audit import declared
-from audit.game import trial_seed
+from audit.declared_model import declared
+from audit.play.game import trial_seed
 from canaries.base import make as make_canary
 from canaries.edge import ExplicitEdge
 from graphs.ops import degrees

@@ -1,4 +1,4 @@
-"""Declarations checked together (audit.declared_joint) and the score that exploits noise-free rows
+"""Declarations checked together (audit.declared_model.declared_joint) and the score that exploits noise-free rows
 (attacks.exact_rows), on the user targets of tests/user_targets."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch
 
 from attacks.exact_rows import ExactRows
 from attacks.mechanism import MechanismLRT
-from audit import declared
+from audit.declared_model import declared
 from canaries.edge import RandomEdge
 from canaries.edge_removal import IsolatingEdge
 from targets.base import get

@@ -1,4 +1,4 @@
-"""The declared check's Laplace battery (audit/declared_laplace.py, issue #44 item 2): a step declaring
+"""The declared check's Laplace battery (audit/declared_model/declared_laplace.py, issue #44 item 2): a step declaring
 a Laplace law is tested (shape, scale, independence across entries, rows and steps) and a correct one
 passes; each deviant of tests/laplace_deviants.py fails by its test. Rates: benchmarks/pure_dp.md."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from audit import declared
+from audit.declared_model import declared
 from canaries.edge import ExplicitEdge
 from graphs.ops import degrees
 from targets.base import build

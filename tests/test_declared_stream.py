@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from audit import declared
-from audit import declared_moments as moments
+from audit.declared_model import declared
+from audit.declared_model import declared_moments as moments
 from canaries.base import make as make_canary
 from targets.base import build, replace_config
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from audit.data import add_edge
+from audit.play.data import add_edge
 from targets.common.accounting import gaussian_rdp
 from targets.base import build, resolve
 from targets.dpdgc import (ORDERS, DPDGC, DPDGCConfig, bound_column_degree, lemma_f1_epsilon,

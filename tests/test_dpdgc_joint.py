@@ -12,7 +12,7 @@ import torch
 
 from attacks.joint import JointLRT
 from attacks.mechanism import shift_norm2
-from audit.data import load
+from audit.play.data import load
 from canaries.joint import HubWithGradient
 from targets.base import Level, build
 from targets.common.accounting import gdp_epsilon

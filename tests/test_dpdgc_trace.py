@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from audit import game
+from audit.play import game
 from canaries.gradient import DiracGradient
 from targets.common.accounting import gaussian_rdp
 from targets.base import build

@@ -1,11 +1,11 @@
 """dpsgd-gcn's ``shuffled-batches`` bug (issue #45, item 4) seen by the sampler checks: it fails the
-checks of ``audit/sampler_check.py`` on the trace's sampling record, where the correct Poisson sampler
+checks of ``audit/stats/sampler_check.py`` on the trace's sampling record, where the correct Poisson sampler
 passes them."""
 import numpy as np
 import pytest
 import torch
 
-from audit.sampler_check import check_sampler
+from audit.stats.sampler_check import check_sampler
 from targets.base import build
 
 

@@ -4,12 +4,12 @@ import ast
 import logging
 from pathlib import Path
 
-from audit import log as audit_log
-from audit.cli import main as cli_main
+from audit.records import log as audit_log
+from audit.console.cli import main as cli_main
 
 REPO = Path(__file__).resolve().parents[1]
 #: the CLI's output: its tables and its one-line errors
-PRINTS_ALLOWED = {"audit/cli.py", "audit/exit_status.py"}
+PRINTS_ALLOWED = {"audit/console/cli.py", "audit/console/exit_status.py"}
 
 
 def test_no_print_in_the_library():
@@ -26,7 +26,7 @@ def test_no_print_in_the_library():
 
 
 def test_notices_reach_the_current_stderr_and_quiet_silences_them(capsys):
-    log = audit_log.get("audit.game")
+    log = audit_log.get("audit.play.game")
     log.info("reusing 3 of 4 trials")
     assert capsys.readouterr().err == "reusing 3 of 4 trials\n"
     try:
@@ -49,8 +49,8 @@ def test_the_cli_takes_quiet_and_verbose_before_or_after_the_command(capsys):
 
 def test_every_exit_status_of_the_cli_comes_from_the_enum():
     """No command returns a bare integer: each status is an ``ExitCode`` member."""
-    tree = ast.parse((REPO / "audit" / "cli.py").read_text())
+    tree = ast.parse((REPO / "audit" / "console" / "cli.py").read_text())
     bare = [f"line {node.lineno}" for node in ast.walk(tree)
             if isinstance(node, ast.Return) and node.value is not None
             and any(isinstance(c, ast.Constant) and isinstance(c.value, int) for c in ast.walk(node.value))]
-    assert not bare, f"bare integer exit statuses in audit/cli.py: {bare}"
+    assert not bare, f"bare integer exit statuses in audit/console/cli.py: {bare}"

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from audit import data
-from audit.data import degrees, has_edge
+from audit.play import data
+from audit.play.data import degrees, has_edge
 from canaries import base as canaries
 from canaries.edge import (FeatureExtremeEdge, LowDegreeEdge, RandomEdge, SensitivitySearchEdge,
                            WorstCaseEdge, noiseless_change)

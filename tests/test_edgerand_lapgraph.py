@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from attacks.linkteller import run_linkteller
-from audit import data
-from audit.data import add_edge
+from audit.play import data
+from audit.play.data import add_edge
 from audit.testing import audit_claim
 from targets.edgerand import EdgeRand, upper_adjacency, upper_pairs
 from targets.lapgraph import LapGraph

@@ -6,11 +6,11 @@ from scipy.integrate import quad
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from audit import estimators as est
-import audit.estimators.core as est_core
+from audit.stats import estimators as est
+import audit.stats.estimators.core as est_core
 from targets.common.accounting import gdp_epsilon, gdp_mu
-from audit.estimators.known import gaussian as _gaussian, laplace as _laplace  # noqa: E402
-from audit.estimators.known import randomized_response as _randomized_response  # noqa: E402
+from audit.stats.estimators.known import gaussian as _gaussian, laplace as _laplace  # noqa: E402
+from audit.stats.estimators.known import randomized_response as _randomized_response  # noqa: E402
 from size import count_exceedances, count_failures, stable_seed
 
 DELTA = 1e-5

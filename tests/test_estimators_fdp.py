@@ -5,14 +5,14 @@ import math
 import numpy as np
 import pytest
 
-from audit import estimators as est
-import audit.estimators.core as est_core
-from audit.group_sequential import SequentialAudit
-from audit.shape_check import choose_method, gaussian_shape_check
-from audit.shape_check import auto_estimate
+from audit.stats import estimators as est
+import audit.stats.estimators.core as est_core
+from audit.stats.group_sequential import SequentialAudit
+from audit.stats.shape_check import choose_method, gaussian_shape_check
+from audit.stats.shape_check import auto_estimate
 from targets.common.accounting import gdp_epsilon, gdp_mu
-from audit.estimators.known import MECHANISMS, gaussian as _gaussian, laplace as _laplace  # noqa: E402
-from audit.estimators.known import randomized_response as _rr  # noqa: E402
+from audit.stats.estimators.known import MECHANISMS, gaussian as _gaussian, laplace as _laplace  # noqa: E402
+from audit.stats.estimators.known import randomized_response as _rr  # noqa: E402
 from size import count_exceedances, count_failures, stable_seed
 
 DELTA = 1e-5
@@ -77,7 +77,7 @@ def test_fdp_perfect_separation_exact_and_mu():
     e = est.fdp(out, inn, delta=DELTA)
     # each world (1 − r)·β/2 over the band's grid counts: the geometric ones, 99 − those, and 16
     # arcsine-spaced interior counts (two of which coincide with the geometric ones)
-    from audit.estimators.trade_off import _band_grid
+    from audit.stats.estimators.trade_off import _band_grid
     grid = sorted(set(_geometric(100)) | {99 - k for k in _geometric(100)} | set(_arcsine(100)))
     assert _band_grid(100).tolist() == grid and len(grid) == 28
     # CP upper bound at count 0 of 100 at the attack's order's share of β/2, over |K|
@@ -88,7 +88,7 @@ def test_fdp_perfect_separation_exact_and_mu():
 
 
 def test_fdp_band_contradicts_gaussian_claims():
-    from audit.estimators.trade_off import gaussian_tradeoff
+    from audit.stats.estimators.trade_off import gaussian_tradeoff
     rng = np.random.default_rng(0)
     out, inn, _ = _gaussian(rng, 5000, 4.4)  # μ = 1
     band = est.fdp_band(out, inn)
@@ -240,22 +240,22 @@ def test_auto_false_alarms_within_confidence(mechanism, eps):
     count_exceedances(draw, 100, 0.2, f"auto on {mechanism}")
 
 
-@pytest.mark.parametrize("module", ["audit.estimators.trade_off", "audit.group_sequential", "audit.shape_check"])
+@pytest.mark.parametrize("module", ["audit.stats.estimators.trade_off", "audit.stats.group_sequential", "audit.stats.shape_check"])
 def test_modules_import_in_any_order(module):
     import subprocess
     import sys
-    code = (f"import {module}; from audit.estimators import fdp; from audit.group_sequential import SequentialAudit; "
-            "from audit.shape_check import choose_method; print('ok')")
+    code = (f"import {module}; from audit.stats.estimators import fdp; from audit.stats.group_sequential import SequentialAudit; "
+            "from audit.stats.shape_check import choose_method; print('ok')")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "ok"
 
 
 def test_the_names_once_handed_out_lazily_warn_and_still_work():
     """Issue #46: no lazy module handout; the old names are deprecated aliases until 0.3.0."""
-    from audit import estimators, group_sequential, shape_check
+    from audit.stats import estimators, group_sequential, shape_check
 
-    with pytest.warns(DeprecationWarning, match="moved to audit.group_sequential.SequentialAudit"):
+    with pytest.warns(DeprecationWarning, match="moved to audit.stats.group_sequential.SequentialAudit"):
         assert estimators.SequentialAudit is group_sequential.SequentialAudit
-    with pytest.warns(DeprecationWarning, match="moved to audit.shape_check.choose_method"):
+    with pytest.warns(DeprecationWarning, match="moved to audit.stats.shape_check.choose_method"):
         assert estimators.choose_method is shape_check.choose_method
     with pytest.raises(AttributeError):
         estimators.no_such_name

@@ -7,10 +7,11 @@ import pytest
 import torch
 
 from attacks.gradient import FullVectorGradientCanary
-from audit import family_fit, portfolio
-from audit.estimators import known
-from audit.estimators import subsampled_fit as fit
-from audit.sampler_check import check_sampler
+from audit.stats import family_fit
+from audit.plan import portfolio
+from audit.stats.estimators import known
+from audit.stats.estimators import subsampled_fit as fit
+from audit.stats.sampler_check import check_sampler
 from canaries.base import CanaryPair
 from mutants import pessimistic_report
 from targets.base import Claim, Level, Release, build
@@ -136,8 +137,8 @@ def test_measure_sampler_on_heterpoisson_passes_and_names_its_steps(csbm):
 
 
 def test_the_played_pairs_exact_epsilon_is_the_subsampled_gaussian_pld(csbm):
-    from audit import pair_epsilon
-    from audit.estimators import subsampled_curve as curve
+    from audit.stats import pair_epsilon
+    from audit.stats.estimators import subsampled_curve as curve
     from canaries import base as canaries
 
     target = build("heterpoisson", epsilon=2.0, hidden=8, steps=3, sampling_rate=0.5, noise="gaussian")

@@ -8,8 +8,8 @@ from torch_geometric.data import Data
 
 from attacks.base import make as make_attack
 from attacks.fresh_query import FreshQuery, contrast_rows, studentised
-from audit.data import add_directed_edge, add_edge
-from audit.estimators import auc
+from audit.play.data import add_directed_edge, add_edge
+from audit.stats.estimators import auc
 from canaries.edge import CanaryPair
 from targets.base import Release
 from targets.gap import GAP

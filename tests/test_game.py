@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 from attacks import base as attacks
-from audit import game, trial_runner
-from audit.game import AuditSpec, run_audit
-from audit.result import Result
-from audit.store import Store
+from audit.play import game, trial_runner
+from audit.play.game import AuditSpec, run_audit
+from audit.records.result import Result
+from audit.records.store import Store
 
 
 def _spec(**kw):
@@ -127,7 +127,7 @@ def test_bad_specs_are_rejected(kw, match):
 
 
 def test_worst_case_canary_is_at_least_as_sensitive_as_a_random_one():
-    from audit.data import load
+    from audit.play.data import load
     from canaries.edge import RandomEdge, WorstCaseEdge
     from targets.base import build
 
@@ -160,7 +160,7 @@ def test_one_run_mode(tmp_path):
 
 
 def test_disjoint_canaries_share_no_endpoint():
-    from audit.data import load
+    from audit.play.data import load
     from canaries.edge import disjoint_non_edges
     g = load("csbm")
     edges = disjoint_non_edges(g, 250, np.random.default_rng(0))
@@ -179,7 +179,7 @@ def test_disjoint_canaries_share_no_endpoint():
     ("dpdgc", {}, "mechanism-lrt"),
 ])
 def test_auto_attack_picks_a_trace_attack_only_where_a_gradient_canary_fits(target, params, expected):
-    from audit.data import load
+    from audit.play.data import load
     from targets.base import build
 
     assert attacks.auto_attack(build(target, **params), load("csbm")) == expected

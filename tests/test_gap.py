@@ -9,7 +9,7 @@ import torch
 
 from targets.base import resolve
 
-from audit.data import add_edge
+from audit.play.data import add_edge
 from targets.common.accounting import DEFAULT_ORDERS, gap_delta, gdp_epsilon, rdp_to_dp
 from targets.base import build
 from targets.gap import GAP, bound_out_degree, dpsgd_schedule, rownorm, sum_aggregate

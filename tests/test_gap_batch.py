@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from attacks.mechanism import MechanismLRT
-from audit.data import add_directed_edge, add_edge, remove_edge
+from audit.play.data import add_directed_edge, add_edge, remove_edge
 from canaries.edge import CanaryPair
 from targets.base import build, seeded
 from targets.gap import GAP, GAPConfig, _Classifier, sum_aggregate, transposed_adjacency

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from audit.data import load
+from audit.play.data import load
 from canaries.gradient import DiracGradient
 from targets.base import build, resolve
 
@@ -155,7 +155,7 @@ def test_gdp_conversion_is_conservative_for_the_audited_trace():
 
 
 def test_short_audit_end_to_end(csbm, tmp_path):
-    from audit.game import AuditSpec, run_audit
+    from audit.play.game import AuditSpec, run_audit
 
     params = {k: str(v) for k, v in AUDIT.items() if k != "epsilon"} | {"trace_module": "encoder"}
     spec = AuditSpec(target="gap", epsilon=8, params=params, attack="gradient-lrt", trials=40,

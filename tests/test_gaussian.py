@@ -27,7 +27,7 @@ def test_released_noise_has_the_stated_scale(csbm, bug, factor):
 
 
 def test_sensitivity_is_exactly_sqrt2_for_any_edge(csbm):
-    from audit.data import add_edge
+    from audit.play.data import add_edge
     t = build("gaussian")
     base = t.noiseless(csbm)
     for u, v in [(0, 599), (5, 77), (100, 300)]:
@@ -44,7 +44,7 @@ def test_unknown_bug_and_bad_values_are_rejected():
 
 
 def test_raw_feature_variant_has_the_exact_worst_case_sensitivity(csbm):
-    from audit.data import add_edge
+    from audit.play.data import add_edge
     t = build("gaussian", normalize=False)
     norms = csbm.x.norm(dim=1)
     top = torch.topk(norms, 2).indices.tolist()
@@ -55,7 +55,7 @@ def test_raw_feature_variant_has_the_exact_worst_case_sensitivity(csbm):
 
 def test_worst_case_canary_certifies_more_than_a_random_one(tmp_path):
     """Issue 9: same trial budget, same claim; the canary search must pay off where edges differ."""
-    from audit.game import AuditSpec, run_audit
+    from audit.play.game import AuditSpec, run_audit
     kw = dict(target="gaussian", epsilon=2, params={"normalize": "false"}, trials=2000, seed=0)
     worst = run_audit(AuditSpec(canary="worst-edge", **kw), out=tmp_path, progress=False)
     rand = run_audit(AuditSpec(canary="random-edge", **kw), out=tmp_path, progress=False)

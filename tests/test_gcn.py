@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch_geometric.data import Data
 
-from audit.data import load
+from audit.play.data import load
 from targets.base import build, get
 from targets.gcn import GCNConfig, NonPrivateGCN, normalized_adjacency
 

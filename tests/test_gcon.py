@@ -9,7 +9,7 @@ import pytest
 import torch
 from scipy import stats
 
-from audit.data import add_edge
+from audit.play.data import add_edge
 from targets.base import build
 from targets.gcon import (
     GCON,
@@ -454,7 +454,7 @@ def test_calibrate_function_matches_claim(csbm):
 # end to end through the audit game (where the harness pieces are present)
 # ---------------------------------------------------------------------------------------------
 def test_short_audit_run(tmp_path):
-    from audit import game
+    from audit.play import game
 
     spec = game.AuditSpec(target="gcon", epsilon=0.5, dataset="csbm", trials=60, seed=0,
                           canary="random-edge", bug="no-noise")

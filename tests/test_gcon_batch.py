@@ -103,8 +103,8 @@ def test_shared_first_hessians_change_nothing(loss):
 def test_whole_run_same_trials_batched_or_not(tmp_path):
     """A run (mechanism-lrt; a random edge, which spares the test the canary probe) at --batch 1,
     auto and 5, each replayed (fresh) in one folder."""
-    from audit.game import AuditSpec, run_audit
-    from audit.store import Store
+    from audit.play.game import AuditSpec, run_audit
+    from audit.records.store import Store
 
     runs = {}
     for name, batch in (("one", 1), ("auto", 0), ("odd", 5)):

@@ -9,8 +9,8 @@ import torch
 
 from attacks.base import make as make_attack
 from attacks.gmia import GMIA, attack_features, induced_subgraph, isolate_nodes, run_gmia
-from audit.data import load
-from audit.estimators import auc
+from audit.play.data import load
+from audit.stats.estimators import auc
 from canaries.node import RemoveNode
 from targets.gcn import NonPrivateGCN
 

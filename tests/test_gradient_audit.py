@@ -7,7 +7,7 @@ import torch
 from scipy.special import kve
 
 from attacks.gradient import FullVectorGradientCanary, ProjectedGradientCanary, sml_log_integral
-from audit import game
+from audit.play import game
 from canaries.gradient import DiracGradient
 from targets.dpsgd_gcn import DPSGDGCN, dpsgd_epsilon
 from targets.heterpoisson import HeterPoisson
@@ -215,7 +215,7 @@ def test_product_laplace_cp_bound_is_valid_on_the_exact_laplace_mechanism():
     """ε_lb ≤ the true ε (here the 1-D Laplace's C/b) at the stated confidence. With the
     subtraction form the rounding residues at the point masses gave 2.4-2.8 against 1."""
     from attacks.gradient import _laplace_llr_terms
-    from audit.estimators import estimate
+    from audit.stats.estimators import estimate
 
     c, above = torch.tensor([1.0], dtype=torch.float64), 0
     for seed in range(10):

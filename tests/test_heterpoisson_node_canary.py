@@ -10,9 +10,9 @@ from scipy.optimize import brentq
 from scipy.stats import binom, norm
 
 from attacks.gradient import FullVectorGradientCanary
-from audit import game
+from audit.play import game
 from canaries import base as canaries
-from audit.data import load
+from audit.play.data import load
 from canaries.gradient import DiracNode, exposed_training_node
 from targets.heterpoisson import HeterPoisson
 

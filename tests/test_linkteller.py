@@ -8,7 +8,7 @@ import torch
 from attacks.base import make as make_attack
 from attacks.linkteller import (LinkTeller, feature_similarity_baseline, influence_matrix,
                                 posterior_similarity_baseline, run_linkteller, symmetrise)
-from audit.data import load
+from audit.play.data import load
 from canaries.edge import CanaryPair, RandomEdge
 from targets.base import Release
 from targets.gcn import NonPrivateGCN

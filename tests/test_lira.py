@@ -9,7 +9,7 @@ import torch
 
 from attacks.base import make as make_attack
 from attacks.lira import RMIA, LiRA, OnlineLiRA, logit_confidence
-from audit.estimators import auc
+from audit.stats.estimators import auc
 from canaries.node import InsertNode, RemoveNode
 from targets.gcn import NonPrivateGCN
 

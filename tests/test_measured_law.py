@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from attacks.measured_law import N_FIT_MIN, MeasuredLaw, MeasuredLawLRT, ledoit_wolf
-from audit import estimators as est
+from audit.stats import estimators as est
 from size import count_exceedances, limit, stable_seed
 from targets.common.accounting import gdp_epsilon
 
@@ -117,7 +117,7 @@ def test_the_attack_separates_a_users_target_whose_steps_share_one_draw(small_cs
 
 
 def test_a_deviation_puts_the_measured_law_first_among_the_scores_that_exploit_it():
-    from audit import portfolio
+    from audit.plan import portfolio
 
     pool = [portfolio.Candidate("mechanism", a, "worst-edge")
             for a in ("mechanism-lrt", "learned-mechanism", "exact-rows", "measured-law")]
@@ -131,8 +131,8 @@ def test_a_deviation_puts_the_measured_law_first_among_the_scores_that_exploit_i
 
 
 def test_without_a_deviation_the_measured_law_waits_behind_every_other_candidate():
-    from audit import portfolio
-    from audit.data import load
+    from audit.plan import portfolio
+    from audit.play.data import load
     from targets.base import get
     from test_user_targets import _path
 
@@ -176,8 +176,8 @@ def test_the_budget_charges_the_fit_it_draws(small_csbm):
     import torch
 
     from attacks.measured_law import N_FIT_MAX, fit_count
-    from audit import portfolio
-    from audit.budget import Budget
+    from audit.plan import portfolio
+    from audit.plan.budget import Budget
     from targets.base import get
     from test_user_targets import _path
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from attacks.measured_scale import N_FIT, MeasuredScaleLRT, measured_variance, step_ratio
-from audit import estimators as est
+from audit.stats import estimators as est
 from size import count_exceedances, limit, stable_seed
 from targets.common.accounting import gdp_epsilon
 
@@ -83,7 +83,7 @@ def test_the_measured_weights_beat_the_declared_ones():
 
 
 def test_a_scale_deviation_puts_the_measured_scale_first():
-    from audit import portfolio
+    from audit.plan import portfolio
 
     pool = [portfolio.Candidate("mechanism", a, "worst-edge")
             for a in ("learned-mechanism", "measured-law", "measured-scale", "edge-correlation")]
@@ -125,7 +125,7 @@ def test_the_attack_measures_a_users_quieter_step_from_the_run_seed(small_csbm):
 def test_the_failed_tests_are_read_off_the_checks_record():
     """A step's failing test is named inside its reason (``mechanism step 1 (hop 2): ... (scale, ...)``):
     the names come from the record's tests, not from the text."""
-    from audit import portfolio
+    from audit.plan import portfolio
 
     declared = {"checked": True, "ok": False, "deviations": ["shared-steps: residual correlation 1"],
                 "steps": [{"status": "pass", "tests": [{"name": "scale", "passed": True}]},

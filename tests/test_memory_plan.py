@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from audit import memory_plan
-from audit.game import AuditSpec, run_audit
-from audit.store import Store
+from audit.play import memory_plan
+from audit.play.game import AuditSpec, run_audit
+from audit.records.store import Store
 from targets.base import build
 
 
@@ -23,7 +23,7 @@ def test_batch_for_caps_the_automatic_batch_by_half_the_free_memory():
 
 
 def test_planned_memory_is_the_release_twice():
-    from audit import data
+    from audit.play import data
 
     graph = data.load("csbm")
     target = build("gaussian")

@@ -13,7 +13,7 @@ expected failure, not an xfail).
 | one-run bound × 1.1 and × 1.2 | the tight one-run catalogue entry (exact randomized response, 5,000 canaries) |
 | one-run-fdp bound × 2 | its size check |
 | cp, bayes, fdp, one-run bound × 1.1 at δ = 0 | its size check at δ = 0 (``PURE_CHECKS``) |
-| Gaussian mechanism's noise × 0.9 | the tight gdp catalogue entry; the released-noise scale test (tests/test_gaussian.py); the declared-model check (audit/declared.py) |
+| Gaussian mechanism's noise × 0.9 | the tight gdp catalogue entry; the released-noise scale test (tests/test_gaussian.py); the declared-model check (audit/declared_model/declared.py) |
 
 one-run-fdp is mutated × 2 only: with the paper's one-sided guesses on a fixed fraction k = 0.2 m,
 its bound on Gaussian canaries stays near 0.56 of the true ε however many canaries (measured
@@ -77,7 +77,7 @@ def test_less_noise_fails_the_noise_scale_test(monkeypatch, csbm):
 
 
 def test_less_noise_fails_the_declared_check(monkeypatch, csbm):
-    from audit import declared
+    from audit.declared_model import declared
     from canaries.base import make as make_canary
     from targets.base import build
 

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-from audit.game import AuditSpec, run_audit
+from audit.play.game import AuditSpec, run_audit
 
 TARGETS = {"laplace": "tests.nongaussian_targets:LaplaceClaimingGDP",
            "rr": "tests.nongaussian_targets:RRClaimingGDP"}

@@ -7,8 +7,8 @@ import pytest
 import torch
 from torch_geometric.data import Data
 
-from audit.data import load
-from audit.game import AuditSpec, run_audit
+from audit.play.data import load
+from audit.play.game import AuditSpec, run_audit
 from canaries.spread import interacting, spread_non_edges
 from targets.common.accounting import gdp_epsilon, gdp_mu
 

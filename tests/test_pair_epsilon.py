@@ -1,4 +1,4 @@
-"""The exact ε of the played pair (audit/pair_epsilon.py) against known answers: the Gaussian
+"""The exact ε of the played pair (audit/stats/pair_epsilon.py) against known answers: the Gaussian
 reference, a two-hop linear Gaussian mechanism and the Laplace mechanism, each in closed form, with
 the Monte Carlo of the exact privacy loss agreeing within its stated interval; and the field in a
 real run's JSON and table."""
@@ -10,8 +10,8 @@ import pytest
 import torch
 from scipy.stats import norm
 
-from audit import pair_epsilon as pe
-from audit import privacy_loss as pl
+from audit.stats import pair_epsilon as pe
+from audit.stats import privacy_loss as pl
 from canaries.base import CanaryPair
 from targets.base import MechanismStep
 
@@ -299,7 +299,7 @@ def test_views_other_than_mechanism_and_failed_declarations_are_not_computable(c
     """The api view is not computable; the Gaussian reference's api answers from its one release
     (no fresh noise per query), so the mechanism view's exact ε bounds it: its edge moves A·X̂ by
     the claimed Δ = √2, so that bound is the claim itself."""
-    from audit.data import add_edge
+    from audit.play.data import add_edge
     from targets.base import build
 
     target = build("gaussian", epsilon=1)
@@ -320,9 +320,9 @@ def test_a_real_run_reports_claim_exact_and_lower_bound(tmp_path):
     played pair's exact ε is the claim itself; the run's JSON and table carry the three numbers."""
     import json
 
-    from audit.data import add_edge, load
-    from audit.game import AuditSpec, run_audit
-    from audit.run_report import table
+    from audit.play.data import add_edge, load
+    from audit.play.game import AuditSpec, run_audit
+    from audit.records.run_report import table
     from targets.base import build
 
     result = run_audit(AuditSpec(target="gaussian", epsilon=1, attack="mechanism-lrt", canary="worst-edge",
@@ -344,7 +344,7 @@ def test_a_real_run_reports_claim_exact_and_lower_bound(tmp_path):
 
 
 def test_campaign_readme_reads_the_slack():
-    from audit.campaign_report import campaign_markdown
+    from audit.records.campaign_report import campaign_markdown
 
     base = {"target": "gaussian", "dataset": "csbm", "attack": "mechanism-lrt", "canary": "worst-edge",
             "epsilon": 1.0, "params": {}, "bug": None, "trials": 200, "level": "mechanism", "unit": "edge",
@@ -371,7 +371,7 @@ def test_campaign_readme_reads_the_slack():
 
 def test_the_result_format_is_part_of_the_code_key(monkeypatch):
     """A stored result of an older format never reads as current: the format is in the code key."""
-    from audit import provenance
+    from audit.records import provenance
     from targets.gaussian import GaussianMechanism
 
     before = provenance.code_identity(GaussianMechanism)["key"]
@@ -426,9 +426,9 @@ def test_declared_gaussian_laws_with_unequal_covariances_by_quadrature():
 def test_a_real_randomised_response_run_gives_its_exact_epsilon(tmp_path):
     """EdgeRand's released adjacency is randomised response on every pair (keep with p = e^ε/(1 + e^ε)):
     one edge's privacy loss is ±ε, so the pair's exact ε at δ is ln((p − δ)/(1 − p)) (the
-    randomized-response ground truth of audit/estimators/known.py). The run's own trials (its score
+    randomized-response ground truth of audit/stats/estimators/known.py). The run's own trials (its score
     is the exact LLR) are the Monte Carlo's samples; the interval covers the truth."""
-    from audit.game import AuditSpec, run_audit
+    from audit.play.game import AuditSpec, run_audit
 
     result = run_audit(AuditSpec(target="edgerand", epsilon=1, attack="mechanism-lrt", canary="random-edge",
                                  trials=100, seed=0), out=tmp_path, progress=False)
@@ -445,7 +445,7 @@ def test_a_dp_sgd_trace_run_gives_its_exact_epsilon(tmp_path):
     C·e_j moves the released sum by C, so the trace's privacy loss is N(μ²/2, μ²) with μ = C/s
     and the pair's exact ε is GDP's at that μ. gradient-lrt scores exactly that loss, so the run's
     own trials are the Monte Carlo's samples: its interval covers the closed form."""
-    from audit.game import AuditSpec, run_audit
+    from audit.play.game import AuditSpec, run_audit
 
     params = {"hidden": "32", "steps": "1", "sampling_rate": "1", "noise": "gaussian"}
     result = run_audit(AuditSpec(target="heterpoisson", epsilon=2, delta=1e-2, attack="gradient-lrt", params=params,

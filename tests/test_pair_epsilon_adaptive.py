@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from audit import pair_epsilon as PE
+from audit.stats import pair_epsilon as PE
 from canaries.node import InsertHubNode
 from graphs.datasets import load
 from targets.base import build

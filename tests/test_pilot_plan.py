@@ -1,4 +1,4 @@
-"""The portfolio's pilot plan (audit/pilot_plan.py): the AUC lower bound it chooses by, coverage of
+"""The portfolio's pilot plan (audit/plan/pilot_plan.py): the AUC lower bound it chooses by, coverage of
 every (view, attack family) before a second canary, duplicates, the views not reached; and the
 learned distinguisher's training (attacks/learned.py)."""
 import numpy as np
@@ -7,7 +7,7 @@ from scipy.stats import norm
 
 from attacks import learned
 from attacks.metrics import auc, auc_lower
-from audit import pilot_plan, portfolio
+from audit.plan import pilot_plan, portfolio
 from size import count_failures, stable_seed
 
 
@@ -146,7 +146,7 @@ def test_the_learning_curve_stops_where_more_releases_no_longer_help():
 
 
 def test_training_generators_follow_the_run_seed_apart_from_every_trial():
-    from audit.trial_runner import trial_seed
+    from audit.play.trial_runner import trial_seed
 
     a, b = learned.LearnedAPI(), learned.LearnedAPI()
     a.bind_run(0)

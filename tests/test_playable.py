@@ -1,5 +1,5 @@
 """Playing the probe's witness through the target's own pipeline (Target.witness_plan) and
-``--canary auto`` choosing it on the mechanism level (audit.witness_choice)."""
+``--canary auto`` choosing it on the mechanism level (audit.play.witness_choice)."""
 import json
 
 import numpy as np
@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from attacks.mechanism import _means, _step_score
-from audit import witness_choice
-from audit.game import AuditSpec, run_audit
+from audit.play import witness_choice
+from audit.play.game import AuditSpec, run_audit
 from canaries import sensitivity as S
 from canaries import witness as W
 from canaries.base import CanaryPair

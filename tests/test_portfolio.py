@@ -1,4 +1,4 @@
-"""The default audit's portfolio (audit.portfolio), its budgets (audit.budget) and `regress --auto`."""
+"""The default audit's portfolio (audit.plan.portfolio), its budgets (audit.plan.budget) and `regress --auto`."""
 import json
 from pathlib import Path
 
@@ -6,9 +6,11 @@ import numpy as np
 import pytest
 
 from attacks import base as attacks, learned
-from audit import catalogue, estimators, game, portfolio
-from audit.budget import Budget, BudgetError, parse
-from audit.cli import main
+from audit.plan import catalogue, portfolio
+from audit.stats import estimators
+from audit.play import game
+from audit.plan.budget import Budget, BudgetError, parse
+from audit.console.cli import main
 from canaries import base as canaries_registry
 
 SMALL = "csbm:n=120,features=8"
@@ -302,7 +304,7 @@ def test_pilots_share_their_setup_and_play_what_a_run_plays_alone(tmp_path):
                                           attack=row["attack"], canary=row["canary"], level=row["level"],
                                           trials=row["trials"], trial_stream=1, estimator="cp"),
                            out=tmp_path / "alone", progress=False)
-    from audit.store import Store
+    from audit.records.store import Store
 
     with Store(r.store) as s1, Store(alone.store) as s2:
         assert s1.trials(alone.key, limit=row["trials"]) == s2.trials(alone.key, limit=row["trials"])
@@ -414,7 +416,7 @@ GAUSSIAN_Q1 = {"noise": "gaussian", "sampling_rate": 1.0}
 def trace_checks(csbm):
     """The declared check's records on a Gaussian trace: honest, its std planted at half the
     declared one, and Laplace-like noise (SML) declared Gaussian."""
-    from audit import declared
+    from audit.declared_model import declared
     from canaries.edge import ExplicitEdge
     from targets.base import build
 

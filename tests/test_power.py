@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from audit.power import auc_interval, power
+from audit.records.power import auc_interval, power
 
 
 def test_auc_interval_covers_the_true_auc():

@@ -144,7 +144,7 @@ def test_sensitivity_then_the_default_game_on_its_witness(cls, verdict, tmp_path
     default game on that witness reads VIOLATION; the control exits 0 and stays CONSISTENT."""
     import json
 
-    from audit.cli import main
+    from audit.console.cli import main
 
     target = f"{FILE}:{cls}"
     status = main(["sensitivity", "--target", target, "--dataset", "csbm:n=40,classes=2,features=5,seed=2",

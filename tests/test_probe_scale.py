@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from audit import data
+from audit.play import data
 from canaries import sensitivity as S
 from canaries.probe_graphs import canary_pairs
 from targets.common.probe import StepMap

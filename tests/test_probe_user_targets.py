@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from audit.cli import SENSITIVITY_STATUS, main
+from audit.console.cli import SENSITIVITY_STATUS, main
 from canaries import sensitivity as S
 from targets.base import build
 
@@ -107,7 +107,7 @@ def test_a_declaration_only_target_plays_its_witness_under_auto(tmp_path):
     """``--canary auto`` plays a declared target's witness through the default ``witness_plan``: the
     witness graph carries the searched features, so the played pair moves the target's own mean by
     the measured Δ."""
-    from audit import witness_choice
+    from audit.play import witness_choice
     from canaries.witness import WitnessCanary
     from graphs.datasets import load
 

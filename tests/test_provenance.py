@@ -5,7 +5,7 @@ import textwrap
 
 import pytest
 
-from audit import provenance
+from audit.records import provenance
 
 
 def _module(tmp_path, name, body):

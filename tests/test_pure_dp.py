@@ -10,9 +10,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from audit import estimators, game, portfolio
-from audit.cli import main
-from audit.run_spec import AuditSpec, check_claim, setup_run
+from audit.stats import estimators
+from audit.play import game
+from audit.plan import portfolio
+from audit.console.cli import main
+from audit.play.run_spec import AuditSpec, check_claim, setup_run
 from targets.base import Claim
 from targets.common.accounting import gdp_epsilon
 
@@ -96,7 +98,8 @@ def test_an_explicit_gdp_on_a_pure_claim_is_refused_before_any_trial(capsys, tmp
 
 
 def test_one_run_mode_says_the_fdp_analysis_is_refused_at_delta_zero():
-    from audit import one_run_audit, run_report
+    from audit.play import one_run_audit
+    from audit.records import run_report
 
     bits = np.random.default_rng(3).integers(0, 2, 400)
     scores = bits + np.random.default_rng(4).laplace(0, 0.5, bits.size)

@@ -1,10 +1,11 @@
-"""`regress --auto`'s counting (audit.regress_auto): a bug whose configuration shows a finding counts
+"""`regress --auto`'s counting (audit.plan.regress_auto): a bug whose configuration shows a finding counts
 only where its ε_lb exceeds the correct system's exact ε on the played pair."""
 import numpy as np
 import pytest
 
-from audit import catalogue, game, regress_auto
-from audit.budget import Budget
+from audit.plan import catalogue, regress_auto
+from audit.play import game
+from audit.plan.budget import Budget
 from canaries import base as canaries
 from targets import base as targets
 from targets.common.accounting import gdp_epsilon
@@ -62,7 +63,7 @@ def test_play_counts_a_bug_caught_beyond_its_finding(tmp_path):
 def test_an_entry_that_errors_fails_the_catalogue_and_the_rest_still_run(tmp_path, monkeypatch, capsys):
     """A target that raises in its noiseless map (as GAP's proxy did on a one-row batch) is an ERROR row, the
     other entries still play, and `regress --auto` exits non-zero (issue #42)."""
-    from audit import cli
+    from audit.console import cli
 
     broken = catalogue.Entry("gaussian", "CONSISTENT", epsilon=2, dataset=SMALL, trials=100, params={"normalize": "true"})
     fine = catalogue.Entry("gaussian", "VIOLATION", bug="no-noise", epsilon=2, dataset=SMALL, trials=100)
@@ -104,7 +105,7 @@ def test_a_monte_carlo_ceiling_with_an_unbounded_tail_counts_nothing_and_says_wh
     """GAP fresh-inference-noise's case: ε_lb 9.82 above the correct system's Monte Carlo point 8.25
     but not above its upper end ∞ (the samples cannot bound the tail at δ) is not counted, and the
     note gives the point and the reason; above a finite upper end it counts."""
-    from audit.pair_epsilon import MONTE_CARLO, PairEpsilon
+    from audit.stats.pair_epsilon import MONTE_CARLO, PairEpsilon
 
     unbounded = PairEpsilon(value=8.25, method=MONTE_CARLO, delta=1e-5, interval=(7.82, float("inf")))
     row = regress_auto.beyond_finding(9.82, unbounded)

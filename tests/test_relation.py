@@ -1,4 +1,4 @@
-"""The pair's charge (audit.relation, Target.pair_params / charged_claim / claim_assumptions)."""
+"""The pair's charge (audit.play.relation, Target.pair_params / charged_claim / claim_assumptions)."""
 from __future__ import annotations
 
 import dataclasses
@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from audit import relation
-from audit.data import degrees
-from audit.game import AuditSpec, run_audit
+from audit.play import relation
+from audit.play.data import degrees
+from audit.play.game import AuditSpec, run_audit
 from canaries.edge_removal import IsolatingEdge, MinDegreeEdge
 from graphs.ops import add_edge
 from targets.base import Claim, Release, Target, TargetConfig, build, replace_config
@@ -53,7 +53,7 @@ class DegreeCalibrated(Target[DegreeConfig]):
 
 
 def _ring(n=10, extra=()):
-    from audit.data import csbm
+    from audit.play.data import csbm
 
     g = csbm(n=n, avg_degree=2, seed=0)
     g.edge_index = torch.empty(2, 0, dtype=torch.long)

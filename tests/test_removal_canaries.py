@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from audit.data import csbm as make_csbm
-from audit.data import degrees, has_edge
+from audit.play.data import csbm as make_csbm
+from audit.play.data import degrees, has_edge
 from canaries import base as canaries
 from canaries.edge_removal import (IsolatingEdge, MinDegreeEdge, RandomRemovedEdge, WorstRemovedEdge,
                                    relation_shares)

@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from audit import campaign_report, estimators, run_report
-from audit.power import auc_interval, auc_interval_from, record_power
-from audit.cli import main as cli_main
+from audit.records import campaign_report, run_report
+from audit.stats import estimators
+from audit.records.power import auc_interval, auc_interval_from, record_power
+from audit.console.cli import main as cli_main
 
 REPO = Path(__file__).resolve().parents[1]
 COMMITTED = REPO / "results" / "campaign-default"
@@ -123,7 +124,7 @@ def test_roc_band_surrounds_the_empirical_roc():
 
 
 def test_per_run_report_has_power_and_a_roc_band(tmp_path, capsys):
-    from audit.game import AuditSpec, run_audit
+    from audit.play.game import AuditSpec, run_audit
 
     result = run_audit(AuditSpec(target="gaussian", epsilon=1.0, dataset="csbm", attack="mechanism-lrt",
                                  trials=40), out=tmp_path, progress=False)
@@ -141,15 +142,15 @@ def test_per_run_report_has_power_and_a_roc_band(tmp_path, capsys):
 def test_kept_rows_of_an_earlier_session_name_its_commit(tmp_path, monkeypatch):
     """A legacy campaign.json (rows without their own commit): when one row runs again, the kept
     rows take the old header's commit and date, and the README names both commits."""
-    from audit import campaign
-    import audit.game
+    from audit.plan import campaign
+    import audit.play.game
 
     toml = tmp_path / "c.toml"
     toml.write_text('[campaign]\nname = "t"\ndatasets = ["csbm"]\nepsilons = [1, 4]\n'
                     '[[audit]]\ntarget = "gaussian"\nattacks = ["mechanism-lrt"]\ntrials = 16\n')
     out = tmp_path / "out"
     plan = campaign.load(toml)
-    monkeypatch.setattr(audit.game, "run_audit", lambda *a, **k: (_ for _ in ()).throw(AssertionError("ran")))
+    monkeypatch.setattr(audit.play.game, "run_audit", lambda *a, **k: (_ for _ in ()).throw(AssertionError("ran")))
     rows = []
     for row in plan.rows:
         rec = _row(target="gaussian", epsilon=row.spec.epsilon, claimed_epsilon=row.spec.epsilon, trials=16,
@@ -170,7 +171,7 @@ def test_kept_rows_of_an_earlier_session_name_its_commit(tmp_path, monkeypatch):
     def fake(spec, **k):
         raise RuntimeError("pretend failure")  # the row really runs (and fails): an ERROR row
 
-    monkeypatch.setattr(audit.game, "run_audit", fake)
+    monkeypatch.setattr(audit.play.game, "run_audit", fake)
     real_git = campaign._git
     monkeypatch.setattr(campaign, "_git", lambda: {**real_git(), "dirty": False})  # whatever the checkout's state
     doc = json.loads(before)

@@ -1,7 +1,7 @@
-"""audit.result.Result: the JSON record of a run, read back and written out unchanged."""
+"""audit.records.result.Result: the JSON record of a run, read back and written out unchanged."""
 import json
 
-from audit.result import Result, verdict
+from audit.records.result import Result, verdict
 
 BASE = {
     "target": "gaussian", "config": {"epsilon": 2.0, "bug": None}, "dataset": "csbm",
@@ -42,7 +42,7 @@ def test_verdict():
 
 def test_result_files_of_a_file_path_target_are_named_readably():
     """Issue #46: `path/to/file.py:Class` once gave dotfiles (`.path.to.file.py.Class-….json`)."""
-    from audit.result import readable_name
+    from audit.records.result import readable_name
 
     assert readable_name("gap") == "gap"
     assert readable_name("/home/me/audits/my_target.py:MyTarget") == "my_target.MyTarget"

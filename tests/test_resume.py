@@ -3,7 +3,7 @@ import textwrap
 
 import pytest
 
-from audit.game import AuditSpec, run_audit
+from audit.play.game import AuditSpec, run_audit
 
 _TARGET = '''
 import math

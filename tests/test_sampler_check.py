@@ -1,11 +1,11 @@
-"""The sampler checks (``audit/sampler_check.py``) on simulated samplers: Poisson passes; fixed-size
+"""The sampler checks (``audit/stats/sampler_check.py``) on simulated samplers: Poisson passes; fixed-size
 batches fail the variance check; shuffled batches (each example once per epoch) fail the
 independence check; a declared q the sampler does not follow is said."""
 import numpy as np
 import pytest
 import torch
 
-from audit.sampler_check import check_sampler
+from audit.stats.sampler_check import check_sampler
 from targets.common.trace import DPSGDTrace, TraceStep
 
 N, Q, T, TRIALS = 400, 0.5, 4, 600

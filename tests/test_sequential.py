@@ -1,13 +1,14 @@
-"""`run --sequential` and `regress`'s sequential default (audit.sequential_run on audit.group_sequential)."""
+"""`run --sequential` and `regress`'s sequential default (audit.play.sequential_run on audit.stats.group_sequential)."""
 import json
 
 import pytest
 
-from audit import catalogue, game
-from audit.cli import build_parser, main
-from audit.game import AuditSpec, run_audit
-from audit.result import Result
-from audit.sequential_run import first_look
+from audit.plan import catalogue
+from audit.play import game
+from audit.console.cli import build_parser, main
+from audit.play.game import AuditSpec, run_audit
+from audit.records.result import Result
+from audit.play.sequential_run import first_look
 
 
 def _run(tmp_path, sequential=True, **kw):

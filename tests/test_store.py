@@ -3,10 +3,10 @@ import sqlite3
 
 import pytest
 
-from audit import store as store_module
-from audit.cli import main as cli_main
-from audit.exit_status import is_usage_error
-from audit.store import Store, StoreError
+from audit.records import store as store_module
+from audit.console.cli import main as cli_main
+from audit.console.exit_status import is_usage_error
+from audit.records.store import Store, StoreError
 
 
 def test_trials_and_results_round_trip(tmp_path):

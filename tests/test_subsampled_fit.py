@@ -1,4 +1,4 @@
-"""The subsampled-Gaussian curve fit (``audit/estimators/subsampled_fit.py``): its curve, its input
+"""The subsampled-Gaussian curve fit (``audit/stats/estimators/subsampled_fit.py``): its curve, its input
 checks, and (slow) its size on simulated exact traces with the mutants that must fail it.
 
 | check (``tests/size_subsampled.py``) | trials per world | reps | β | limit | P(fail \\| rate 2β) |
@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from audit.estimators import subsampled_curve as curve
-from audit.estimators import subsampled_fit as fit
+from audit.stats.estimators import subsampled_curve as curve
+from audit.stats.estimators import subsampled_fit as fit
 from mutants import box_on_the_wrong_side, inflate_bound, trust_declared_q
 from size_subsampled import FIT_CHECKS
 

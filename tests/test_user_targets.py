@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from audit import portfolio
-from audit.budget import parse
-from audit.game import AuditSpec
+from audit.plan import portfolio
+from audit.plan.budget import parse
+from audit.play.game import AuditSpec
 from audit.testing import check_target, target_checks
 
 USER = Path(__file__).with_name("user_targets")
@@ -113,7 +113,7 @@ def test_the_default_command_keeps_correct_controls_consistent(spec, tmp_path):
 def test_a_noiseless_tensor_left_in_an_unread_view_is_named_as_a_leak(small_csbm):
     import numpy as np
 
-    from audit import declared
+    from audit.declared_model import declared
     from canaries.edge import RandomEdge
     from targets.base import get
 

@@ -1,0 +1,1 @@
+"""The command line: parsing, the commands, and the exit statuses."""

@@ -1,0 +1,90 @@
+"""The subsampled-Gaussian family fit in a run (issue #45): the sampler measured on releases of its own,
+and the certificate read by :mod:`audit.stats.estimators.subsampled_fit` with cp beside it.
+
+* **The sampler.** :data:`SAMPLER_RELEASES` releases of the IN world, each from a seed of its own (a
+  namespace no trial, pilot or declared check uses), give per step the canary's inclusion and the
+  realised batch size (``DPSGDTrace.sampling_record``). :func:`audit.stats.sampler_check.check_sampler`
+  measures q (a Clopper–Pearson interval at β_q = :data:`Q_SHARE`·β), the batch-size variance
+  against Binomial(N, q) (N = the trace's expected batch over its declared q) and the independence
+  of inclusions across steps. Where a check fails, the fit is refused and the run says which.
+* **The certificate.** T is the number of steps the trace releases; the fit pays for q's interval
+  with β_q and gives the box β − β_q. cp on the same trials (every trial, its own threshold rule) is
+  the assumption-free floor reported beside it.
+
+Which runs may use it (the score, the canary, the declared-model check) is the portfolio's rule
+(:func:`audit.plan.portfolio._family_valid`).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from audit.stats import estimators
+from audit.stats.estimators import subsampled_fit
+from audit.stats.sampler_check import SamplerCheck, check_sampler
+from targets.base import Level
+
+#: IN-world releases the sampler checks read (T inclusions each)
+SAMPLER_RELEASES = 1000
+#: share of β paid for the interval on q
+Q_SHARE = 0.1
+_NAMESPACE = 0x5A3F1E  # seeds of the sampler's releases: apart from every trial's and check's
+
+
+@dataclass(frozen=True)
+class Sampler:
+    """What the sampler's releases showed: the steps a trace releases, the declared q, the checks."""
+
+    steps: int
+    declared_q: float
+    population: int
+    check: SamplerCheck
+
+    def to_dict(self) -> dict[str, Any]:
+        c = asdict(self.check)
+        return {"steps": self.steps, "declared_q": self.declared_q, "population": self.population,
+                "releases": self.check.trials, **c, "ok": self.check.ok}
+
+
+def measure_sampler(target: Any, pair: Any, *, seed: int, confidence: float, releases: int | None = None) -> Sampler:
+    """The sampler checks on `releases` (default :data:`SAMPLER_RELEASES`) IN-world releases of the pair."""
+    releases = releases or SAMPLER_RELEASES
+    states = [np.random.SeedSequence([seed, _NAMESPACE, i]).generate_state(1, dtype=np.uint64)[0]
+              for i in range(releases)]
+    fits = target.fit_batch(pair.world(1), [torch.Generator().manual_seed(int(s) >> 1) for s in states])
+    traces = [r.view(Level.TRACE) for r in fits]
+    records = [t.sampling_record() for t in traces]
+    inclusions = [r["canary_in"] for r in records]
+    if any(x is None for row in inclusions for x in row):
+        raise ValueError("the trace does not record the canary's inclusion at every step")
+    first = traces[0]
+    q = float(first.sampling_rate)
+    population = int(round(float(first.expected_batch) / q)) if q > 0 else 0
+    level = Q_SHARE * (1.0 - confidence)
+    check = check_sampler(inclusions, [r["batch_size"] for r in records], population=population,
+                          declared_q=q, q_level=level)
+    return Sampler(len(first), q, population, check)
+
+
+def certify(out_s: np.ndarray, in_s: np.ndarray, sampler: Sampler, *, delta: float, confidence: float,
+            seed: int) -> tuple[estimators.Estimate, estimators.Estimate]:
+    """(the family fit's estimate, cp's on the same trials). The sampler checks must have passed."""
+    if not sampler.check.ok:
+        raise ValueError(f"the subsampled-Gaussian fit is refused: {'; '.join(sampler.check.failures)}")
+    fit = subsampled_fit.fit(out_s, in_s, delta=delta, steps=sampler.steps, q=sampler.check.q_interval,
+                             confidence=confidence, q_level=sampler.check.q_level, seed=seed)
+    cp = estimators.estimate(out_s, in_s, method="cp", delta=delta, confidence=confidence, seed=seed)
+    return fit, cp
+
+
+def pilot_bound(out_s: np.ndarray, in_s: np.ndarray, *, steps: int, q: float, delta: float,
+                confidence: float) -> float:
+    """The family fit on a pilot's trials at the declared q (a statistic for the choice only: the
+    certificate measures q and reads fresh trials); 0 where the pilot is too small to fit."""
+    try:
+        return float(subsampled_fit.fit(out_s, in_s, delta=delta, steps=steps, q=q, confidence=confidence).eps_lb)
+    except ValueError:
+        return 0.0
