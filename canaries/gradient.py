@@ -18,9 +18,9 @@ sum| over the probe's steps, i.e. the one natural gradients use least. If the ta
 ``info`` also records the claimed noise law the attacks need (``noise``, ``noise_std``,
 ``sampling_rate``, ``clip_norm``) read from the target's claim, so an attack scores under the
 *claimed* mechanism even when a planted bug changes the released one. A target whose claim's
-``noise_std`` is not its trace's (DPDGC: that of Z) names the trace's claimed std in
-``details["trace_noise_std"]`` and the canary's norm in ``details["canary_norm"]``; both are read
-first, falling back to ``noise_std`` and ``clip_norm``.
+``noise_std`` is not its trace's (DPDGC: that of Z) states the trace's own law
+(``Claim.trace``, a :class:`targets.base.TraceLaw` with the canary's norm); a claim that states no
+trace law is an error here (``ClaimFieldMissing``), never a law guessed.
 
 :class:`DiracNode` (``dirac-node``) puts the same canary on a whole training node z of HeterPoisson:
 the target adds k_t·C·e_j at step t, k_t = 1[z central] + 2·(other stars in which z survives as a

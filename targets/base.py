@@ -20,8 +20,10 @@ from typing import Any, ClassVar, Generic, TypeVar, cast
 import torch
 
 from targets.common.accounting import check_delta, check_epsilon
+from targets.common.claim import (Claim, ClaimFieldMissing, Composed, GaussianStep, LaplaceStep, NoiseStep,  # noqa: F401
+                                  Sampled, Series, TraceLaw, Unstated)
 from targets.common.catalogue import Entry
-from targets.common.noise import NoiseLaw
+from targets.common.noise import NoiseLaw  # noqa: F401
 from targets.common.value_enum import Level, Unit
 from targets.common.probe import (SampledStep, StepDeclaration, StepMap, TightPair, WitnessPlan,
                                   derived_step_maps, mechanism_declarations)
@@ -87,61 +89,6 @@ class TargetConfig:
         ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) \
             and (above is None or v > above) and (at_least is None or v >= at_least) and (below is None or v < below)
         self.require(key, ok, what)
-
-
-@dataclass(frozen=True)
-class Claim:
-    """What the target's own accountant says of one calibrated run.
-
-    ``gdp_mu`` is set when the claim is a μ-GDP claim (the tightest estimator then assumes a
-    Gaussian trade-off curve). ``details`` carries the accountant's internals (σ, sensitivity,
-    steps, orders, ...) so that every ε can be explained. ``per_world_epsilon`` is set on a claim
-    charged at the worse of a pair's two worlds (:meth:`Target.charged_claim`) where they differ:
-    each world's ε, world 0 first.
-    """
-
-    epsilon: float
-    delta: float
-    accountant: str
-    unit: str
-    gdp_mu: float | None = None
-    details: dict[str, Any] = field(default_factory=dict)
-    queries: int = 1
-    per_world_epsilon: tuple[float, float] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The claim as JSON: its fields, with ``per_world_epsilon`` (where set) among the details."""
-        d = dataclasses.asdict(self)
-        per_world = d.pop("per_world_epsilon")
-        d["details"] = {k: _jsonable(v) for k, v in self.details.items()}
-        if per_world is not None:
-            d["details"]["per_world_epsilon"] = list(per_world)
-        d["epsilon"] = _jsonable(self.epsilon)
-        return d
-
-    def trace_law(self) -> TraceLaw:
-        """The law the claim charges one step of its DP-SGD trace with (what a gradient canary and
-        the trace attacks read), from the accountant's internals: ``noise`` (default gaussian),
-        ``trace_noise_std`` where the trace is not the headline mechanism (else ``noise_std``),
-        ``clip_norm`` (default 1), ``canary_norm`` (default the clip norm), ``sampling_rate``
-        (default 1)."""
-        det = self.details
-        clip = float(det.get("clip_norm", 1.0))
-        q = det.get("sampling_rate", 1.0)
-        return TraceLaw(noise=det.get("noise", NoiseLaw.GAUSSIAN.value),
-                        noise_std=float(det.get("trace_noise_std", det["noise_std"])), clip_norm=clip,
-                        canary_norm=float(det.get("canary_norm", clip)), sampling_rate=float(q if q is not None else 1.0))
-
-
-@dataclass(frozen=True)
-class TraceLaw:
-    """One DP-SGD step's claimed law (:meth:`Claim.trace_law`)."""
-
-    noise: str
-    noise_std: float
-    clip_norm: float
-    canary_norm: float
-    sampling_rate: float
 
 
 @dataclass
@@ -290,35 +237,48 @@ class Release:
     trace: Any = None
     info: dict[str, Any] = field(default_factory=dict)
 
+    def recorded(self, key: str) -> Any:
+        """The release's record of `key`, or None where the record is silent on it."""
+        return self.info[key] if key in self.info else None
+
+    def count(self, key: str, k: int) -> None:
+        """Add `k` to the record's counter `key` (an attack's queries)."""
+        self.info[key] = (self.recorded(key) or 0) + k
+
+    @property
+    def noise_std(self) -> float | None:
+        """The noise std the release's record states (a release whose mechanism steps leave it unset)."""
+        return self.recorded("noise_std")
+
     @property
     def accuracy(self) -> Any:
         """Split → accuracy of the trained classifier (or a :class:`Lazy` of it); None if none."""
-        return self.info.get("accuracy")
+        return self.recorded("accuracy")
 
     @property
     def fresh_noise_per_query(self) -> bool:
         """Whether each api call is a fresh noisy release."""
-        return bool(self.info.get("fresh_noise_per_query", False))
+        return bool(self.recorded("fresh_noise_per_query"))
 
     @property
     def solver(self) -> dict[str, Any] | None:
         """How an optimisation-based release was computed (``{"name", "steps", "lr"}``)."""
-        return self.info.get("solver")
+        return self.recorded("solver")
 
     @property
     def noise_free_problem(self) -> Callable[[Any], Any] | None:
         """graph → the release's objective without its noise (objective perturbation)."""
-        return self.info.get("noise_free_problem")
+        return self.recorded("noise_free_problem")
 
     @property
     def beta(self) -> float | None:
         """The scale β of an objective-perturbation release's noise density."""
-        return self.info.get("beta")
+        return self.recorded("beta")
 
     @property
     def target(self) -> Any:
         """The target that released it, where the release carries it (for shadow models)."""
-        return self.info.get("target")
+        return self.recorded("target")
 
     @property
     def levels(self) -> tuple[Level, ...]:
@@ -610,23 +570,9 @@ def charge_of(target: Target, g0: Any, g1: Any) -> tuple[float, ...]:
     false alarm, not the adversary's worst case (tests/test_relation.py). The adversary's choice is
     the pair (the canaries), not a calibration neither world admits."""
     def key(c: Claim) -> tuple[float, ...]:
-        return (c.epsilon, c.delta, float(c.details.get("noise_std") or 0.0), float(c.details.get("sensitivity") or 0.0))
+        return (c.epsilon, c.delta, float(c.stated("noise_std") or 0.0), float(c.stated("sensitivity") or 0.0))
 
     return max(key(target.claim(g)) for g in (g0, g1))
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, float) and (math.isinf(value) or math.isnan(value)):
-        return str(value)
-    if isinstance(value, (int, float, str, bool)) or value is None:
-        return value
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
-        return value.item()
-    return str(value)
 
 
 # ---------------------------------------------------------------------------------------------
