@@ -111,3 +111,12 @@ def test_notes_are_frozen_json_values():
     assert notes["order"] == "nan" and notes["curves"] == [1, 2]
     with pytest.raises(TypeError):
         notes["order"] = 1  # type: ignore[index]
+
+
+def test_a_key_removed_from_the_deprecated_details_is_unstated(graph):
+    claim = base.build("gaussian").claim(graph)
+    with pytest.warns(DeprecationWarning):
+        claim.details.pop("sensitivity")
+    assert claim.stated("sensitivity") is None and claim.noise_std > 0
+    with pytest.raises(ClaimFieldMissing, match="sensitivity"):
+        claim.sensitivity

@@ -367,19 +367,40 @@ class Claim:
 
 
 class _LegacyDetails(dict):
-    """The deprecated ``Claim.details`` view: a write rewrites the claim's typed fields."""
+    """The deprecated ``Claim.details`` view: a change to it rewrites the claim's typed fields."""
 
     def __init__(self, claim: Claim, flat: dict[str, Any]) -> None:
         super().__init__(flat)
         self._claim = claim
 
-    def __setitem__(self, key: str, value: Any) -> None:
-        super().__setitem__(key, value)
+    def _sync(self) -> None:
         typed = _from_details(dict(self))
         typed["composition"] = typed["composition"] or UNSTATED
         typed["notes"] = Notes(typed["notes"])
         for k, v in typed.items():
             object.__setattr__(self._claim, k, v)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().__setitem__(key, value)
+        self._sync()
+
+    def __delitem__(self, key: str) -> None:
+        super().__delitem__(key)
+        self._sync()
+
+    def pop(self, key: str, *default: Any) -> Any:
+        value = super().pop(key, *default)
+        self._sync()
+        return value
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        super().update(*args, **kwargs)
+        self._sync()
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        value = super().setdefault(key, default)
+        self._sync()
+        return value
 
 
 def _num(v: Any) -> Any:
@@ -425,11 +446,11 @@ def _from_details(details: Mapping[str, Any]) -> dict[str, Any]:
     d = {k: _num(v) for k, v in details.items()}
     kind = d.pop("step_kind", None)
     step: Any = None
-    if kind == "gaussian":
+    if kind == "gaussian" and d.get("noise_multiplier") is not None and d.get("sensitivity") is not None:
         step = GaussianStep(float(d["noise_multiplier"]), float(d["sensitivity"]))
         for k in ("noise", "noise_multiplier", "sensitivity", "noise_std"):
             d.pop(k, None)
-    elif kind == "laplace":
+    elif kind == "laplace" and d.get("laplace_scale") is not None and d.get("sensitivity") is not None:
         step = LaplaceStep(float(d.pop("laplace_scale")), float(d.pop("sensitivity")))
         d.pop("noise", None)
     trace_law = d.get("trace_noise", d.get("noise"))
