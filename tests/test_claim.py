@@ -12,7 +12,8 @@ from audit import data
 from audit.testing import CHECK_DATASET
 from targets import base
 from targets.common.claim import (Claim, ClaimFieldMissing, Composed, GaussianStep, LaplaceStep, NoiseStep, Notes,
-                                  Sampled, Series, TraceLaw, Unstated, event_from_dict, event_to_dict, leaves)
+                                  Sampled, Series, TraceLaw, Unstated, describe, event_from_dict, event_to_dict,
+                                  leaves)
 from targets.common.value_enum import Unit
 
 CONFIGS = [(name, {}) for name in base.available()] + [
@@ -102,6 +103,7 @@ def test_event_trees_round_trip_and_list_their_steps():
     assert event_from_dict(json.loads(json.dumps(event_to_dict(tree)))) == tree
     assert leaves(tree) == [g, LaplaceStep(0.5, 1.0), NoiseStep(law="sml", noise_std=1.0)]
     assert g.noise_std == 3.0 and g.law == "gaussian"
+    assert describe(tree).startswith("100 × Sampled(q=0.1, poisson, Gaussian(σ=2, Δ=1.5)) + Laplace(b=0.5, Δ=1)")
     with pytest.raises(ValueError, match="unknown claim event"):
         event_from_dict({"type": "poisson-thing"})
 
@@ -120,3 +122,11 @@ def test_a_key_removed_from_the_deprecated_details_is_unstated(graph):
     assert claim.stated("sensitivity") is None and claim.noise_std > 0
     with pytest.raises(ClaimFieldMissing, match="sensitivity"):
         claim.sensitivity
+
+
+def test_a_std_rescaled_through_the_deprecated_details_is_the_claims_std(graph):
+    claim = base.build("gaussian").claim(graph)
+    with pytest.warns(DeprecationWarning):
+        claim.details["noise_std"] = claim.noise_std / 2  # a user's subclass, as uncomposed.py does
+    assert claim.noise_std == pytest.approx(claim.noise_multiplier * claim.sensitivity / 2)
+    assert stored(claim) == claim

@@ -157,6 +157,24 @@ def event_from_dict(d: Mapping[str, Any]) -> Event:
     return cls(**kw)
 
 
+def describe(event: Event) -> str:
+    """One line for an event tree: ``10 × Sampled(q=0.1, Gaussian(σ=1.2, Δ=1)) + Laplace(b=2, Δ=1)``."""
+    if isinstance(event, GaussianStep):
+        return f"Gaussian(σ={event.noise_multiplier:.6g}, Δ={event.sensitivity:.6g})"
+    if isinstance(event, LaplaceStep):
+        return f"Laplace(b={event.scale:.6g}, Δ={event.sensitivity:.6g})"
+    if isinstance(event, NoiseStep):
+        stated = {k: v for k, v in dataclasses.asdict(event).items() if v is not None}
+        return f"Step({', '.join(f'{k}={v:.6g}' if isinstance(v, float) else f'{k}={v}' for k, v in stated.items())})"
+    if isinstance(event, Sampled):
+        return f"Sampled(q={event.q:.6g}, {event.sampler}, {describe(event.event)})"
+    if isinstance(event, Composed):
+        return f"{event.count} × {describe(event.event)}"
+    if isinstance(event, Series):
+        return " + ".join(describe(e) for e in event.events)
+    return f"unstated: {event.reason}"
+
+
 def leaves(event: Event) -> list[Event]:
     """The noisy steps of an event tree, in order (each once, whatever its count)."""
     if isinstance(event, (Sampled, Composed)):
@@ -375,7 +393,7 @@ class _LegacyDetails(dict):
 
     def _sync(self) -> None:
         typed = _from_details(dict(self))
-        typed["composition"] = typed["composition"] or UNSTATED
+        typed["composition"] = typed["composition"] or self._claim.composition
         typed["notes"] = Notes(typed["notes"])
         for k, v in typed.items():
             object.__setattr__(self._claim, k, v)
@@ -430,7 +448,7 @@ def _to_details(claim: Claim) -> dict[str, Any]:
             out["trace_noise_std"] = t.noise_std
         out.update(clip_norm=t.clip_norm, canary_norm=t.canary_norm, sampling_rate=t.sampling_rate)
     if claim.composition != UNSTATED:
-        out["composition"] = event_to_dict(claim.composition)
+        out["composition"] = describe(claim.composition)
     for k, v in claim.notes.items():
         out.setdefault(k, v)
     if claim.per_world_epsilon is not None:
@@ -446,8 +464,11 @@ def _from_details(details: Mapping[str, Any]) -> dict[str, Any]:
     d = {k: _num(v) for k, v in details.items()}
     kind = d.pop("step_kind", None)
     step: Any = None
+    gaussian = None
     if kind == "gaussian" and d.get("noise_multiplier") is not None and d.get("sensitivity") is not None:
-        step = GaussianStep(float(d["noise_multiplier"]), float(d["sensitivity"]))
+        gaussian = GaussianStep(float(d["noise_multiplier"]), float(d["sensitivity"]))
+    if gaussian is not None and d.get("noise") == "gaussian" and d.get("noise_std") in (None, gaussian.noise_std):
+        step = gaussian  # else a key was changed (a std rescaled in place): the step as the keys now say
         for k in ("noise", "noise_multiplier", "sensitivity", "noise_std"):
             d.pop(k, None)
     elif kind == "laplace" and d.get("laplace_scale") is not None and d.get("sensitivity") is not None:
@@ -467,5 +488,6 @@ def _from_details(details: Mapping[str, Any]) -> dict[str, Any]:
         for k in _STEP_KEYS:
             if k in d and d[k] is None:
                 d.pop(k)
-    composition = event_from_dict(d.pop("composition")) if isinstance(d.get("composition"), Mapping) else None
+    composition = d.pop("composition", None)  # a description (or, where a mapping, the tree itself)
+    composition = event_from_dict(composition) if isinstance(composition, Mapping) else None
     return {"step": step, "composition": composition, "trace": trace, "notes": d}
