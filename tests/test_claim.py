@@ -130,3 +130,16 @@ def test_a_std_rescaled_through_the_deprecated_details_is_the_claims_std(graph):
         claim.details["noise_std"] = claim.noise_std / 2  # a user's subclass, as uncomposed.py does
     assert claim.noise_std == pytest.approx(claim.noise_multiplier * claim.sensitivity / 2)
     assert stored(claim) == claim
+
+
+def test_the_claim_a_result_file_stores_reads_back_equal(tmp_path):
+    from audit.result import Result
+    from audit.testing import audit_claim
+
+    result = audit_claim("gaussian", epsilon=2.0, canary="worst-edge", attack="mechanism-lrt",
+                         estimator="cp", trials=200, out=tmp_path)
+    (path,) = [p for p in tmp_path.rglob("*.json")]
+    stored_result = Result.from_dict(json.loads(path.read_text()))
+    claim = Claim.from_dict(stored_result.claim)
+    assert claim == Claim.from_dict(result.claim) and claim.to_dict() == result.claim
+    assert isinstance(claim.step, GaussianStep) and claim.epsilon == pytest.approx(2.0)
