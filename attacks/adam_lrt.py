@@ -193,7 +193,7 @@ class AdamLRT(Attack):
         self.grid = grid
 
     def applies_to(self, release: Release) -> bool:
-        return (release.info.get("solver") or {}).get("name") == "adam"
+        return (release.solver or {}).get("name") == "adam"
 
     def pointed_by(self, release: Release) -> str | None:
         if self.applies_to(release):

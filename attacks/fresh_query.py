@@ -48,6 +48,7 @@ from attacks.base import Attack
 from attacks.linkteller import query_graph
 from attacks.shadow import count_query
 from targets.base import Level, Release, Unit
+from targets.common.pair_law import PairLaw
 
 _TINY = 1e-30  # floor for posteriors before the log (float32 softmax can underflow)
 
@@ -105,13 +106,13 @@ class FreshQuery(Attack):
 
     def queries_for(self, pair: Any) -> int:
         """API calls one score makes on `pair`: Q controls, and Q probes per direction read."""
-        return self.q * (2 if pair.info.get("directed") else 3)
+        return self.q * (2 if PairLaw.of(pair).directed else 3)
 
     def score(self, release: Release, pair: Any, graph: Any = None) -> float:
         api = release.view(Level.API)
         g0 = pair.g0
         u, v = pair.edge
-        directions = [(u, v)] if pair.info.get("directed") else [(u, v), (v, u)]
+        directions = [(u, v)] if PairLaw.of(pair).directed else [(u, v), (v, u)]
         a, b, xa, xb = contrast_rows(g0)
         background = xa.expand(int(g0.num_nodes), -1).clone()
         readers = [dst for _, dst in directions]

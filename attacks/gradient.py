@@ -63,6 +63,7 @@ import torch
 from attacks.base import Attack
 from targets.base import Level, Release
 from targets.common.noise import NoiseLaw
+from targets.common.pair_law import PairLaw
 
 _GRID = 1201
 _HALF_WIDTH = 40.0  # grid half-width in units of the mode's curvature scale
@@ -98,10 +99,10 @@ def canary_and_law(release: Release, pair) -> tuple[torch.Tensor, str, float, fl
     gc = getattr(pair.g1, "canary_gradient", None)
     if gc is None:
         raise ValueError("the gradient attacks need a gradient canary (pair.g1.canary_gradient; use --canary dirac-gradient)")
-    info = pair.info
-    noise = info.get("noise", getattr(trace, "noise", NoiseLaw.GAUSSIAN.value))
-    std = float(info.get("noise_std", getattr(trace, "noise_std", 0.0)))
-    q = float(info.get("sampling_rate", getattr(trace, "sampling_rate", 1.0)))
+    law = PairLaw.of(pair)
+    noise = law.noise if law.noise is not None else trace.noise
+    std = law.noise_std if law.noise_std is not None else float(trace.noise_std)
+    q = law.sampling_rate if law.sampling_rate is not None else float(trace.sampling_rate)
     return torch.as_tensor(gc, dtype=torch.float64), noise, std, q, trace
 
 
@@ -109,12 +110,12 @@ def drawn_with_batch(info: dict[str, Any]) -> bool:
     """A trace pair's record (``sampling_rate`` set) says the canary enters a step with a presence or a
     scale drawn with the batch: Poisson sampling at q < 1, or a whole node (its k_t). A score of such a
     trace is a mixture over that draw, whose trade-off is not a Gaussian curve."""
-    return float(info.get("sampling_rate", 1.0)) < 1.0 or "node" in info
+    return PairLaw.of(info).drawn_with_batch
 
 
 def not_poisson(info: dict[str, Any]) -> bool:
     """The pair's record says the sampler checks failed: the rest of the batch may reveal the canary."""
-    return str(info.get("sampler", "")).startswith("not poisson")
+    return PairLaw.of(info).not_poisson
 
 
 def step_canary(gc: torch.Tensor, t: int) -> torch.Tensor:
@@ -155,7 +156,8 @@ class FullVectorGradientCanary(Attack):
         the step's release less the auditor-known rest of its batch, c_t fixed (a gradient canary). Not
         a whole-node canary (its record names the node): its c_t is scaled by a k_t drawn with the
         batch, so the score is a mixture."""
-        return info.get("noise") == NoiseLaw.GAUSSIAN and "sampling_rate" in info and not drawn_with_batch(info)
+        law = PairLaw.of(info)
+        return law.noise == NoiseLaw.GAUSSIAN and law.sampling_rate is not None and not law.drawn_with_batch
 
     def step_llrs(self, release: Release, pair) -> np.ndarray:
         """ℓ_t for every step (before the sampling mixture)."""

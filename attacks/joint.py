@@ -34,7 +34,7 @@ class JointLRT(Attack):
         self.trace = FullVectorGradientCanary()
 
     def mechanism_llr(self, release: Release, pair: Any, graph: Any = None) -> float:
-        std = release.info.get("noise_std")
+        std = release.noise_std
         steps = [s if s.noise_std or std is None else dataclasses.replace(s, noise_std=float(std))
                  for s in release.view(Level.MECHANISM)]
         return self.mechanism.score(dataclasses.replace(release, mechanism=steps), pair, graph)

@@ -112,9 +112,9 @@ def query_posteriors(api: Any, query: str, g1: Any, g0: Any, nodes: Any) -> torc
 def count_query(release: Release, k: int = 1) -> None:
     """Add `k` api calls to the release's record (``attack_queries``; ``fresh_releases_queried``
     where each call is a fresh noisy release)."""
-    release.info["attack_queries"] = release.info.get("attack_queries", 0) + k
+    release.count("attack_queries", k)
     if release.fresh_noise_per_query:
-        release.info["fresh_releases_queried"] = release.info.get("fresh_releases_queried", 0) + k
+        release.count("fresh_releases_queried", k)
 
 
 class ShadowCache:

@@ -18,9 +18,9 @@ sum| over the probe's steps, i.e. the one natural gradients use least. If the ta
 ``info`` also records the claimed noise law the attacks need (``noise``, ``noise_std``,
 ``sampling_rate``, ``clip_norm``) read from the target's claim, so an attack scores under the
 *claimed* mechanism even when a planted bug changes the released one. A target whose claim's
-``noise_std`` is not its trace's (DPDGC: that of Z) names the trace's claimed std in
-``details["trace_noise_std"]`` and the canary's norm in ``details["canary_norm"]``; both are read
-first, falling back to ``noise_std`` and ``clip_norm``.
+``noise_std`` is not its trace's (DPDGC: that of Z) states the trace's own law
+(``Claim.trace``, a :class:`targets.base.TraceLaw` with the canary's norm); a claim that states no
+trace law is an error here (``ClaimFieldMissing``), never a law guessed.
 
 :class:`DiracNode` (``dirac-node``) puts the same canary on a whole training node z of HeterPoisson:
 the target adds k_t·C·e_j at step t, k_t = 1[z central] + 2·(other stars in which z survives as a
@@ -43,7 +43,7 @@ import torch
 from torch_geometric.data import Data
 
 from canaries.base import Canary, CanaryPair
-from targets.base import Level, Unit
+from targets.base import GradientCanary, Level, NeighbourSampling, Unit, implements
 
 
 def _replace_bug(target: Any, bug: str | None) -> Any:
@@ -62,7 +62,7 @@ class DiracGradient(Canary):
         self.magnitude = magnitude
 
     def worlds(self, graph: Data, rng: np.random.Generator, target: Any = None) -> CanaryPair:
-        if target is None or not target.overrides("dimension"):
+        if target is None or not implements(target, GradientCanary, "dimension"):
             raise ValueError("the dirac-gradient canary needs a DP-SGD target that declares dimension(graph)")
         # a target whose trace is not its headline mechanism names the trace's claimed law itself
         # (e.g. DPDGC: DP-Emb's std 2σ·g·C, and a canary of g·C for one group of g examples)
@@ -180,7 +180,7 @@ class DiracNode(DiracGradient):
 
     @classmethod
     def pointed_by(cls, target: Any, graph: Any) -> str | None:
-        if target.overrides("neighbour_sample_size"):
+        if implements(target, NeighbourSampling, "neighbour_sample_size"):
             return (f"the target samples up to {target.neighbour_sample_size()} neighbour(s) per node: a whole "
                     "node's gradient can enter other nodes' stars")
         return None

@@ -178,7 +178,7 @@ class InsertHubNode(InsertNode):
 
     @classmethod
     def pointed_by(cls, target: Any, graph: Any) -> str | None:
-        bound = target.claim(graph).details.get("max_degree")
+        bound = target.claim(graph).notes.get("max_degree")
         if isinstance(bound, (int, float)) and bound < graph.num_nodes - 1:
             return f"the claim charges a degree bound D = {bound:g}: a hub's degree exceeds it"
         return None

@@ -566,7 +566,7 @@ def _probe(target: Any, graph: Data, *, candidates: int, max_nodes: int, use_fam
         report.unprobed = (f"not probed: {_label(target)} declares no noisy step in this configuration "
                            f"(unit={target.unit}): neither a step map (Target.step_maps), a declared "
                            f"step (Target.declared_steps), nor a released MechanismStep with a mean at a "
-                           f"claimed Δ (Claim.details['sensitivity'])")
+                           f"claimed Δ (Claim.sensitivity)")
     if out is not None:
         Path(out).mkdir(parents=True, exist_ok=True)
         for i, r in enumerate(results):

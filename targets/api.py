@@ -15,6 +15,11 @@ sit below the audit layer.)
 from __future__ import annotations
 
 from targets.base import Claim, Lazy, Level, MechanismStep, Release, Target, TargetConfig, TraceLaw, Unit
+from targets.common.claim import (ClaimFieldMissing, Composed, GaussianStep, LaplaceStep, NoiseStep, Sampled, Series,
+                                  Unstated)
+from targets.core import TargetCore
+from targets.protocols import (Batching, Catalogued, GradientCanary, NeighbourSampling, Preprocessing, Probing,
+                               Witnessing, implements)
 from targets.common.accounting import (calibrate_decreasing, check_delta, check_epsilon, gaussian_rdp, gdp_compose,
                                        gdp_delta, gdp_epsilon, gdp_mu, poisson_gdp_clt, rdp_to_dp,
                                        subsampled_gaussian_rdp)
@@ -26,6 +31,10 @@ __all__ = [
     # the contract
     "Target", "TargetConfig", "Claim", "TraceLaw", "Release", "MechanismStep", "Lazy", "StepDeclaration",
     "Level", "Unit",
+    # the typed claim's parts, and the core with its optional protocols
+    "GaussianStep", "LaplaceStep", "NoiseStep", "Sampled", "Composed", "Series", "Unstated", "ClaimFieldMissing",
+    "TargetCore", "Batching", "Preprocessing", "Probing", "Witnessing", "GradientCanary", "NeighbourSampling",
+    "Catalogued", "implements",
     # accounting helpers (the claim's ε from an accountant)
     "check_epsilon", "check_delta", "gdp_mu", "gdp_epsilon", "gdp_delta", "gdp_compose", "poisson_gdp_clt",
     "gaussian_rdp", "subsampled_gaussian_rdp", "rdp_to_dp", "calibrate_decreasing",

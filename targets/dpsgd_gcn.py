@@ -64,7 +64,7 @@ from torch import nn
 
 from targets.common.accounting import calibrate_decreasing, rdp_to_dp, subsampled_gaussian_rdp
 from targets.common import stacked_mlp
-from targets.base import Claim, Lazy, Level, Release, Target, TargetConfig, child_generator, split_accuracies
+from targets.base import Claim, Composed, GaussianStep, Lazy, NoiseLaw, Sampled, TraceLaw, Level, Release, Target, TargetConfig, child_generator, split_accuracies
 from targets.common.dpsgd import canary_from
 from targets.common.trace import DPSGDTrace, TraceStep
 from targets.common.catalogue import Entry
@@ -250,10 +250,11 @@ class DPSGDGCN(Target[DPSGDGCNConfig]):
         mu = math.sqrt(p["steps"]) / p["noise_multiplier"] if p["sampling_rate"] >= 1.0 else None
         unit = ("node (add/remove one training node: one example = its own features and label)" if cfg.hops == 0
                 else f"node, only if the graph and non-training features are public (inputs Â^{cfg.hops}X)")
+        step = GaussianStep(p["noise_multiplier"], cfg.clip_norm)
+        trace = TraceLaw(NoiseLaw.GAUSSIAN.value, step.noise_std, cfg.clip_norm, cfg.clip_norm, p["sampling_rate"])
+        one = step if p["sampling_rate"] >= 1.0 else Sampled(p["sampling_rate"], step)
         details = {
-            "noise_multiplier": p["noise_multiplier"], "noise_std": p["noise_std"], "noise": "gaussian",
-            "noise_law": "Gaussian N(0, noise_std^2 I) on the clipped sum", "clip_norm": cfg.clip_norm,
-            "sensitivity": cfg.clip_norm, "sampling_rate": p["sampling_rate"], "steps": p["steps"],
+            "noise_law": "Gaussian N(0, noise_std^2 I) on the clipped sum", "steps": p["steps"],
             "steps_run": p["steps"], "expected_batch": p["expected_batch"], "n_train": p["n_train"],
             "order": p["order"], "orders": "linspace(1.05,10,180) + 11..256",
             "conversion": "improved (Canonne et al. 2020)", "hops": cfg.hops,
@@ -261,7 +262,8 @@ class DPSGDGCN(Target[DPSGDGCNConfig]):
             "target_epsilon": cfg.epsilon, "calibrated": cfg.noise_multiplier is None,
         }
         return Claim(epsilon=p["epsilon"], delta=p["delta"], accountant="rdp-subsampled-gaussian",
-                     unit=unit, gdp_mu=mu, details=details)
+                     unit=unit, gdp_mu=mu, step=step, trace=trace, composition=Composed(one, p["steps"]),
+                     notes=details)
 
     def dimension(self, graph: Any) -> int:
         f, c, h = graph.x.size(1), int(graph.y.max()) + 1, self.config.hidden

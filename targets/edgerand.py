@@ -56,7 +56,7 @@ from typing import Any, Callable, ClassVar
 import torch
 from torch_geometric.data import Data
 
-from targets.base import Claim, Lazy, LazyDict, Level, MechanismStep, Release, Target, TargetConfig, child_generator
+from targets.base import Claim, Lazy, NoiseStep, Unstated, LazyDict, Level, MechanismStep, Release, Target, TargetConfig, child_generator
 from targets.gcn import GCNConfig, NonPrivateGCN
 from targets.common.catalogue import Entry
 
@@ -208,11 +208,9 @@ class PerturbedGraphGCN(Target[PerturbedGCNConfig]):
     def claim(self, graph: Data) -> Claim:
         cfg = self.config
         delta = cfg.delta if cfg.delta is not None else DEFAULT_DELTA
-        details = {"pure_dp": True, "sensitivity": 1.0,
-                   "delta_note": "pure ε-DP mechanism: δ is formal only",
-                   **self.mechanism_details(graph)}
+        notes = {"pure_dp": True, "delta_note": "pure ε-DP mechanism: δ is formal only", **self.mechanism_details(graph)}
         return Claim(epsilon=float(cfg.epsilon), delta=delta, accountant=self.accountant, unit="edge",
-                     details=details)
+                     step=NoiseStep(sensitivity=1.0), composition=Unstated(f"{self.accountant}: one release"), notes=notes)
 
     def public_params(self, graph: Data) -> dict[str, Any]:
         return {}

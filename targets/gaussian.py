@@ -25,7 +25,7 @@ import torch
 from torch_geometric.data import Data
 
 from targets.common.accounting import gdp_epsilon, gdp_mu
-from targets.base import Claim, Level, MechanismStep, Release, Target, TargetConfig, noise_generator
+from targets.base import Claim, GaussianStep, Level, MechanismStep, Release, Target, TargetConfig, noise_generator
 from targets.common.probe import StepMap
 from targets.common.catalogue import Entry
 
@@ -106,7 +106,7 @@ class GaussianMechanism(Target[GaussianConfig]):
         return Claim(
             epsilon=gdp_epsilon(mu, delta), delta=delta, accountant="gdp (exact)",
             unit="edge (one undirected edge)", gdp_mu=mu,
-            details={"mu": mu, "noise_multiplier": sigma, "noise_std": sigma * sens, "sensitivity": sens},
+            step=GaussianStep(sigma, sens), composition=GaussianStep(sigma, sens), notes={"mu": mu},
         )
 
     def sensitivity(self, graph: Data) -> float:
@@ -116,7 +116,7 @@ class GaussianMechanism(Target[GaussianConfig]):
         return float(torch.sqrt((top**2).sum()))
 
     def noise_std(self, graph: Data) -> float:
-        std = self.claim(graph).details["noise_std"]
+        std = self.claim(graph).noise_std
         if self.bug("no-noise"):
             return 0.0
         if self.bug("half-noise"):
@@ -157,7 +157,7 @@ class GaussianMechanism(Target[GaussianConfig]):
             if len(cache) >= 4:
                 cache.pop(next(iter(cache)))
             hit = cache[id(graph)] = (graph, self.noiseless(graph), self.noise_std(graph),
-                                      self.claim(graph).details["noise_std"])
+                                      self.claim(graph).noise_std)
         return hit[1], hit[2], hit[3]
 
     def fit(self, graph: Data, rng: torch.Generator) -> Release:

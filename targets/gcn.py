@@ -41,7 +41,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from targets.common import stacked_gcn, stacked_mlp
-from targets.base import Claim, Level, Release, Target, TargetConfig, child_generator
+from targets.base import Claim, Level, Unstated, Release, Target, TargetConfig, child_generator
 
 DEFAULT_DELTA = 1e-5
 
@@ -158,7 +158,7 @@ class NonPrivateGCN(Target[GCNConfig]):
         cfg = self.config
         delta = cfg.delta if cfg.delta is not None else DEFAULT_DELTA
         return Claim(epsilon=math.inf, delta=delta, accountant="none (non-private)", unit=cfg.unit,
-                     details={"noise_multiplier": 0.0, "note": "no DP mechanism: the claim is ε = ∞"})
+                     composition=Unstated("no DP mechanism: the claim is ε = ∞"), notes={"noise_multiplier": 0.0})
 
     def fit(self, graph: Any, rng: torch.Generator) -> Release:
         return self.fit_graphs([graph], [rng])[0]

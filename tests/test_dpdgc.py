@@ -93,7 +93,7 @@ def test_claim_details(csbm):
         assert key in c.details
     assert c.details["sensitivity"] == pytest.approx(1.0)  # c (default 1, spec §9 #2)
     assert c.details["components"] == ["SGD_enc(wor)", "Gaussian(Z)"]
-    assert "directed" in c.unit
+    assert "directed" in c.unit_text
     n = build("dpdgc", unit="node", epsilon=2, max_degree=10, norm_scale=1e-8).claim(csbm).details
     assert n["sensitivity"] == pytest.approx(1e-8 * math.sqrt(20)) and n["group_size"] == 21
     assert build("dpdgc", unit="node", node_group="paper", max_degree=10).group_size() == 11

@@ -71,7 +71,7 @@ def test_undirected_edge_unit_charges_sqrt2(csbm):
     assert undirected.details["noise_multiplier"] == pytest.approx(directed.details["noise_multiplier"])
     assert undirected.details["sensitivity"] == pytest.approx(math.sqrt(2))
     assert undirected.details["noise_std"] == pytest.approx(math.sqrt(2) * directed.details["noise_std"])
-    assert "directed" in directed.unit and "undirected" in undirected.unit
+    assert "directed" in directed.unit_text and "undirected" in undirected.unit_text
 
 
 def test_dpsgd_schedule_follows_reference_code():

@@ -169,7 +169,7 @@ def test_delta_rule(csbm):
     claim = build("gcon", epsilon=1.0).claim(csbm)
     assert claim.delta == pytest.approx(1 / csbm.edge_index.size(1))
     assert build("gcon", epsilon=1.0, delta=1e-3).claim(csbm).delta == 1e-3
-    assert "undirected" in claim.unit
+    assert "undirected" in claim.unit_text
     assert "weights" in claim.details["covers"]
 
 

@@ -24,7 +24,11 @@ README_TARGET = str(Path(__file__).with_name("user_api") / "readme_target.py") +
 PINNED = {"Target", "TargetConfig", "Claim", "TraceLaw", "Release", "MechanismStep", "Lazy", "StepDeclaration",
           "Level", "Unit", "check_epsilon", "check_delta", "gdp_mu", "gdp_epsilon", "gdp_delta", "gdp_compose",
           "poisson_gdp_clt", "gaussian_rdp", "subsampled_gaussian_rdp", "rdp_to_dp", "calibrate_decreasing",
-          "seeded", "child_generator", "noise_generator", "load_file"}
+          "seeded", "child_generator", "noise_generator", "load_file",
+          # the typed claim's parts and the contract's protocols (issue #46)
+          "GaussianStep", "LaplaceStep", "NoiseStep", "Sampled", "Composed", "Series", "Unstated", "ClaimFieldMissing",
+          "TargetCore", "Batching", "Preprocessing", "Probing", "Witnessing", "GradientCanary", "NeighbourSampling",
+          "Catalogued", "implements"}
 #: each hook's parameters (self left out), in order
 HOOK_PARAMS = {"claim": ["graph"], "fit": ["graph", "rng"], "fit_batch": ["graph", "rngs"], "prepare": ["graph"],
                "cached_work": [], "noiseless": ["graph"], "declared_steps": ["graph"], "preprocess": ["graph"],

@@ -95,6 +95,7 @@ from audit.declared_model.declared_battery import Test, as3d as _as3d, battery a
 from audit.declared_model.declared_battery import gaussian_battery as _gaussian_battery, sml_tests as _sml_tests, world_scale as _world_scale
 from targets.base import LEVELS, Lazy, LazyDict, Level, MechanismStep, Release, Target, resolve
 from targets.common.noise import NoiseLaw
+from targets.common.pair_law import PairLaw
 
 #: the SeedSequence tag of the check's generators (never used by a trial)
 SEED_TAG = 0xDEC1A4ED
@@ -627,11 +628,12 @@ def _check_trace(groups: dict[int, list[dict[int, tuple[list, list]]]], law: tup
     modules of different sizes), each on the first T steps of that dimension every release has.
     `groups`: per world, each release's :func:`_trace_rows`; `law`: the first trace's (noise,
     noise_std)."""
-    noise = info.get("noise", law[0])
-    std = info.get("noise_std", law[1])
+    stated = PairLaw.of(info)
+    noise = stated.noise if stated.noise is not None else law[0]
+    std = stated.noise_std if stated.noise_std is not None else law[1]
     note = None
-    if "noise_std" in info and float(info["noise_std"]) != float(law[1] if law[1] is not None else info["noise_std"]):
-        note = (f"pair.info noise_std {info['noise_std']} differs from the trace's {law[1]}; "
+    if stated.noise_std is not None and law[1] is not None and stated.noise_std != float(law[1]):
+        note = (f"pair.info noise_std {stated.noise_std} differs from the trace's {law[1]}; "
                 "the attack reads pair.info's, which is tested")
     dims = sorted({d for b in (0, 1) for g in groups[b] for d in g})
     checks = []

@@ -51,7 +51,6 @@ import numpy as np
 import torch
 
 from attacks import base as attacks
-from attacks.gradient import drawn_with_batch
 from attacks.metrics import auc_lower, rates_at
 from audit.stats import estimators, family_fit
 from audit.play import game
@@ -66,6 +65,7 @@ from canaries import base as canaries
 from targets import base as targets
 from targets.base import Level
 from targets.common.noise import NoiseLaw
+from targets.common.pair_law import PairLaw
 
 log = _logger(__name__)
 
@@ -235,10 +235,10 @@ def _family_valid(claim: targets.Claim, level: str, declared: dict[str, Any] | N
     noise, which passed its check or was found off only in its std (the family leaves the scale
     unknown). Any score is then a test of T subsampled Gaussian steps. Whether the sampler is the
     declared Poisson one is measured before the certificate (the sampler checks), not trusted."""
-    info = canary or {}
-    if claim.delta == 0 or level != Level.TRACE or "node" in info or info.get("noise") != NoiseLaw.GAUSSIAN:
+    law = PairLaw.of(canary or {})
+    if claim.delta == 0 or level != Level.TRACE or law.node is not None or law.noise != NoiseLaw.GAUSSIAN:
         return None
-    if not 0.0 < float(info.get("sampling_rate", 1.0)) < 1.0:
+    if not (law.sampling_rate is not None and 0.0 < law.sampling_rate < 1.0):
         return None
     if not ((_model_passed(declared) and _all_gaussian(declared)) or _only_scale_off(declared)):
         return None
@@ -303,7 +303,8 @@ def _mixture(canary: dict[str, Any]) -> bool:
     """A trace pair whose canary is drawn with the batch (:func:`attacks.gradient.drawn_with_batch`): the
     exact ratio is then of a mixture of Gaussians, whose trade-off is the subsampled Gaussian's, not a
     Gaussian curve (a Gaussian curve through one of its points can claim more ε than the mixture has)."""
-    return "sampling_rate" in canary and drawn_with_batch(canary)
+    law = PairLaw.of(canary)
+    return law.sampling_rate is not None and law.drawn_with_batch
 
 
 def _all_gaussian(declared: dict[str, Any]) -> bool:

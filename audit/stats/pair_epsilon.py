@@ -53,6 +53,7 @@ from attacks.mechanism import MechanismLRT, shift_norm2
 from audit.stats.privacy_loss import gdp_pair_epsilon, law_losses, monte_carlo_epsilon
 from targets.base import Level, MechanismStep
 from targets.common.noise import NoiseLaw
+from targets.common.pair_law import PairLaw
 
 CLOSED_FORM = "closed-form"
 MONTE_CARLO = "monte-carlo"
@@ -431,22 +432,25 @@ def _trace_pld(target: Any, pair: Any, delta: float, seed: int) -> PairEpsilon |
     beside it. None where the pair is not of that form (a whole node, q = 1, another law)."""
     from audit.stats.estimators import subsampled_curve as curve
 
-    info = pair.info
+    law = PairLaw.of(pair)
     gc = getattr(pair.g1, "canary_gradient", None)
-    q = float(info.get("sampling_rate", 1.0))
-    if gc is None or "node" in info or info.get("noise") != NoiseLaw.GAUSSIAN or not 0.0 < q < 1.0 or delta <= 0:
+    q = law.sampling_rate
+    if gc is None or law.node is not None or law.noise != NoiseLaw.GAUSSIAN or not (q is not None and 0.0 < q < 1.0) \
+            or delta <= 0:
         return None
     gc = torch.as_tensor(gc, dtype=torch.float64)
     norms = gc.norm(dim=-1) if gc.dim() == 2 else gc.norm().reshape(1)
     if float(norms.min()) <= 0 or float(norms.max() - norms.min()) > 1e-9 * float(norms.max()):
         return None
     steps = len(draw_releases(target, pair, range(1), seed)[1][0].view(Level.TRACE))
-    sigma = float(info.get("noise_std", 0.0)) / float(norms[0])
+    if law.noise_std is None:
+        return None
+    sigma = law.noise_std / float(norms[0])
     if not sigma > 0:
         return None
     lo = curve.epsilon(sigma, q, steps, delta, pessimistic=False)
     hi = curve.epsilon(sigma, q, steps, delta, pessimistic=True)
-    checked = str(info.get("sampler", "")).startswith("poisson")
+    checked = law.poisson_checked
     return PairEpsilon(value=lo, method=CLOSED_FORM, delta=delta, interval=(lo, hi), covers=("trace",),
                        caveats=() if checked else ("the declared Poisson(q) sampler is not checked in this run",),
                        note=(f"PLD of {steps} Poisson({q:g})-subsampled Gaussian steps, noise multiplier "
@@ -461,7 +465,7 @@ def _mechanism_bound(target: Any, pair: Any, level: str, delta: float, confidenc
     if Level.MECHANISM not in target.levels:
         return {}
     releases = check_releases(target, pair, seed)
-    if level == Level.API and any(r.info.get("fresh_noise_per_query") for rs in releases for r in rs):
+    if level == Level.API and any(r.fresh_noise_per_query for rs in releases for r in rs):
         return {"note": "no bound from the mechanism view: each api query is a fresh noisy release"}
     views = tuple([r.view(Level.MECHANISM) for r in rs] for rs in releases)
     found = of_releases(*views, pair, delta=delta, confidence=confidence, seed=seed, closed_only=True)

@@ -86,7 +86,7 @@ class CaribouGivenInput(Caribou):
         c = self.config
         if c.hops > 1 and not self.bug("release-all-hops") and not self.bug("no-noise"):
             step = release.mechanism[0]
-            std = self.claim(graph).details["noise_std"]
+            std = self.claim(graph).noise_std
             output = step.output.cpu()
             step.log_density = lambda g: self.chain_law(g).log_density(output, std)
             step.gaussian_law = lambda g: (self.chain_law(g).mean, std**2 * self.chain_law(g).cov)

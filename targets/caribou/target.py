@@ -14,7 +14,7 @@ from targets.common import dpsgd
 from targets.common.accounting import (
     DEFAULT_ORDERS, calibrate_decreasing, gap_delta, gaussian_rdp, gdp_epsilon, gdp_mu, rdp_to_dp,
     subsampled_gaussian_rdp)
-from targets.base import (Claim, Lazy, Level, MechanismStep, Release, Target, TargetConfig, child_generator,
+from targets.base import (Claim, GaussianStep, Lazy, Unstated, Level, MechanismStep, Release, Target, TargetConfig, child_generator,
                           noise_generator, seeded, split_accuracies)
 from targets.caribou.accountant import compositions, edge_sensitivity, node_sensitivity
 from targets.caribou.config import CaribouConfig
@@ -159,22 +159,24 @@ class Caribou(Target[CaribouConfig]):
         else:
             sigma = calibrate_decreasing(lambda s: self._epsilon_at(s, graph, delta)[0], c.epsilon, lo=0.1, hi=2.0)
         eps, mu, order = self._epsilon_at(sigma, graph, delta)
-        details: dict[str, Any] = {
-            "noise_multiplier": sigma, "noise_std": sens * sigma, "sensitivity": sens, "M": m,
+        notes: dict[str, Any] = {
+            "M": m,
             "hops": c.hops, "contraction": c.contraction, "alpha1": c.alpha1, "pam": c.pam,
             "d_min": self.degree_bounds(graph)[0], "queries": c.queries,
         }
         if mu is not None:
-            details["mu"] = mu
+            notes["mu"] = mu
         if not math.isnan(order):
-            details["rdp_order"] = order
+            notes["rdp_order"] = order
         if c.unit == "node":
             q, t_enc, t_cm = self._dpsgd_steps(graph)
-            details.update({"d_max": self.degree_bounds(graph)[1], "sampling_rate": q,
+            notes.update({"d_max": self.degree_bounds(graph)[1], "sampling_rate": q,
                             "encoder_steps": t_enc, "cm_steps": t_cm, "clip": c.clip})
         unit = "edge (one undirected edge)" if c.unit == "edge" else "node (add/remove with incident edges)"
         claim = Claim(epsilon=eps, delta=delta, accountant=c.accountant + ("" if c.unit == "edge" else " (rdp+dpsgd)"),
-                      unit=unit, gdp_mu=mu, details=details, queries=c.queries)
+                      unit=unit, gdp_mu=mu, step=GaussianStep(sigma, sens), notes=notes, queries=c.queries,
+                      composition=Unstated(f"M = {m:g} effective Gaussian hops (Theorem 1) per query, {c.queries} "
+                                           "queries" + ("" if c.unit == "edge" else ", with the encoder's DP-SGD")))
         self._claims[key] = claim
         return claim
 
@@ -197,7 +199,7 @@ class Caribou(Target[CaribouConfig]):
         if edge:
             _fit_best_val(enc, x, graph, c.encoder_epochs, opt, child_generator(rng, x.device))
         else:
-            sigma = self.claim(graph).details["noise_multiplier"] if sigma is None else sigma
+            sigma = self.claim(graph).noise_multiplier if sigma is None else sigma
             self._dp_train(enc, x[train], y[train], opt, sigma, self._dpsgd_steps(graph)[1], rng)
         enc.eval()
         return enc
@@ -363,8 +365,8 @@ class Caribou(Target[CaribouConfig]):
         if c.unit == "edge":
             return self.fit_batch(graph, [rng])[0]
         claim = self.claim(graph)
-        sigma_abs = 0.0 if self.bug("no-noise") else claim.details["noise_std"]
-        sigma = claim.details["noise_multiplier"]
+        sigma_abs = 0.0 if self.bug("no-noise") else claim.noise_std
+        sigma = claim.noise_multiplier
         # Node level: the claim uses the public D_min/D_max of the input graph; bounding degrees can
         # leave a node isolated (D_min = 0), outside the paper's Eq. 8 assumptions (logged, not fixed).
         work = bound_degree(graph, c.degree_bound, rng)
@@ -384,7 +386,7 @@ class Caribou(Target[CaribouConfig]):
         if not rngs:
             return []
         claim = self.claim(graph)
-        sigma_abs = 0.0 if self.bug("no-noise") else claim.details["noise_std"]
+        sigma_abs = 0.0 if self.bug("no-noise") else claim.noise_std
         fingerprint, encoder, x0 = self._edge_encoder(graph)
         hops = self._pcmp_batch(graph, x0, sigma_abs, rngs)
         mean_key = ("caribou: noiseless PCMP", fingerprint, c.hops, c.contraction, c.alpha1, c.beta,
@@ -402,8 +404,8 @@ class Caribou(Target[CaribouConfig]):
         level: the CM joins the batch `cms`, trained with the batch's other CMs when first needed."""
         c = self.config
         claim = self.claim(graph)
-        sigma_abs = 0.0 if self.bug("no-noise") else claim.details["noise_std"]
-        sigma = claim.details["noise_multiplier"]
+        sigma_abs = 0.0 if self.bug("no-noise") else claim.noise_std
+        sigma = claim.noise_multiplier
         xk = hops[-1]
         cm_rng = child_generator(rng)
         inference_rng = child_generator(rng)
@@ -449,7 +451,7 @@ class Caribou(Target[CaribouConfig]):
                 prev = x0 if k == 0 else hops[k - 1]
                 mean = (lambda g, prev=prev: cgl(g, prev, x0, c.contraction, c.alpha1, c.beta))
                 projected = c.projection == "ball" if self.bug("release-all-hops") else not self.bug("no-projection")
-                steps.append(MechanismStep(output=out, mean=mean, noise_std=claim.details["noise_std"],
+                steps.append(MechanismStep(output=out, mean=mean, noise_std=claim.noise_std,
                                            name=f"X({k + 1}) given X({k})", row_projected=projected,
                                            mean_key=None if mean_key is None or k else (*mean_key, "X(1) given X(0)")))
             else:

@@ -1,4 +1,4 @@
-"""The noise laws a claim can declare for its released steps (``Claim.details["noise"]``, a trace's
+"""The noise laws a claim can declare for its released steps (``Claim.step.law``, a trace's
 ``noise``), by the names results and flags use."""
 from __future__ import annotations
 

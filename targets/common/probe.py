@@ -236,13 +236,13 @@ def _derived(d: StepDeclaration, kinds: tuple[str, ...], width: int) -> StepMap:
 
 def mechanism_declarations(target: Any, graph: Any) -> list[StepDeclaration]:
     """Declarations read from what a target releases where it declares none: each ``MechanismStep`` of
-    one fit (seed 0), at the claim's Δ (``Claim.details["sensitivity"]``, in ℓ2), on the given features
+    one fit (seed 0), at the claim's Δ (``Claim.sensitivity``, in ℓ2), on the given features
     only (no feature bound is declared) and not taken as linear. Empty where the target has no
     mechanism view, states no Δ, or releases a step that is not a plain Gaussian one."""
     if "mechanism" not in [str(getattr(level, "value", level)) for level in target.levels]:
         return []
     claim = target.claim(graph)
-    delta = (claim.details or {}).get("sensitivity")
+    delta = claim.stated("sensitivity")
     if delta is None:
         return []
     release = target.fit(graph, torch.Generator().manual_seed(0))

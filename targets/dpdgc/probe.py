@@ -26,7 +26,7 @@ def step_maps(target: Any, graph: Data) -> list[StepMap]:
 
     kinds, extra = (("edge",), ("directed",)) if cfg.undirected_edge else (("directed",), ("edge",))
     return [StepMap(name="Z = A·W + b", norm="l2", kinds=kinds, extra_kinds=extra, apply=apply,
-                    claimed=lambda g0, g1: float(target.claim(g1).details["sensitivity"]), radius=radius,
+                    claimed=lambda g0, g1: target.claim(g1).sensitivity, radius=radius,
                     width=cfg.hidden, realised=lambda g: w if g.num_nodes == w.size(0) else None,
                     covers=["Z"],
                     note=f"W = DP-Emb's released weights (fit seed 0 on the given graph); domain: rows in "

@@ -13,7 +13,7 @@ from torch import nn
 from graphs import ops as graph_ops
 from graphs.ops import drop_isolated_with_notice
 from targets.common.accounting import gap_delta, gaussian_rdp, gdp_epsilon
-from targets.base import Claim, Lazy, LazyDict, Level, MechanismStep, Release, Target, TargetConfig, seeded
+from targets.base import Claim, Composed, GaussianStep, Lazy, NoiseLaw, Sampled, Series, TraceLaw, LazyDict, Level, MechanismStep, Release, Target, TargetConfig, seeded
 from targets.dpdgc.accountant import ORDERS, calibrated_sigma, dpdgc_epsilon, dpdgc_rdp, lemma_f1_epsilon
 from targets.dpdgc import dpemb
 from targets.dpdgc.config import DPDGCConfig
@@ -142,7 +142,7 @@ class DPDGC(Target[DPDGCConfig]):
 
     def takes_gradient_canary(self, graph: Any = None) -> bool:
         """Under k-neighbour/node GDP with full-batch DP-Emb (q = 1) on `graph` (see :meth:`_canary`)."""
-        return self.offers_trace() and graph is not None and self.claim(graph).details["sampling_rate"] >= 1.0
+        return self.offers_trace() and graph is not None and self.claim(graph).note("sampling_rate") >= 1.0
 
     def step_maps(self, graph: Any) -> list[Any]:
         return probe.step_maps(self, graph)
@@ -202,10 +202,7 @@ class DPDGC(Target[DPDGCConfig]):
                 else "edge (one undirected edge, both entries)",
                 "kneighbour": f"node (k-neighbour, k={cfg.k}: X_r, Y_r, ≤k row and ≤k column entries)",
                 "node": f"node (replace node r; out-degree bounded by D={cfg.max_degree})"}[cfg.level]
-        details = {
-            "noise_multiplier": sigma,
-            "noise_std": sigma * dz,
-            "sensitivity": dz,
+        notes = {
             "norm_scale": cfg.norm_scale,
             "level": cfg.level,
             "group_size": g,
@@ -228,12 +225,15 @@ class DPDGC(Target[DPDGCConfig]):
             "delta_rule": delta_rule,
             "num_directed_edges": n_edges,
         }
-        if self.offers_trace():
-            # the noise law of the trace (DP-Emb's DP-Adam sums), as claimed, for gradient canaries
-            details.update(trace_noise_std=details["encoder_noise_std"], canary_norm=self.canary_norm(),
-                           clip_norm=cfg.clip)
+        # the noise law of the trace (DP-Emb's DP-Adam sums), as claimed, for gradient canaries
+        trace = TraceLaw(NoiseLaw.GAUSSIAN.value, notes["encoder_noise_std"], cfg.clip, self.canary_norm(), q) \
+            if self.offers_trace() else None
+        enc = Composed(Sampled(q, GaussianStep(notes["encoder_noise_multiplier"], cfg.clip), notes["sampling"]), t_enc)
+        parts = (enc,) + ((GaussianStep(sigma, dz),) if dz > 0 else ()) + \
+            ((Composed(Sampled(q, GaussianStep(2.0 * sigma, cfg.clip), notes["sampling"]), t_clf),)
+             if cfg.level != "edge" else ())
         claim = Claim(epsilon=eps, delta=delta, accountant="rdp-wor (DPDGC, one shared σ, Lemma F.1)",
-                      unit=unit, details=details)
+                      unit=unit, step=GaussianStep(sigma, dz), trace=trace, composition=Series(parts), notes=notes)
         self._claims[key] = claim
         return claim
 
@@ -437,7 +437,7 @@ class DPDGC(Target[DPDGCConfig]):
         if m == 0:
             raise ValueError("DPDGC needs at least one training node")
         claim = self.claim(graph)
-        sigma = claim.details["noise_multiplier"]
+        sigma = claim.noise_multiplier
         n = graph.num_nodes
         y = graph.y.cpu()
         classes = int(y.max()) + 1
@@ -473,7 +473,7 @@ class DPDGC(Target[DPDGCConfig]):
         """One run's release once its DP-Emb is trained: Z's noise, then the classifier's generator
         (both from `rng`, after DP-Emb's draws)."""
         cfg, dev = self.config, self.device
-        sigma = claim.details["noise_multiplier"]
+        sigma = claim.noise_multiplier
         n, y = graph.num_nodes, graph.y.cpu()
         classes = int(y.max()) + 1
         w, b, head = encoded
@@ -491,7 +491,7 @@ class DPDGC(Target[DPDGCConfig]):
         def mean(g: Any) -> torch.Tensor:
             return torch.sparse.mm(self._adjacency64(g, mean_seed), w64) + b64
 
-        z_std = 0.0 if self.bug("no-noise") else claim.details["noise_std"]
+        z_std = 0.0 if self.bug("no-noise") else claim.noise_std
         noise = torch.randn(n, cfg.hidden, generator=rng, dtype=torch.float64).to(dev)
         z = (torch.sparse.mm(self._adjacency64(graph, hash_seed), w64) + b64) + z_std * noise
         clf_seed = int(torch.randint(0, 2**62, (1,), generator=rng))
@@ -515,7 +515,7 @@ class DPDGC(Target[DPDGCConfig]):
                                          for k, v in classifier.get()[0].state_dict().items()}),
                            self._classifier_shapes(graph.x.size(1), classes))
         # noise_std is the algorithm's (claimed) std; planted bugs change the output, not this
-        step = MechanismStep(output=z, mean=mean, noise_std=None if bounded else claim.details["noise_std"],
+        step = MechanismStep(output=z, mean=mean, noise_std=None if bounded else claim.noise_std,
                              name="Z = A·W + b + N" + (" (mean with a public degree-bound seed)" if bounded else ""))
         info = {
             "accuracy": Lazy(lambda: classifier.get()[1]),
@@ -541,11 +541,11 @@ class DPDGC(Target[DPDGCConfig]):
         if not self.offers_trace():
             raise ValueError("DPDGC takes a gradient canary only under k-neighbour or node GDP (unit='node'), "
                              "where it releases DP-Emb's trace")
-        if claim.details["sampling_rate"] < 1.0:
+        if claim.note("sampling_rate") < 1.0:
             raise ValueError("DPDGC's gradient canary needs full-batch DP-Emb (batch_size >= #training nodes, "
                              "q = 1): its batches are fixed-size without replacement, so a virtual example has "
                              "no inclusion coin that the accountant covers")
-        d, steps = self.dimension(graph), claim.details["steps_encoder"]
+        d, steps = self.dimension(graph), claim.note("steps_encoder")
         gc = torch.as_tensor(gc, dtype=torch.float32)
         if gc.shape[-1] != d or gc.dim() not in (1, 2) or (gc.dim() == 2 and gc.size(0) < steps):
             raise ValueError(f"canary_gradient must have shape ({d},) or ({steps}, {d}), got {tuple(gc.shape)}")

@@ -19,7 +19,7 @@ from targets.common.accounting import (
     rdp_to_dp,
     subsampled_gaussian_rdp,
 )
-from targets.base import Claim
+from targets.base import Claim, Composed, GaussianStep, NoiseLaw, Sampled, Series, TraceLaw
 from targets.gap.config import GAPConfig
 
 # ---------------------------------------------------------------------------------------------
@@ -88,9 +88,9 @@ def edge_claim(cfg: GAPConfig, n_edges: int) -> Claim:
         epsilon=edge_epsilon(sigma, k, delta), delta=delta,
         accountant="GAP-EDP: K exactly composed Gaussian mechanisms (autodp ComposeGaussian) = μ-GDP, μ = √K/σ",
         unit=unit, gdp_mu=mu,
-        details={
-            "level": "edge", "noise_multiplier": sigma, "sensitivity": cfg.sensitivity,
-            "noise_std": sigma * cfg.sensitivity, "hops": k, "mu": mu, "edge_unit": cfg.edge_unit,
+        step=GaussianStep(sigma, cfg.sensitivity), composition=Composed(GaussianStep(sigma, cfg.sensitivity), k),
+        notes={
+            "level": "edge", "hops": k, "mu": mu, "edge_unit": cfg.edge_unit,
             "delta_rule": "10^-digits(directed edges)" if cfg.delta is None else "given",
             "num_directed_edges": n_edges,
         },
@@ -123,13 +123,16 @@ def node_claim(cfg: GAPConfig, n_train: int) -> Claim:
                    "DP-SGD (classifier), Poisson-subsampled Gaussian RDP via dp-accounting, "
                    "improved RDP→DP conversion",
         unit="node (add/remove with features, label and incident edges; out-degree bounded to D)",
-        details={
-            "level": "node", "noise_multiplier": sigma, "sensitivity": cfg.sensitivity,
-            "noise_std": sigma * cfg.sensitivity, "dpsgd_noise_std": sigma * cfg.max_grad_norm,
-            # the trace's law for the gradient canary (canaries.gradient reads these first)
-            "trace_noise_std": sigma * cfg.max_grad_norm, "canary_norm": cfg.max_grad_norm,
+        step=GaussianStep(sigma, cfg.sensitivity),
+        # the trace's law for the gradient canary: DP-SGD's σ·C on the clipped sum, a canary of norm C
+        trace=TraceLaw(NoiseLaw.GAUSSIAN.value, sigma * cfg.max_grad_norm, cfg.max_grad_norm, cfg.max_grad_norm, rate),
+        composition=Series((Composed(Sampled(rate, GaussianStep(sigma, cfg.max_grad_norm)), steps_em),
+                            Composed(GaussianStep(sigma, cfg.sensitivity), cfg.hops),
+                            Composed(Sampled(rate, GaussianStep(sigma, cfg.max_grad_norm)), steps_cm))),
+        notes={
+            "level": "node", "dpsgd_noise_std": sigma * cfg.max_grad_norm,
             "hops": cfg.hops, "max_degree": cfg.max_degree, "max_grad_norm": cfg.max_grad_norm,
-            "batch_size": cfg.node_batch_size, "num_train": n_train, "sampling_rate": rate,
+            "batch_size": cfg.node_batch_size, "num_train": n_train,
             "steps_encoder": steps_em, "steps_classifier": steps_cm,
             "epochs_encoder": cfg.em_epochs, "epochs_classifier": cfg.cm_epochs,
             "best_order": order, "rdp_at_best_order": at,

@@ -42,7 +42,7 @@ def step_maps(target: Any) -> list[StepMap]:
     else:
         kinds, extra = ("edge",), ("directed",)
     return [StepMap(name=f"hops 1-{cfg.hops} (S_k = Aᵀ H_(k-1))", norm="l2", kinds=kinds, extra_kinds=extra,
-                    apply=apply, claimed=lambda g0, g1: float(target.claim(g1).details["sensitivity"]), radius=1.0,
+                    apply=apply, claimed=lambda g0, g1: target.claim(g1).sensitivity, radius=1.0,
                     width=cfg.hidden_dim, realised=None if node else realised,
                     covers=[f"hop {k}" for k in range(1, cfg.hops + 1)],
                     degree_bound=cfg.max_degree if node else None, in_domain=in_domain,

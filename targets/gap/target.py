@@ -358,7 +358,7 @@ class GAP(Target[GAPConfig]):
         ``no-noise``), the claimed one, and the DP-SGD noise std actually added (node level)."""
         cfg = self.config
         claim = self.claim(graph)
-        sigma = float(claim.details["noise_multiplier"])
+        sigma = claim.noise_multiplier
         claimed_std = sigma * cfg.sensitivity
         dp_std = 0.0 if self.bug("no-noise") else sigma * cfg.max_grad_norm
         return claim, sigma, 0.0 if self.bug("no-noise") else claimed_std, claimed_std, dp_std
@@ -443,7 +443,7 @@ class GAP(Target[GAPConfig]):
 
         info = {
             "accuracy": Lazy(accuracy), "noise_multiplier": sigma, "noise_std": claimed_std,
-            "fresh_noise_per_query": fresh, "unit": claim.unit, "stack_shape": tuple(stack.shape),
+            "fresh_noise_per_query": fresh, "unit": claim.unit_text, "stack_shape": tuple(stack.shape),
             "encoder_cached": cached, "private_edges": int(edges.size(1)),
             "graph_edges": int(graph.edge_index.size(1)), "trace_module": cfg.trace_module,
         }
@@ -471,7 +471,7 @@ class GAP(Target[GAPConfig]):
     def _recorder(self, graph: Any, rng: torch.Generator, claim: Claim, std: float) -> _Recorder:
         """The trace of one node-level fit, with the graph's gradient canary (if any) and its coins."""
         cfg = self.config
-        module, det = cfg.trace_module, claim.details
+        module, note = cfg.trace_module, claim.note
         canary, canary_node = canary_from(graph)
         if canary_node is not None:
             raise ValueError("GAP takes a virtual gradient canary (canary_gradient), not a canary node")
@@ -481,9 +481,9 @@ class GAP(Target[GAPConfig]):
             if tuple(canary.shape) != (d,):
                 raise ValueError(f"canary_gradient must have shape ({d},) (the {module}'s parameters), "
                                  f"got {tuple(canary.shape)}")
-        n_train = int(det["num_train"])
+        n_train = int(note("num_train"))
         rate = min(1.0, cfg.node_batch_size / n_train) if n_train else 0.0
-        accounted = det["steps_encoder"] + det["steps_classifier"] if module == "all" else det[f"steps_{module}"]
+        accounted = note("steps_encoder") + note("steps_classifier") if module == "all" else note(f"steps_{module}")
         trace = DPSGDTrace(noise="gaussian", noise_std=std, clip_norm=cfg.max_grad_norm, sampling_rate=rate,
                                   expected_batch=rate * n_train, accounted_steps=int(accounted))
         return _Recorder(trace, module, canary, None if module == "all" else side_generator(rng))
@@ -551,8 +551,8 @@ class GAP(Target[GAPConfig]):
                                 t, classes, cls_rngs)
         mean_key = ("gap hop 1", self._prepared["token"]) if cached else None
         n = int(graph.num_nodes)
-        shared = {"noise_multiplier": float(claim.details["noise_multiplier"]), "noise_std": claimed_std,
-                  "fresh_noise_per_query": self.bug("fresh-inference-noise"), "unit": claim.unit,
+        shared = {"noise_multiplier": claim.noise_multiplier, "noise_std": claimed_std,
+                  "fresh_noise_per_query": self.bug("fresh-inference-noise"), "unit": claim.unit_text,
                   "stack_shape": (n, trial_hs[0][0].size(-1), cfg.hops + 1), "encoder_cached": cached,
                   "private_edges": int(edges.size(1)), "graph_edges": int(graph.edge_index.size(1))}
         # hops ≥ 2: one support function and one rows computation for the batch's trials

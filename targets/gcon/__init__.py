@@ -26,7 +26,7 @@ does it on the private graph: node u's logits are [R̂_{m_1}X | … | R̂_{m_s}X
 for m = 0 and (1-α_I)Ã + α_I I otherwise (one hop, the query node's own edges, **no noise**).
 Theorem 1 covers the *weights only*; the predictions read incident edges of every queried node
 exactly, which the paper argues is harmless to that node but which no DP claim covers when one
-party sees many predictions (spec §4.2) — ``Claim.details["covers"]`` says so.
+party sees many predictions (spec §4.2) — ``Claim.note("covers")`` says so.
 
 Unit: one **undirected** edge (add or remove; A stays symmetric so both directions flip).
 Features, labels and the node set are public.
@@ -36,7 +36,7 @@ Accountant (spec §3.2, Theorem 1): Ψ = (1/s)Σ 2(1-α)/α·(1-(1-α)^{m_i}); c
 is ε = min(ε_Λ, (1-ω)ε) + cβ(c1 + c2c_θ)Ψ (= the target ε), δ = 1/|E| with |E| the *directed* edge
 count (the paper's Table II convention) unless ``delta`` or ``num_edges`` is set. The spec's
 reverse accountant (§3.3: minimise ε(c_θ) subject to δ(c_θ) ≤ δ for the run's β, Λ+Λ') is
-reported in ``details["reverse_epsilon"]``.
+reported in the claim's note ``reverse_epsilon``.
 
 Caching: the encoder depends only on public data (features, labels, masks) and, with the default
 ``encoder_seed=0``, on no randomness at all, so it is memoised per feature/label fingerprint

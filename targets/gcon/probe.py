@@ -50,15 +50,15 @@ def noise_loss(target: Any, g0: Data, g1: Data) -> float:
     cfg = target.config
     enc = target._encode(g0, _encoder_rng(target))
     theta = target.noiseless(g0).double().to(enc.x.device)
-    det = target.claim(g0).details
+    note = target.claim(g0).note
 
     def grad(g: Data) -> torch.Tensor:
         z = propagate(g.edge_index, enc.x, cfg.alpha, target.steps)
-        p = Problem(z[enc.rows], enc.labels, torch.zeros_like(theta), det["lam_solver"], cfg.loss, cfg.huber_delta)
+        p = Problem(z[enc.rows], enc.labels, torch.zeros_like(theta), note("lam_solver"), cfg.loss, cfg.huber_delta)
         return p.columns(theta)[1]
 
     diff = (grad(g1) - grad(g0)) * enc.rows.numel()
-    return float(det["beta"] * diff.norm(dim=0).sum())
+    return float(note("beta") * diff.norm(dim=0).sum())
 
 
 def tight_pair(target: Any, graph: Data, rng: np.random.Generator, *, scale: float = 1e4,
@@ -90,16 +90,16 @@ def tight_pair(target: Any, graph: Data, rng: np.random.Generator, *, scale: flo
         x = target._encode(g1, _encoder_rng(target)).x
         worst = max((minimiser_change(target, h0, h1) for _, h0, h1 in given), default=0.0)
         worst_loss = max((noise_loss(target, h0, h1) for _, h0, h1 in given), default=0.0)
-        det = target.claim(g0).details
+        note = target.claim(g0).note
         big_psi = psi(cfg.alpha, target.steps)
         # strong convexity: ‖Δθ_j‖ ≤ ‖∇L_g1 − ∇L_g0‖/λ ≤ (c1 + c2·c_θ)·Ψ/(n1·λ) per column (‖θ_j‖ ≤ c_θ)
-        bound = math.sqrt(det["classes"]) * (det["c1"] + det["c2"] * det["c_theta"]) * big_psi / (
-            det["n1"] * det["lam_solver"])
+        bound = math.sqrt(note("classes")) * (note("c1") + note("c2") * note("c_theta")) * big_psi / (
+            note("n1") * note("lam_solver"))
         dot = float(x[n] @ x[n + 1])
         return {"minimiser_change": change, "minimiser_change_bound": bound,
                 "given_worst_minimiser_change": worst, "gain": change / worst if worst > 0 else math.inf,
                 "noise_loss": noise_loss(target, g0, g1), "given_worst_noise_loss": worst_loss,
-                "noise_loss_budget": max(cfg.epsilon - det["eps_lambda"], cfg.omega * cfg.epsilon),
+                "noise_loss_budget": max(cfg.epsilon - note("eps_lambda"), cfg.omega * cfg.epsilon),
                 "x_u_dot_x_v": dot, "direction": k, "edge": [n, n + 1],
                 "found_by": f"{TIGHT}: nodes {n}, {n + 1} appended isolated with raw features ±{scale:g}·a "
                             f"(encoder output x_u·x_v = {dot:.6f})"}

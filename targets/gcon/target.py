@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from graphs.ops import fingerprint
-from targets.base import Claim, Level, MechanismStep, Release, Target, TargetConfig, seeded
+from targets.base import Claim, Level, NoiseStep, Unstated, MechanismStep, Release, Target, TargetConfig, seeded
 from targets.gcon.accountant import (accountant_at, calibrate, gradient_at_zero, psi, reverse_epsilon, sample_noise,
                                      theorem_epsilon, theta_bound_whp)
 from targets.gcon.config import APPROX_STEPS, GCONConfig, parse_steps
@@ -101,12 +101,9 @@ class GCON(Target[GCONConfig]):
         eps_rev, delta_rev, cth_rev = reverse_epsilon(delta, beta=beta, lam_total=lam_priv, c=c,
                                                       d=d, n1=n1, psi=sens, c1=c1, c2=c2, c3=c3)
         entry_std = math.sqrt(d + 1.0) / beta
-        details = {
-            "noise_multiplier": 1.0 / beta,
-            "noise_std": entry_std,
+        notes = {
             "noise_std_objective": entry_std / n1,
             "noise_law": "columns of B i.i.d. with density ∝ exp(-beta·||b||), ||b|| ~ Gamma(d, rate beta)",
-            "sensitivity": sens,
             "beta": beta,
             "expected_noise_norm": d / beta,
             "c_theta": cal["c_theta"],
@@ -133,7 +130,11 @@ class GCON(Target[GCONConfig]):
                       "graph (api) are noiseless and outside the claim",
         }
         return Claim(epsilon=eps, delta=delta, accountant="GCON Theorem 1 (objective perturbation)",
-                     unit="edge (one undirected edge, add/remove)", details=details)
+                     unit="edge (one undirected edge, add/remove)", notes=notes,
+                     step=NoiseStep(law="objective perturbation", noise_std=entry_std, sensitivity=sens,
+                                    noise_multiplier=1.0 / beta),
+                     composition=Unstated("objective perturbation (GCON Theorem 1): one minimiser, not a composition "
+                                          "of noisy steps"))
 
     # ----------------------------------------------------------------------------- encoder
     def prepare(self, graph: Any) -> None:
@@ -259,11 +260,11 @@ class GCON(Target[GCONConfig]):
         if cfg.encoder_seed is None and len(rngs) > 1:
             return [self.fit(graph, rng) for rng in rngs]
         self._check_overrides(graph)
-        det = self.claim(graph).details
+        note = self.claim(graph).note
         enc = self._encode(graph, None if cfg.encoder_seed is not None else rngs[0])
         z = self._features(graph, enc)
         d, c = z.size(1), enc.labels.size(1)
-        lam = det["lam_solver"]
+        lam = note("lam_solver")
         zr = z[enc.rows]
         first = None  # the Hessians at Θ = 0, where every Newton solve starts: they do not depend on the noise
         if cfg.optimizer == "newton" and not self.bug("approximate-minimizer"):
@@ -271,7 +272,7 @@ class GCON(Target[GCONConfig]):
             first = Problem(zr, enc.labels, zero, lam, cfg.loss, cfg.huber_delta).hessians(zero)
         thetas, grad_norms = [], []
         for rng in rngs:
-            noise = sample_noise(d, c, det["beta"], rng).to(self.device)
+            noise = sample_noise(d, c, note("beta"), rng).to(self.device)
             if self.bug("no-noise"):
                 noise = torch.zeros_like(noise)
             problem = Problem(zr, enc.labels, noise, lam, cfg.loss, cfg.huber_delta)
@@ -280,7 +281,7 @@ class GCON(Target[GCONConfig]):
             grad_norms.append(float(problem.columns(theta)[1].norm(dim=0).max()))
         shared = BatchDensities(thetas, enc.x, enc.rows, enc.labels, lam=lam, loss=cfg.loss,
                                 huber_delta=cfg.huber_delta, alpha=cfg.alpha, steps=self.steps, tol=cfg.tol,
-                                beta=det["beta"])
+                                beta=note("beta"))
         # argmax of the float64 logits: the float32 posteriors tie when Θ is tiny (large Λ + Λ')
         preds = [logits.argmax(1) for logits in self._logits_runs(graph, enc, thetas)]
         y = graph.y.cpu()
@@ -300,12 +301,12 @@ class GCON(Target[GCONConfig]):
                 "solver": self._solver(),
                 # graph → its objective without the noise; a Problem carries the solver (solve_adam)
                 "noise_free_problem": shared.problem,
-                "beta": det["beta"],
+                "beta": note("beta"),
                 "lam_solver": lam,
                 "n1": int(enc.rows.numel()),
                 "fresh_noise_per_query": False,
                 "inference": cfg.inference,
-                "claim_covers": det["covers"],
+                "claim_covers": note("covers"),
                 "features": enc.x.cpu(),  # public (edge-free) unit-row encoder output
                 "rows": enc.rows.cpu(),
                 "labels": enc.labels.cpu(),
@@ -368,7 +369,7 @@ class GCON(Target[GCONConfig]):
         """Θ*(graph): the minimiser with B = 0 (encoder from ``encoder_seed``, or seed 0 when None)."""
         cfg = self.config
         enc = self._encode(graph, torch.Generator().manual_seed(0) if cfg.encoder_seed is None else None)
-        lam = self.claim(graph).details["lam_solver"]
+        lam = self.claim(graph).note("lam_solver")
         z = self._features(graph, enc)
         d, c = z.size(1), enc.labels.size(1)
         p = Problem(z[enc.rows], enc.labels, torch.zeros(d, c, dtype=torch.float64, device=self.device),

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from targets.common.accounting import calibrate_decreasing
-from targets.base import Claim, Lazy, LazyDict, Level, Release, Target, TargetConfig, split_accuracies
+from targets.base import Claim, Composed, Lazy, NoiseStep, Sampled, TraceLaw, LazyDict, Level, Release, Target, TargetConfig, split_accuracies
 from targets.common.dpsgd import canary_from
 from targets.common import stacked_mlp
 from targets.heterpoisson import stacked
@@ -135,17 +135,14 @@ class HeterPoisson(Target[HeterPoissonConfig]):
     def claim(self, graph: Any) -> Claim:
         p = self.plan(graph)
         cfg = self.config
+        step = NoiseStep(law=cfg.noise, noise_std=p["noise_std"], sensitivity=2 * cfg.clip_norm,
+                         noise_multiplier=p["noise_multiplier"],
+                         laplace_scale=p["noise_std"] / math.sqrt(2) if cfg.noise == "sml" else None)
+        trace = TraceLaw(cfg.noise, p["noise_std"], cfg.clip_norm, cfg.clip_norm, p["sampling_rate"])
         details = {
-            "noise_multiplier": p["noise_multiplier"],
-            "noise_std": p["noise_std"],
-            "noise": cfg.noise,
             "noise_law": ("SML: sqrt(W)*noise_std*N(0,I), one W~Exp(1) per step" if cfg.noise == "sml"
                           else "Gaussian N(0, noise_std^2 I)"),
-            "laplace_scale": p["noise_std"] / math.sqrt(2) if cfg.noise == "sml" else None,
-            "sensitivity": 2 * cfg.clip_norm,
             "sensitivity_note": "k units of 2c per affected sub-graph, c (k=0.5) when the node is central",
-            "clip_norm": cfg.clip_norm,
-            "sampling_rate": p["sampling_rate"],
             "neighbors": cfg.neighbors,
             "steps": p["steps"],
             "steps_run": p["run_steps"],
@@ -168,7 +165,8 @@ class HeterPoisson(Target[HeterPoissonConfig]):
                      accountant=f"heterpoisson-theorem2-{cfg.accountant}-{cfg.noise}",
                      unit="node (add/remove a training node with features, label and incident edges; "
                           "degrees from the public graph)",
-                     gdp_mu=None, details=details)
+                     gdp_mu=None, step=step, trace=trace, notes=details,
+                     composition=Composed(Sampled(p["sampling_rate"], step), p["steps"]))
 
     # ------------------------------------------------------------------ sampler
     def neighbour_sample_size(self) -> int:
