@@ -20,7 +20,7 @@ from attacks.base import make as make_attack
 from attacks.gmia import run_gmia
 from attacks.linkteller import run_linkteller
 from audit.plan import campaign, catalogue, portfolio, regress_auto
-from audit.play import data
+from audit.play import data, trial_sizing
 from audit.stats import estimators
 from audit.records import run_report
 from audit.records import log as audit_log
@@ -28,7 +28,8 @@ from audit.plan.budget import BudgetError, parse
 from audit.records.campaign_report import write_campaign_report
 from audit.play.data import DatasetError
 from audit.console.exit_status import ExitCode, is_usage_error, report_internal
-from audit.play.game import AuditSpec, auto_trials, run_audit, setup_run
+from audit.play.game import AuditSpec, run_audit, setup_run
+from audit.play.trial_sizing import auto_trials
 from audit.play.private_fit import fit_accuracy
 from audit.records.result import number, readable_name
 from audit.play.run_spec import preprocessed
@@ -226,7 +227,7 @@ def cmd_run(args: argparse.Namespace) -> ExitCode:
             raise UserError(f"--trials must be an even number >= 8 or auto, got {args.trials!r}") from None
     spec = AuditSpec(target=args.target, epsilon=args.epsilon, delta=args.delta, bug=args.bug,
                      params=_params(args), dataset=args.dataset, canary=args.canary, attack=args.attack,
-                     level=args.level, trials=1000 if auto else trials, seed=args.seed,
+                     level=args.level, trials=trial_sizing.NAMED_RUN_DEFAULT if auto else trials, seed=args.seed,
                      confidence=args.confidence, estimator=args.estimator, mode=args.mode, device=args.device,
                      data_root=args.data_root, batch=args.batch)
     attacks = [a.strip() for a in args.attack.split(",")]
