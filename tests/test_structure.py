@@ -46,7 +46,7 @@ AUDIT_TOP = {"audit": "face", "audit._moved": "face", "audit.testing": "testing"
 MAX_AUDIT_LINES = 400
 #: the modules of audit/ still over MAX_AUDIT_LINES, each to be split by job (issue #46); only shrinks
 AUDIT_TOO_LONG = {"audit.console.cli", "audit.plan.campaign", "audit.declared_model.declared", "audit.plan.portfolio",
-                  "audit.stats.pair_epsilon", "audit.stats.estimators.core"}
+                  "audit.stats.estimators.core"}
 
 
 def modules(root: Path) -> dict[str, Path]:
