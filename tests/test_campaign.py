@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from audit.plan import campaign
+from audit.plan import campaign, campaign_rows
 from audit.records import campaign_report
 from audit.console.cli import main as cli_main
 from audit.records.store import Store, run_key
@@ -228,13 +228,13 @@ def test_code_key_is_the_one_the_game_computes():
     target = targets.build("gap", epsilon=1.0, bug=None)
     game = code_identity(type(target), type(attacks_registry.make("mechanism-lrt")),
                          type(canaries.make("worst-directed-edge")))["key"]
-    assert campaign._current_code_key("gap", "mechanism-lrt", "worst-directed-edge") == game
+    assert campaign_rows.current_code_key("gap", "mechanism-lrt", "worst-directed-edge") == game
     rec = {"target": "gap", "attack": "mechanism-lrt", "canary": "worst-directed-edge", "code": {"key": game}}
-    assert campaign._stale_code(rec) is None
-    assert "code" in campaign._stale_code({**rec, "code": {"key": "0" * 16}})
+    assert campaign_rows.stale_code(rec) is None
+    assert "code" in campaign_rows.stale_code({**rec, "code": {"key": "0" * 16}})
     # a row without a code key predates code recording: it is rerun, not trusted on its options
-    assert "no code recorded" in campaign._stale_code({**rec, "code": None})
-    assert "no code recorded" in campaign._stale_code({k: v for k, v in rec.items() if k != "code"})
+    assert "no code recorded" in campaign_rows.stale_code({**rec, "code": None})
+    assert "no code recorded" in campaign_rows.stale_code({k: v for k, v in rec.items() if k != "code"})
     # the store key changes with the code and the options, and is the same in another process (no hash())
     key = run_key("a" * 16, "b" * 16)
     assert len(key) == 16 and key not in (run_key("a" * 16, "c" * 16), run_key("c" * 16, "b" * 16))

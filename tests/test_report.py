@@ -142,7 +142,7 @@ def test_per_run_report_has_power_and_a_roc_band(tmp_path, capsys):
 def test_kept_rows_of_an_earlier_session_name_its_commit(tmp_path, monkeypatch):
     """A legacy campaign.json (rows without their own commit): when one row runs again, the kept
     rows take the old header's commit and date, and the README names both commits."""
-    from audit.plan import campaign
+    from audit.plan import campaign, campaign_rows
     import audit.play.game
 
     toml = tmp_path / "c.toml"
@@ -156,7 +156,7 @@ def test_kept_rows_of_an_earlier_session_name_its_commit(tmp_path, monkeypatch):
         rec = _row(target="gaussian", epsilon=row.spec.epsilon, claimed_epsilon=row.spec.epsilon, trials=16,
                    key=row.spec.key(), params={}, verdict="CONSISTENT", explain="", note="", block=0)
         # today's code key (a row recording none is stale and would run again)
-        rec["code"] = {"key": campaign._current_code_key(rec["target"], rec["attack"], rec["canary"])}
+        rec["code"] = {"key": campaign_rows.current_code_key(rec["target"], rec["attack"], rec["canary"])}
         rows.append(rec)
     out.mkdir()
     legacy = {"name": "t", "git": {"commit": "c" * 40, "dirty": False}, "date": "2026-01-01T00:00:00+00:00",

@@ -29,9 +29,10 @@ each, and a certification on trials the choice never saw.
    so the choice costs nothing in confidence.
 
 The pilots get :data:`PILOT_SHARE` of the budget, and the certification what is left, sized at the
-winner's cost per trial (up to :data:`EXTEND` times the fixed-budget cap of its view): a bound that is
+winner's cost per trial (:func:`audit.play.trial_sizing.certification_trials`, up to
+:data:`~audit.play.trial_sizing.EXTEND` times the fixed-budget cap of its view): a bound that is
 budget-limited is extended, and the sequential looks stop it as soon as it is settled. The
-fixed-budget default of the winner's view (:func:`audit.play.game.auto_trials`) is the floor. The default
+fixed-budget default of the winner's view (:func:`~audit.play.trial_sizing.auto_trials`) is the floor. The default
 budget is in work units (:class:`Meter`: the target's declared costs), so it plays the same trials on
 any machine and the same seed gives the same result; a time budget (``--budget 5m``) spends what the
 machine affords, and the record's ``replay`` lists the trials it played. Pilots and certification
@@ -53,7 +54,7 @@ import torch
 from attacks import base as attacks
 from attacks.metrics import auc_lower, rates_at
 from audit.stats import estimators, family_fit
-from audit.play import game
+from audit.play import game, trial_sizing
 from audit.plan import pilot_plan
 from audit.plan.budget import Budget
 from audit.records.log import get as _logger
@@ -79,8 +80,6 @@ PILOT_MIN = 40
 LEVEL_ORDER = (Level.MECHANISM, Level.TRACE, Level.WEIGHTS, Level.API)
 #: views whose trials are cheap: every canary is piloted on them before any view that trains a model
 CHEAP_LEVELS = (Level.MECHANISM, Level.TRACE)
-#: a time budget may extend the certification up to this multiple of the view's fixed-budget cap
-EXTEND = 4
 #: the portfolio's name for the subsampled-Gaussian family fit (:mod:`audit.stats.family_fit`)
 FAMILY = "subsampled-gaussian"
 #: the default budget of ``run``: work units, so the same seed gives the same result on any machine
@@ -350,7 +349,7 @@ def run(spec: game.AuditSpec, budget: Budget, *, out: str | Path = "results", jo
         family = estimator == FAMILY
         if family:  # the sampler checks' releases, paid before the certification is sized
             meter.units += family_fit.SAMPLER_RELEASES * target.trial_cost(Level.TRACE)
-        trials, sizing = _certification_trials(meter, winner, piloted, claim, spec)
+        trials, sizing = trial_sizing.certification_trials(meter, winner, piloted, claim, spec)
         # the family fit picks the score's orientation on its own selection share
         attack = winner.attack if family or _direction(piloted, winner) > 0 else attacks.REVERSED + winner.attack
         final = replace(spec, attack=attack, canary=winner.canary, level=winner.level, trials=trials, trial_stream=0,
@@ -638,32 +637,6 @@ def _direction(piloted: list[dict[str, Any]], winner: Candidate) -> float:
         if (r["level"], r["attack"], r["canary"]) == (winner.level, winner.attack, winner.canary):
             return 1.0 if r["direction"] == "higher = IN" else -1.0
     return 1.0
-
-
-def _certification_trials(meter: Meter, winner: Candidate, piloted: list[dict[str, Any]], claim: targets.Claim,
-                          spec: game.AuditSpec) -> tuple[int, str]:
-    """The certification's trial budget (even, ≥ 8) and how it was sized."""
-    budget = meter.budget
-    if budget.trials is not None:
-        n = max(8, (budget.trials - meter.trials) // 2 * 2)
-        return n, f"the trial budget less the {meter.trials:,} pilot trials"
-    fixed, _ = game.auto_trials(claim, winner.level, spec.confidence)
-    cap = EXTEND * game.BUDGET_CAP["mechanism" if winner.level == Level.MECHANISM else "training"]
-    if budget.units is not None:
-        cost = meter.trial_cost(winner)
-        left = budget.units - meter.units - meter.setup_units(winner)
-        n, what = int(left / cost) // 2 * 2, f"{max(left, 0):g} work units left at {cost:g} per {winner.level} trial"
-    else:
-        rate = [r["seconds"] / r["trials"] for r in piloted
-                if (r["level"], r["attack"], r["canary"]) == (winner.level, winner.attack, winner.canary)]
-        if not rate:
-            return fixed, "the fixed-budget default (no pilot measured a trial's cost)"
-        left = (budget.seconds or 0.0) - (time.time() - meter.t0)
-        n, what = int(left / max(rate[0], 1e-6)) // 2 * 2, \
-            f"{max(left, 0):.0f}s left at the pilot's {rate[0] * 1e3:.1f} ms per trial"
-    if n <= fixed:
-        return fixed, f"the fixed-budget default, the floor ({what} would give {max(n, 0):,})"
-    return min(n, cap), f"{what} (capped at {cap:,}; the fixed default {fixed:,} is the floor)"
 
 
 def render(record: dict[str, Any]) -> str:

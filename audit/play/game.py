@@ -13,7 +13,6 @@ run's later chunks. ``--mode one-run`` is played by :mod:`audit.play.one_run_aud
 from __future__ import annotations
 
 import functools
-import math
 import os
 import sys
 import time
@@ -26,8 +25,8 @@ import numpy as np
 import torch
 
 from attacks import base as attacks
-from audit.declared_model import declared, declared_joint
-from audit.stats import estimators, pair_epsilon
+from audit.declared_model import declared
+from audit.stats import pair_epsilon
 from audit.play import memory_plan, relation, sequential_run
 from audit.records import provenance
 from audit.play.shared_setup import SharedSetup, once
@@ -37,7 +36,9 @@ from audit.play.trial_runner import trial_seed
 from audit.records.result import Result, readable_name
 from audit.play.run_outcome import make_result, save_result
 from audit.play.run_spec import AuditSpec, RunSetup, build_target, setup_run, stream_seed
-from audit.play.sequential_run import AUTO_SHAPE, worlds
+from audit.play.estimation import declared_record, estimate, family_estimate, measure_sampler, plan_estimator
+from audit.play.sequential_run import worlds
+from audit.play.trial_sizing import BUDGET_CAP, BUDGET_FLOOR, BUDGET_MARGIN, auto_trials  # noqa: F401 -- their old home
 from audit.records.store import Store, run_key
 from audit.records.log import get as _logger
 from canaries import base as canaries
@@ -49,39 +50,6 @@ log = _logger(__name__)
 # ---------------------------------------------------------------------------------------------
 # running an audit
 # ---------------------------------------------------------------------------------------------
-#: the most trials ``run`` spends on its own (``--trials auto``), by whether a trial trains a model
-BUDGET_CAP = {"mechanism": 20_000, "training": 4_000}
-#: the fewest: below this the AUC and the power reading say little
-BUDGET_FLOOR = 1_000
-#: the budget must let a perfect attack certify this multiple of the claim
-BUDGET_MARGIN = 1.5
-
-
-def auto_trials(claim: targets.Claim, level: Level, confidence: float) -> tuple[int, str]:
-    """Trials for ``--trials auto``: the fewest (≥ BUDGET_FLOOR, a multiple of 100) whose max
-    certifiable ε under the assumption-free cp is ≥ BUDGET_MARGIN × the claim, capped by the cost of
-    a trial; and a one-line note, which says so when no budget under the cap can certify the claim."""
-    cap = BUDGET_CAP["mechanism" if level == Level.MECHANISM else "training"]
-    if not math.isfinite(claim.epsilon):
-        return BUDGET_FLOOR, f"{BUDGET_FLOOR} trials (the claim is ε = ∞: nothing to certify)"
-    goal = BUDGET_MARGIN * claim.epsilon
-
-    def reaches(n: int) -> bool:
-        return estimators.max_certifiable_eps("cp", n // 2, n // 2, delta=claim.delta, confidence=confidence) >= goal
-
-    if not reaches(cap):
-        best = estimators.max_certifiable_eps("cp", cap // 2, cap // 2, delta=claim.delta, confidence=confidence)
-        return cap, (f"{cap:,} trials, the most this run spends on a {level} audit: even a perfect attack could "
-                     f"certify only ε {best:.3g} < {BUDGET_MARGIN} × claim {claim.epsilon:.3g} (cp), so a "
-                     "CONSISTENT verdict here cannot confirm the claim")
-    lo, hi = 0, cap // 100  # in hundreds of trials
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if reaches(100 * mid) else (mid, hi)
-    n = max(BUDGET_FLOOR, 100 * hi)
-    return n, f"{n:,} trials: a perfect attack could certify ≥ {BUDGET_MARGIN} × the claimed ε {claim.epsilon:.3g} (cp)"
-
-
 def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, backend: str = "loky",
               scheduler: str | None = None, progress: bool = True,
               on_chunk: Callable[[int], None] | None = None, pipeline: bool | None = None,
@@ -196,7 +164,7 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
         pair.info["input_choice"] = choice.record
     if shared is not None:  # one target per config in this process: its per-world caches serve every run
         target = shared_target(target_cls, target.config)
-    sampler = _sampler(spec, target, pair) if family else None
+    sampler = measure_sampler(spec, target, pair) if family else None
 
     out = Path(out)
     store = Store(out / "audit.sqlite")
@@ -263,10 +231,10 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
         rows = store.trials(key, limit=spec.trials)
         if not sequential:
             check = checked()
-        est, why, policy = _estimate(spec, claim, attack, probe, pair, check, *worlds(rows))
+        est, why, policy = estimate(spec, claim, attack, probe, pair, check, *worlds(rows))
         record: dict[str, Any] = {"on": False, **({"why_not": why_not} if sequential else {})}
         if family:
-            est, why, family_record = _family(spec, claim, sampler, rows, est, why)
+            est, why, family_record = family_estimate(spec, claim, sampler, rows, est, why)
     else:
         rows, est, why, policy, record = seq.rows, seq.estimate, seq.why, seq.policy, seq.record
     bits = np.array([b for _, b, _ in rows])
@@ -287,7 +255,7 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
                          attack_queries=attack.queries_for(pair), run_id=run_id, batch=batch,
                          cached_per_worker=cached_work(target), trials_played=played,
                          trials_wall_s=trials_wall, code=code, reused_trials=used - played,
-                         declared=_declared_record(check, policy, est, scores, bits), estimator_choice=why,
+                         declared=declared_record(check, policy, est, scores, bits), estimator_choice=why,
                          sequential=record, exact=pair_exact)
     if seq is not None:
         result = result.replace(confidence=spec.confidence)  # the looks' levels add up to it (record)
@@ -301,36 +269,6 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
     else:
         store.close()
     return result
-
-
-def _sampler(spec: AuditSpec, target: targets.Target, pair: Any) -> Any:
-    """The sampler checks (:func:`audit.stats.family_fit.measure_sampler`), before any trial; where one fails
-    the pair's record says so, and the gradient scores stop reading the rest of the batch
-    (:func:`attacks.gradient.not_poisson`)."""
-    from audit.stats import family_fit
-
-    sampler = family_fit.measure_sampler(target, pair, seed=spec.seed, confidence=spec.confidence)
-    pair.info["sampler"] = "poisson (checked)" if sampler.check.ok else \
-        f"not poisson: {'; '.join(sampler.check.failures)}"
-    return sampler
-
-
-def _family(spec: AuditSpec, claim: targets.Claim, sampler: Any, rows: list[Any],
-            cp: estimators.Estimate, why: str) -> tuple[estimators.Estimate, str, dict[str, Any]]:
-    """The run's estimate by the subsampled-Gaussian family fit where the sampler checks pass, with cp
-    (`cp`, on the same trials) beside it; cp itself, and which check failed, where one did."""
-    from audit.stats import family_fit
-
-    record: dict[str, Any] = {"sampler": sampler.to_dict(), "cp": cp.to_dict()}
-    if not sampler.check.ok:
-        record["refused"] = "; ".join(sampler.check.failures)
-        return cp, f"{why}; the subsampled-Gaussian fit refused: {record['refused']}", record
-    fit, _ = family_fit.certify(*worlds(rows), sampler, delta=claim.delta, confidence=spec.confidence,
-                                seed=spec.seed)
-    lo, hi = sampler.check.q_interval
-    return fit, (f"the subsampled-Gaussian family fit (T = {sampler.steps} steps, q measured in [{lo:.4g}, {hi:.4g}] "
-                 f"from {sampler.check.trials:,} releases, paid β_q = {sampler.check.q_level:g}); cp on the same "
-                 f"trials {cp.eps_lb:.4g}"), record
 
 
 #: held-out releases per world for the declared-model check (8 catches every deviant of
@@ -355,89 +293,10 @@ def _resume(store: Store, key: str, spec: AuditSpec, code: dict[str, Any], *, fr
     return {i for i in range(spec.trials) if i not in done}
 
 
-def plan_estimator(spec: AuditSpec, claim: targets.Claim, attack: Any, probe: Callable[[], Any], pair: Any,
-          check: declared.DeclaredCheck | None) -> tuple[str, float | None, str, str]:
-    """The estimator as fixed before any trial: (method, a-priori threshold or None, why, the
-    declared-model policy note). The method is :data:`AUTO_SHAPE` where ``auto`` leaves the choice
-    to a Gaussian-shape test on held-out trials.
-
-    ``auto``: cp for a claim that is not μ-GDP or has δ = 0 (where ``gdp`` is refused, and an explicit
-    ``--estimator gdp`` is an error: :func:`audit.stats.estimators.pure_refusal`); for a μ-GDP claim, gdp at the a-priori threshold 0
-    only where the score is an exact Gaussian LLR (the attack says so on a probe release) and the
-    declared noise model passed its check, so the trade-off is proven Gaussian; otherwise the
-    Gaussian shape is tested on held-out trials. So a declared model that failed its check is never
-    relied on: the score's own held-out shape decides. An explicit ``--estimator`` is used as asked,
-    at a held-out threshold where the declared model failed its check.
-    """
-    kw = dict(delta=claim.delta, confidence=spec.confidence)
-    trusted = check is not None and check.allows(False)
-    if claim.delta == 0 and spec.estimator in estimators.GAUSSIAN_CURVE_METHODS:
-        raise ValueError(f"--estimator {spec.estimator}: {estimators.pure_refusal(spec.estimator)}")
-    if spec.estimator == "auto" and claim.delta == 0:
-        method, why = "cp", ("auto: a pure ε-DP claim (δ = 0), so the assumption-free cp (gdp is refused at δ = 0: "
-                             "a Gaussian curve's ε there is infinite)")
-    elif spec.estimator == "auto" and claim.gdp_mu is None:
-        method, why = "cp", "auto: the claim is not μ-GDP, so the assumption-free cp"
-    elif spec.estimator == "auto":
-        prior = attack.natural_threshold_for(probe()) if trusted else None
-        if prior is not None:
-            return "gdp", prior, ("auto: μ-GDP claim read by an exact Gaussian LLR whose declared noise model "
-                                  "passed its check (trade-off proven Gaussian): gdp at the a-priori threshold"), \
-                _policy_note(check)
-        return AUTO_SHAPE, None, "auto", _policy_note(check)
-    else:
-        method, why = spec.estimator, f"--estimator {spec.estimator}"
-    # an attack may fix the threshold before any trial: an exact LLR's 0 (gdp), or the cp rule's
-    # choice on draws from its own model of each world (model_scores), read off one probe release
-    prior = attack.natural_threshold_for(probe()) if method == "gdp" else None
-    if prior is None and method == "cp":
-        drawn = attack.model_scores(probe(), pair)
-        if drawn is not None:
-            prior = estimators.select_threshold("cp", *drawn, **kw)
-    fallback, prior, policy = declared.apply_policy(check, method, prior, strict=False)
-    if fallback != method:
-        # asked for explicitly: kept, at a held-out threshold. gdp at one held-out threshold is a
-        # valid test of a μ-GDP claim whatever the scores' law (the claim bounds every test's
-        # FPR/FNR pair by its Gaussian trade-off curve); only the a-priori threshold assumed the model
-        policy += f"; --estimator {method} kept as asked, at a held-out threshold"
-    return method, prior, why, policy
-
-
-def _estimate(spec: AuditSpec, claim: targets.Claim, attack: Any, probe: Callable[[], Any], pair: Any,
-              check: declared.DeclaredCheck | None, out_s: np.ndarray, in_s: np.ndarray
-              ) -> tuple[estimators.Estimate, str, str]:
-    """The run's estimate on all its trials, why that estimator (:func:`plan_estimator`), and the
-    declared-model policy note. :data:`AUTO_SHAPE`: the Gaussian shape is tested on held-out
-    trials and gdp runs on the rest, or cp on all trials when the test rejects
-    (:func:`audit.stats.shape_check.auto_estimate`)."""
-    from audit.stats.shape_check import auto_estimate
-
-    kw = dict(delta=claim.delta, confidence=spec.confidence)
-    method, prior, why, policy = plan_estimator(spec, claim, attack, probe, pair, check)
-    if method == AUTO_SHAPE:
-        est, method, why = auto_estimate(out_s, in_s, claim_is_gdp=True, seed=spec.seed, **kw)
-        return est, f"auto: {why}", policy
-    return estimators.estimate(out_s, in_s, method=method, threshold=prior, **kw), why, policy
-
-
-def _policy_note(check: declared.DeclaredCheck | None) -> str:
-    return declared.apply_policy(check, "cp", None, strict=False)[2]
-
-
 def _progress_label(spec: AuditSpec, canary: str, attack: str) -> str:
     """``audit gap ε=1 [worst-edge, mechanism-lrt, bug=…, k=v]``: enough to tell two runs apart."""
     extra = ([f"bug={spec.bug}"] if spec.bug else []) + [f"{k}={v}" for k, v in sorted(spec.params.items())]
     return f"audit {spec.target} ε={spec.epsilon:g} [{', '.join([canary, attack, *extra])}]"
-
-
-def _declared_record(check: declared.DeclaredCheck | None, policy: str, est: estimators.Estimate,
-                     scores: np.ndarray, bits: np.ndarray) -> dict[str, Any]:
-    """The declared-model check's record, and the deterministic distinguisher where the trials show one."""
-    det = declared_joint.deterministic_distinguisher(scores[bits == 0], scores[bits == 1], est)
-    extra = {"deterministic": det} if det else {}
-    if check is None:
-        return {"checked": False, "policy": "the score uses no declared noise model (api/weights view)", **extra}
-    return {"checked": True, "policy": policy, **check.to_dict(), **extra}
 
 
 def _probe(spec: AuditSpec, target: targets.Target, pair: Any) -> targets.Release:

@@ -14,7 +14,7 @@ bound at its own level, and P(it exceeds the true ε) ≤ P(some look's does) �
 recomputed on the stopped data at level β (that would be optional stopping). Stopping early as
 CONSISTENT (futility, or a budget too small to certify the claim at all) cannot add a false VIOLATION.
 
-The estimator is fixed before the first look (:func:`audit.play.game.plan_estimator`). Where ``auto`` leaves gdp
+The estimator is fixed before the first look (:func:`audit.play.estimation.plan_estimator`). Where ``auto`` leaves gdp
 or cp to the Gaussian-shape test, a pilot of ⌈0.3 · budget⌉ trials per world (the share the
 fixed-budget run holds out for the same test) is played first: it runs the test and, when gdp is
 chosen, picks gdp's threshold. No look reads the pilot, so each look's bound is independent of the
@@ -44,7 +44,7 @@ MAX_LOOKS = 5
 MIN_BUDGET = 8
 
 Rows = list[tuple[int, int, float]]
-#: :func:`audit.play.game.plan_estimator`'s method when ``auto`` leaves gdp or cp to a held-out Gaussian-shape test
+#: :func:`audit.play.estimation.plan_estimator`'s method when ``auto`` leaves gdp or cp to a held-out Gaussian-shape test
 AUTO_SHAPE = "auto-shape"
 
 
@@ -73,7 +73,7 @@ def worlds(rows: Rows) -> tuple[np.ndarray, np.ndarray]:
 
 def run(spec: Any, claim: Any, plan: tuple[str, float | None, str, str], play: Callable[[list[int]], None],
         stored: Callable[[int], Rows]) -> tuple[Outcome | None, str]:
-    """Play `spec`'s looks until one settles the verdict. `plan`: :func:`audit.play.game.plan_estimator`'s
+    """Play `spec`'s looks until one settles the verdict. `plan`: :func:`audit.play.estimation.plan_estimator`'s
     (method, a-priori threshold, why, policy); `play(indices)` plays those not stored yet;
     `stored(hi)` gives the stored rows with index < hi. Returns (outcome, "") or, where the
     estimator has no sequential form or the budget is too small, (None, why not)."""

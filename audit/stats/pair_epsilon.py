@@ -42,22 +42,20 @@ What the number rests on but could not be proven is a *caveat* of the result, ne
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import torch
 from attacks.mechanism import MechanismLRT, shift_norm2
+from audit.stats.pair_epsilon_slack import exact_cell, slack, slack_line  # noqa: F401 -- read from here too
+from audit.stats.pair_epsilon_value import (CLOSED_FORM, MONTE_CARLO, NOT_COMPUTABLE, PairEpsilon,  # noqa: F401
+                                           not_computable)
 from audit.stats.privacy_loss import gdp_pair_epsilon, law_losses, monte_carlo_epsilon
 from targets.base import Level, MechanismStep
 from targets.common.noise import NoiseLaw
 from targets.common.pair_law import PairLaw
-
-CLOSED_FORM = "closed-form"
-MONTE_CARLO = "monte-carlo"
-NOT_COMPUTABLE = "not computable"
 
 #: releases per world on which each step's μ_k is compared (a μ_k that moves with earlier noise
 #: shows on a few releases; one that does not is then assumed fixed, and the result says so)
@@ -68,87 +66,6 @@ MC_RELEASES = 4000
 LAW_SAMPLES = 1_000_000
 #: relative agreement of μ_k² across releases read as "fixed" (float64 sums of float32 releases)
 MU_RTOL = 1e-6
-
-
-@dataclass(frozen=True)
-class PairEpsilon:
-    """The exact ε of a run's played pair on its view (module docstring).
-
-    Args:
-        value: ε at ``delta``; None where not computable.
-        method: ``closed-form``, ``monte-carlo`` or ``not computable``.
-        delta: the run's δ.
-        interval: Monte Carlo: the two-sided interval on ε at ``confidence``; a PLD: (optimistic,
-            pessimistic); another closed form:
-            (value, value).
-        mu: the pair's μ (closed form only).
-        covers: the released steps whose loss it includes.
-        not_covered: what it leaves out, each with its reason (never silently).
-        caveats: what the number rests on that the module could not prove (a μ_k seen fixed on the
-            releases checked, a declared noise model not verified, few Monte-Carlo samples beyond
-            ε); :attr:`exact` is a computed number with none.
-        note: how it was computed (adaptive steps, samples beyond ε, ...).
-        samples: Monte Carlo: releases per world.
-        confidence: Monte Carlo: the interval's level.
-        upper: where the exact ε is not computable, an upper bound on it where one is (e.g. a
-            row-projected Gaussian step: its pre-projection μ-GDP, by post-processing), and
-            ``upper_why``: what the bound is.
-        rows: which output rows the computed loss compares (a node canary's own row is left out).
-    """
-
-    value: float | None
-    method: str
-    delta: float
-    interval: tuple[float, float] | None = None
-    mu: float | None = None
-    covers: tuple[str, ...] = ()
-    not_covered: tuple[str, ...] = ()
-    caveats: tuple[str, ...] = ()
-    note: str = ""
-    samples: int | None = None
-    confidence: float | None = None
-    upper: float | None = None
-    upper_why: str = ""
-    rows: str = ""
-
-    @property
-    def computable(self) -> bool:
-        return self.value is not None
-
-    @property
-    def exact(self) -> bool:
-        return self.computable and not self.caveats
-
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["value"], out["upper"] = _json_float(self.value), _json_float(self.upper)
-        out["interval"] = None if self.interval is None else [_json_float(x) for x in self.interval]
-        out["covers"], out["not_covered"], out["caveats"] = list(self.covers), list(self.not_covered), list(self.caveats)
-        out["exact"] = self.exact
-        return out
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> PairEpsilon:
-        interval = d.get("interval")
-        return cls(value=_read_float(d.get("value")), method=d["method"], delta=d["delta"],
-                   interval=None if interval is None else (_read_float(interval[0]), _read_float(interval[1])),
-                   mu=d.get("mu"), covers=tuple(d.get("covers") or ()), not_covered=tuple(d.get("not_covered") or ()),
-                   caveats=tuple(d.get("caveats") or ()), note=d.get("note", ""), samples=d.get("samples"),
-                   confidence=d.get("confidence"), upper=_read_float(d.get("upper")),
-                   upper_why=d.get("upper_why", ""), rows=d.get("rows", ""))
-
-
-def _json_float(x: float | None) -> float | str | None:
-    return x if x is None or math.isfinite(x) else "inf"
-
-
-def _read_float(x: Any) -> float | None:
-    return None if x is None else float(x)
-
-
-def not_computable(delta: float, *reasons: str, covers: Sequence[str] = ()) -> PairEpsilon:
-    return PairEpsilon(value=None, method=NOT_COMPUTABLE, delta=delta, covers=tuple(covers),
-                       not_covered=tuple(reasons))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -476,67 +393,3 @@ def _mechanism_bound(target: Any, pair: Any, level: str, delta: float, confidenc
             "note": f"upper bound ε ≤ {found.value:.4g}: the mechanism view's exact ε ({found.method}, "
                     f"{found.note}), of which the target's DP proof makes this view a post-processing"
                     + (f"; its caveats: {'; '.join(found.caveats)}" if found.caveats else "")}
-
-
-# ---------------------------------------------------------------------------------------------
-# the slack line: claim → exact → ε_lb
-# ---------------------------------------------------------------------------------------------
-def slack(claimed: float, exact: PairEpsilon | dict[str, Any] | None, eps_lb: float) -> dict[str, Any]:
-    """The three numbers side by side, and ε_lb / claim, exact / claim, ε_lb / exact."""
-    if isinstance(exact, dict):
-        exact = PairEpsilon.from_dict(exact)
-    value = exact.value if exact is not None else None
-    ratio = (lambda a, b: a / b if b and math.isfinite(b) and b > 0 and a is not None and math.isfinite(a) else None)
-    return {"claim": claimed, "exact": value, "exact_upper": None if exact is None else exact.upper,
-            "eps_lb": eps_lb, "lb_over_claim": ratio(eps_lb, claimed),
-            "exact_over_claim": ratio(value, claimed), "lb_over_exact": ratio(eps_lb, value)}
-
-
-def slack_line(claimed: float, exact: PairEpsilon | dict[str, Any] | None, eps_lb: float) -> str:
-    """``claim 1 → exact 0.27 (closed-form) → ε_lb 0.24; ε_lb/claim 0.24, exact/claim 0.27``, or
-    ``claim 1 → exact not computable: <reason> → ε_lb 0.24``; then the caveats, if any."""
-    if isinstance(exact, dict):
-        exact = PairEpsilon.from_dict(exact)
-    s = slack(claimed, exact, eps_lb)
-    if exact is None:
-        middle = "exact not computed (a result written before this field existed)"
-    elif exact.value is None:
-        reasons = (re.sub(r":? not computable\b", "", r) for r in exact.not_covered if "not observed" not in r)
-        middle = f"exact not computable: {'; '.join(reasons)}"  # said once, not again after each reason
-        if exact.upper is not None:
-            middle += f"; exact ≤ {_g(exact.upper)} ({exact.upper_why})"
-    elif exact.method == MONTE_CARLO:
-        lo, hi = exact.interval
-        middle = f"exact {_g(exact.value)} [{_g(lo)}, {_g(hi)}] (monte-carlo)"
-    else:
-        how = f"μ {_g(exact.mu)}" if exact.mu is not None else f"[{_g(exact.interval[0])}, {_g(exact.interval[1])}], PLD" \
-            if exact.note.startswith("PLD") else "μ -"
-        middle = f"exact {_g(exact.value)} ({exact.method}, {how})"
-    ratios = f"ε_lb/claim {_g(s['lb_over_claim'])}"
-    if s["exact_over_claim"] is not None:
-        ratios += f", exact/claim {_g(s['exact_over_claim'])}"
-    caveats = f"; caveat: {'; '.join(exact.caveats)}" if exact is not None and exact.caveats else ""
-    rows = f"; rows compared: {exact.rows}" if exact is not None and "canary node" in exact.rows else ""
-    return f"claim {_g(claimed)} → {middle} → ε_lb {_g(eps_lb)}; {ratios}{caveats}{rows}"
-
-
-def exact_cell(record: dict[str, Any] | None, fmt: Callable[[Any], str] | None = None) -> str:
-    """A table cell: ``0.27 cf`` (closed form), ``0.27 [0.25, 0.29] mc`` (Monte Carlo), ``n/c``
-    or ``n/c (≤ 0.5)`` (not computable, with an upper bound), † where a caveat applies; ``not
-    computed`` for a record written before the field existed."""
-    fmt = fmt or _g
-    if record is None:
-        return "not computed"
-    if record.get("value") is None:
-        return "n/c" if record.get("upper") is None else f"n/c (≤ {fmt(record['upper'])})"
-    mark = "†" if record.get("caveats") else ""
-    if record.get("method") == MONTE_CARLO:
-        lo, hi = record["interval"]
-        return f"{fmt(record['value'])} [{fmt(lo)}, {fmt(hi)}] mc{mark}"
-    return f"{fmt(record['value'])} cf{mark}"
-
-
-def _g(x: float | None) -> str:
-    if x is None:
-        return "-"
-    return f"{x:.3g}" if math.isfinite(x) else "inf"
