@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from audit.declared_model import declared
+from audit.declared_model import declared, declared_views
 from audit.play.game import trial_seed
 from canaries.base import make as make_canary
 from canaries.edge import ExplicitEdge
@@ -103,13 +103,13 @@ def test_leak_scan_computes_lazy_weights_only_where_a_shape_could_match():
         return Release(weights=LazyDict({"w": mean.float()}, lazy, shapes))
 
     other = {"clf": torch.zeros(4, 2)}
-    found = declared._leaks(view(other, {"clf": (4, 2)}), {0: mean}, ("mechanism",))
+    found = declared_views.leaks(view(other, {"clf": (4, 2)}), {0: mean}, ("mechanism",))
     assert calls == [] and found == ["weights['w'] equals the noiseless mean of mechanism step 0"]
-    found = declared._leaks(view({"clf": mean.clone()}, {"clf": (5, 3)}), {0: mean}, ("mechanism",))
+    found = declared_views.leaks(view({"clf": mean.clone()}, {"clf": (5, 3)}), {0: mean}, ("mechanism",))
     assert calls == [1] and "weights['clf'] equals the noiseless mean of mechanism step 0" in found
     with pytest.raises(AssertionError, match="differ from the declared"):
         dict(view(other, {"clf": (5, 3)}).weights)
-    assert declared._leaks(view(other, None), {0: mean}, ("mechanism",)) and calls == [1, 1, 1]
+    assert declared_views.leaks(view(other, None), {0: mean}, ("mechanism",)) and calls == [1, 1, 1]
 
 
 @pytest.mark.parametrize("kw,fragment", [

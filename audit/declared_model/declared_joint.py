@@ -15,7 +15,7 @@ Each step's declared law can pass alone while the steps together break it:
   resolution of that entry (``std ≥ 1e-4·|output|``, so rounding cannot make n Gaussian draws
   equal). Exact.
 
-Both append :class:`audit.declared_model.declared.Test` rows to the steps, so the check's Bonferroni and its policy
+Both append :class:`audit.declared_model.declared_battery.Test` rows to the steps, so the check's Bonferroni and its policy
 (no a-priori threshold, no ``gdp`` once a test fails) apply; :func:`deviations` names what was
 found, for a portfolio that switches to a score exploiting it.
 """

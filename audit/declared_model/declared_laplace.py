@@ -118,7 +118,7 @@ def world_scale(vh: dict[int, float], n: int, entries: int, expected: float = 1.
 def step_check(check: Any, w: dict[int, Any], scales: dict[int, float | None], digests: dict[int, list]
                ) -> tuple[Any, bool]:
     """The verdict on a step that declares a Laplace law (`scales`: each world's declared b), from
-    both worlds' reading (``audit.declared_model.declared._StepWorld``): the identity and noise-free tests, each
+    both worlds' reading (``audit.declared_model.declared_steps.StepWorld``): the identity and noise-free tests, each
     world's battery, ``world-scale``. True where its residuals took the battery."""
     from audit.declared_model import declared_joint
     from targets.common.noise import NoiseLaw
