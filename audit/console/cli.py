@@ -33,8 +33,8 @@ from audit.play.game import AuditSpec, run_audit, setup_run
 from audit.play.private_fit import fit_accuracy
 from audit.records.result import number, readable_name
 from audit.play.run_spec import preprocessed
-from canaries import base as canaries
-from canaries import sensitivity
+from audit.stats.kinds import AUTO, Mode
+from canaries import base as canaries, sensitivity
 from graphs.datasets import load
 from targets import base
 from targets.base import build, one_torch_thread
@@ -50,7 +50,7 @@ def cmd_run(args: argparse.Namespace) -> ExitCode:
         raise UserError(f"--jobs must be >= 1, got {args.jobs}")
     if args.batch < 0:
         raise UserError(f"--batch must be >= 0 (0 = auto), got {args.batch}")
-    auto = args.trials == "auto"
+    auto = args.trials == AUTO
     if is_portfolio_run(args):
         return _cmd_portfolio(args)
     if args.budget is not None:
@@ -74,8 +74,8 @@ def cmd_run(args: argparse.Namespace) -> ExitCode:
     specs = []
     for a in attacks:
         one = replace(spec, attack=a)
-        if auto and spec.mode == "multi":
-            level = make_attack(a).levels[0] if spec.level == "auto" else spec.level
+        if auto and spec.mode == Mode.MULTI:
+            level = make_attack(a).levels[0] if spec.level == AUTO else spec.level
             n, note = trial_sizing.auto_trials(setup.claim, level, spec.confidence)
             print(f"{a}: {note}", file=sys.stderr)
             one = replace(one, trials=n)

@@ -13,6 +13,7 @@ from typing import Any
 from audit.plan import portfolio
 from audit.plan.budget import BudgetError, parse
 from targets.base import LEVELS, parse_assignments
+from audit.stats.kinds import AUTO
 
 
 class UserError(Exception):
@@ -30,7 +31,7 @@ def _positive_float(text: str) -> float:
 
 
 def _delta(text: str) -> float | None:
-    if text == "auto":
+    if text == AUTO:
         return None
     try:
         value = float(text)

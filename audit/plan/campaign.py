@@ -53,6 +53,7 @@ from audit.records.run_report import roc_points
 from audit.records.store import run_key
 from audit.plan.campaign_file import CAMPAIGNS, Campaign, CampaignError, Row, find_config, load  # noqa: F401
 from audit.plan.campaign_rows import matches, merge_rows, previous_roc, stale_code, stored_rows
+from audit.stats.kinds import AUTO, Method
 
 # ---------------------------------------------------------------------------------------------
 # running
@@ -72,7 +73,7 @@ def _existing(out: Path, key: str, trials: int, estimator: str) -> Result | None
         # the game keys a run by its options and, once it records one, its code (store.run_key)
         if r.get("key") != key and (not code_key or r.get("key") != run_key(key, code_key)):
             continue
-        if estimator == "auto" or r.get("method") == estimator:
+        if estimator == Method.AUTO or r.get("method") == estimator:
             return Result.from_dict(r)
     return None
 
@@ -169,7 +170,7 @@ def _row_record(row: Row, result: Result | None, *, util: float | None, wall: fl
             rec["reused_trials"] = result.reused_trials
     else:
         rec["verdict"] = "ERROR"
-        rec["canary"] = None if s.canary == "auto" else s.canary
+        rec["canary"] = None if s.canary == AUTO else s.canary
     # provenance of this row (the campaign header names the session's; rows kept from earlier
     # sessions keep theirs)
     code = rec.get("code") or {}

@@ -15,6 +15,7 @@ except ImportError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 from audit.records.campaign_report import REPO
+from audit.stats.kinds import AUTO
 
 CAMPAIGNS = REPO / "campaigns"
 
@@ -43,7 +44,7 @@ class Row:
         """target, ε, attack, dataset, and what tells the row from its neighbours: the bug, the
         canary (where the file names one) and the parameters the file sets."""
         s = self.spec
-        extra = ([f"bug={s.bug}"] if s.bug else []) + ([f"canary={s.canary}"] if s.canary != "auto" else [])
+        extra = ([f"bug={s.bug}"] if s.bug else []) + ([f"canary={s.canary}"] if s.canary != AUTO else [])
         extra += [f"{k}={v}" for k, v in sorted(s.params.items())]
         return f"{s.target} ε={s.epsilon:g} {s.attack} {s.dataset}" + (f" [{' '.join(extra)}]" if extra else "")
 
@@ -198,7 +199,7 @@ def load(config: str | Path, *, quick: bool = False, only: str | None = None) ->
                 raise CampaignError(f"{where}: unknown attack {a!r}; known: {', '.join(sorted(known_attacks))}")
             level = b.get("level", "auto")
             need = attacks_registry.get(a).levels
-            if level != "auto" and level not in need or not set(need) & set(probe.levels):
+            if level != AUTO and level not in need or not set(need) & set(probe.levels):
                 raise CampaignError(f"{where}: attack {a!r} needs the {'/'.join(need)} view; target {target!r} "
                                     f"offers {', '.join(probe.levels)}")
         for key in ("note", "explain"):

@@ -7,6 +7,7 @@ import functools
 import json
 from pathlib import Path
 from typing import Any
+from audit.stats.kinds import Method
 
 
 def stored_rows(out: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
@@ -27,7 +28,7 @@ def matches(rec: dict[str, Any], spec: Any) -> bool:
     """A stored row holds this spec's outcome: same options (spec key), trial count and estimator."""
     if rec.get("key") != spec.key() or rec.get("trials") != spec.trials or rec.get("verdict") == "ERROR":
         return False
-    return spec.estimator == "auto" or rec.get("method") == spec.estimator
+    return spec.estimator == Method.AUTO or rec.get("method") == spec.estimator
 
 
 @functools.lru_cache(maxsize=None)

@@ -67,6 +67,7 @@ from targets import base as targets
 from targets.base import Level
 from targets.common.noise import NoiseLaw
 from targets.common.pair_law import PairLaw
+from audit.stats.kinds import Method
 
 log = _logger(__name__)
 
@@ -616,13 +617,13 @@ def _estimator(spec: game.AuditSpec, piloted: list[dict[str, Any]], winner: Cand
     something only that way (GAP's directed-edge finding at ε = 1: gdp 1.07, cp 0.24)."""
     row = next((r for r in piloted if (r["level"], r["attack"], r["canary"]) ==
                 (winner.level, winner.attack, winner.canary)), None)
-    if spec.estimator == "auto" and row is not None and row.get("family_valid"):
+    if spec.estimator == Method.AUTO and row is not None and row.get("family_valid"):
         family, best = row.get("heldout_family_eps_lb", 0.0), max(row["heldout_eps_lb"], row["heldout_gdp_eps_lb"]
                                                                   if row.get("gdp_valid") else 0.0)
         if family >= best:  # ties (0 at a pilot's size) go to the fit, which has the more power on such traces
             return FAMILY, (f"the subsampled-Gaussian family fit ({row['family_valid']}): its pilot bound {family:.3f} "
                             f"is at least {best:.3f}; certified only where the sampler checks pass, cp beside it")
-    if spec.estimator != "auto" or row is None or not row.get("gdp_valid"):
+    if spec.estimator != Method.AUTO or row is None or not row.get("gdp_valid"):
         return spec.estimator, "the run's estimator (gdp is not valid for the winner, or it was named)"
     if row["heldout_gdp_eps_lb"] < row["heldout_eps_lb"]:
         return spec.estimator, (f"the run's estimator: gdp's held-out bound {row['heldout_gdp_eps_lb']:.3f} is below "

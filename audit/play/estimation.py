@@ -14,6 +14,7 @@ from audit.play.run_spec import AuditSpec
 from audit.play.sequential_run import AUTO_SHAPE, worlds
 from audit.stats import estimators
 from targets import base as targets
+from audit.stats.kinds import Method
 
 
 def measure_sampler(spec: AuditSpec, target: targets.Target, pair: Any) -> Any:
@@ -64,12 +65,12 @@ def plan_estimator(spec: AuditSpec, claim: targets.Claim, attack: Any, probe: Ca
     trusted = check is not None and check.allows(False)
     if claim.delta == 0 and spec.estimator in estimators.GAUSSIAN_CURVE_METHODS:
         raise ValueError(f"--estimator {spec.estimator}: {estimators.pure_refusal(spec.estimator)}")
-    if spec.estimator == "auto" and claim.delta == 0:
+    if spec.estimator == Method.AUTO and claim.delta == 0:
         method, why = "cp", ("auto: a pure ε-DP claim (δ = 0), so the assumption-free cp (gdp is refused at δ = 0: "
                              "a Gaussian curve's ε there is infinite)")
-    elif spec.estimator == "auto" and claim.gdp_mu is None:
+    elif spec.estimator == Method.AUTO and claim.gdp_mu is None:
         method, why = "cp", "auto: the claim is not μ-GDP, so the assumption-free cp"
-    elif spec.estimator == "auto":
+    elif spec.estimator == Method.AUTO:
         prior = attack.natural_threshold_for(probe()) if trusted else None
         if prior is not None:
             return "gdp", prior, ("auto: μ-GDP claim read by an exact Gaussian LLR whose declared noise model "
@@ -80,8 +81,8 @@ def plan_estimator(spec: AuditSpec, claim: targets.Claim, attack: Any, probe: Ca
         method, why = spec.estimator, f"--estimator {spec.estimator}"
     # an attack may fix the threshold before any trial: an exact LLR's 0 (gdp), or the cp rule's
     # choice on draws from its own model of each world (model_scores), read off one probe release
-    prior = attack.natural_threshold_for(probe()) if method == "gdp" else None
-    if prior is None and method == "cp":
+    prior = attack.natural_threshold_for(probe()) if method == Method.GDP else None
+    if prior is None and method == Method.CP:
         drawn = attack.model_scores(probe(), pair)
         if drawn is not None:
             prior = estimators.select_threshold("cp", *drawn, **kw)

@@ -44,6 +44,7 @@ from audit.records.log import get as _logger
 from canaries import base as canaries
 from targets import base as targets
 from targets.base import Level
+from audit.stats.kinds import AUTO, Mode
 
 log = _logger(__name__)
 
@@ -116,9 +117,9 @@ def resolve_pair(spec: AuditSpec, attack_name: str, level: Level, setup: RunSetu
     play the same trials."""
     graph, target, claim = setup
     canary_name = once(shared, ("auto-canary", attack_name), lambda: canaries.auto_canary(target, graph, attack_name)) \
-        if spec.canary == "auto" else spec.canary
+        if spec.canary == AUTO else spec.canary
     target_cls, choice, run_spec = spec.target, None, spec
-    if spec.canary == "auto" and level in (Level.MECHANISM, Level.TRACE):
+    if spec.canary == AUTO and level in (Level.MECHANISM, Level.TRACE):
         # the probe's witness where the target takes it and it beats the given graph (audit.play.witness_choice)
         from audit.play import witness_choice
 
@@ -140,7 +141,7 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
                progress: bool, on_chunk: Callable[[int], None] | None, pipeline: bool | None, fresh: bool,
                sequential: bool, setup: RunSetup | None, shared: SharedSetup | None = None,
                exact: bool = True, family: bool = False, save: bool = True) -> Result:
-    if spec.mode == "one-run":
+    if spec.mode == Mode.ONE_RUN:
         from audit.play.one_run_audit import run_one_run  # it builds on this module's setup and result
 
         return run_one_run(spec, out=out, progress=progress, setup=setup)
@@ -148,9 +149,9 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
         raise ValueError("the subsampled-Gaussian family fit certifies a fixed budget, not a sequential run")
     t0 = time.time()
     graph, target, claim = setup or setup_run(spec)
-    attack_name = attacks.auto_attack(target, graph) if spec.attack == "auto" else spec.attack
+    attack_name = attacks.auto_attack(target, graph) if spec.attack == AUTO else spec.attack
     attack = attacks.make(attack_name)
-    level = attack.levels[0] if spec.level == "auto" else spec.level
+    level = attack.levels[0] if spec.level == AUTO else spec.level
     if level not in target.levels:
         raise ValueError(f"target {target.name!r} offers no {level!r} view; it offers {', '.join(target.levels)}")
     if level not in attack.levels:

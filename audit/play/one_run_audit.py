@@ -24,6 +24,7 @@ from canaries import base as canaries
 from canaries.spread import interacting
 from graphs.ops import add_edge
 from targets import base as targets
+from audit.stats.kinds import AUTO
 
 
 def run_one_run(spec: AuditSpec, *, out: str | Path = "results", progress: bool = True,
@@ -39,7 +40,7 @@ def run_one_run(spec: AuditSpec, *, out: str | Path = "results", progress: bool 
     graph, target, claim = setup or setup_run(spec)
     if target.unit is not targets.Unit.EDGE:
         raise ValueError("--mode one-run supports edge-level targets in this version")
-    attack_name = attacks.auto_attack(target, graph) if spec.attack == "auto" else spec.attack
+    attack_name = attacks.auto_attack(target, graph) if spec.attack == AUTO else spec.attack
     attack = attacks.make(attack_name)
     canary = canaries.make("random-edge" if spec.canary in ("auto", "worst-edge") else spec.canary)
     rng = np.random.default_rng([spec.seed, 0x0123])

@@ -14,6 +14,7 @@ from audit.play import data as datasets
 from audit.stats import estimators
 from audit.records.log import get as _logger
 from targets import base as targets
+from audit.stats.kinds import AUTO
 
 log = _logger(__name__)
 
@@ -59,7 +60,7 @@ class AuditSpec:
             raise ValueError(f"batch must be an int >= 0 (0 = auto), got {self.batch!r}")
         if self.estimator not in ("auto", *estimators.METHODS):
             raise ValueError(f"unknown estimator {self.estimator!r}; known: auto, {', '.join(estimators.METHODS)}")
-        if self.level != "auto":
+        if self.level != AUTO:
             if self.level not in targets.LEVELS:
                 raise ValueError(f"unknown level {self.level!r}; known: auto, {', '.join(targets.LEVELS)}")
             self.level = targets.Level(self.level)

@@ -35,6 +35,7 @@ import numpy as np
 from audit.stats import estimators
 from audit.stats.group_sequential import SEQUENTIAL_METHODS, SequentialAudit
 from audit.stats.shape_check import CHECK_FRACTION, choose_method
+from audit.stats.kinds import Method
 
 #: trials per world at the first look, at least
 FIRST_LOOK_MIN = 25
@@ -90,10 +91,10 @@ def run(spec: Any, claim: Any, plan: tuple[str, float | None, str, str], play: C
         play(list(range(offset)))
         p_out, p_in = worlds(stored(offset))
         method, reason = choose_method(True, False, p_out, p_in)
-        if method == "gdp":
+        if method == Method.GDP:
             prior = estimators.select_threshold("gdp", p_out, p_in, **kw)
         why = (f"auto: {reason} (sequential: tested on a pilot of {pilot} trials per world that no look reads"
-               + ("; gdp's threshold chosen on it too)" if method == "gdp" else ")"))
+               + ("; gdp's threshold chosen on it too)" if method == Method.GDP else ")"))
 
     sa = SequentialAudit(claim.delta, claim.epsilon, spec.confidence, method, max_trials=per_world - pilot,
                          first_look=first_look(per_world - pilot), threshold=prior)

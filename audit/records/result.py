@@ -10,6 +10,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from audit.stats.kinds import Mode
+
 #: the record's format: bumped when a field is added or changes meaning, and part of every run's code
 #: key (:func:`audit.records.provenance.code_identity`), so a stored result or campaign row of an older
 #: format never reads as current (2: ``pair_epsilon`` and ``slack``)
@@ -121,7 +123,7 @@ class Result:
     def to_dict(self) -> dict[str, Any]:
         """The run's JSON record (the keys and values runs have always written)."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
-        if self.mode == "one-run":
+        if self.mode == Mode.ONE_RUN:
             for k in _MULTI_ONLY:
                 out.pop(k)
         else:

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from audit.stats import estimators as _e
+from audit.stats.kinds import Method
 
-SEQUENTIAL_METHODS = ("cp", "fdp", "gdp", "bayes")
+SEQUENTIAL_METHODS = (Method.CP, Method.FDP, Method.GDP, Method.BAYES)
 _FUTILITY_BETA = 0.5
 
 
@@ -87,7 +88,7 @@ class SequentialAudit:
     def max_certifiable(self) -> float:
         """What a perfect attack could certify at the last look."""
         n = self.max_trials
-        return _e.max_certifiable_eps(self.method if self.method != "bayes" else "cp", n, n, delta=self.delta,
+        return _e.max_certifiable_eps(Method.CP if self.method == Method.BAYES else self.method, n, n, delta=self.delta,
                                       confidence=1 - self.betas[-1])
 
     def look(self, scores_out: Sequence[float], scores_in: Sequence[float]) -> Decision:
@@ -134,7 +135,7 @@ class SequentialAudit:
         n = max(1, int(round(self.max_trials * c["n_out"] / nj)))
         fp = int(round(c["fp"] / c["n_out"] * n))
         fn = int(round(c["fn"] / c["n_in"] * n))
-        if self.method == "gdp":
+        if self.method == Method.GDP:
             return float(_e.gdp_epsilon(float(_e.gdp_mu_bound(fp, fn, n, n, _FUTILITY_BETA)), self.delta))
         return float(_e.cp_bound(fp, fn, n, n, self.delta, _FUTILITY_BETA))
 

@@ -19,6 +19,7 @@ import numpy as np
 from scipy import stats
 
 from audit.stats import estimators as _e
+from audit.stats.kinds import Method
 
 CHECK_FRACTION = 0.3
 _MIN_DISTINCT = 20
@@ -96,7 +97,7 @@ def auto_estimate(scores_out: Sequence[float], scores_in: Sequence[float], *, de
         c_out, r_out = _e.split_indices(out.size, check_fraction, seed + 17)
         c_in, r_in = _e.split_indices(inn.size, check_fraction, seed + 18)
         method, reason = choose_method(True, False, out[c_out], inn[c_in], alpha=alpha)
-        if method == "gdp":
+        if method == Method.GDP:
             return _e.estimate(out[r_out], inn[r_in], delta=delta, method="gdp", confidence=confidence,
                                seed=seed), method, reason
     else:

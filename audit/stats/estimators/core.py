@@ -46,10 +46,11 @@ from attacks.metrics import auc, roc, tpr_at_fpr  # noqa: F401 (re-exported)
 from attacks.metrics import candidate_thresholds as _candidate_thresholds
 from attacks.metrics import rates_at as _rates_at
 from targets.common.accounting import check_delta, gdp_epsilon
+from audit.stats.kinds import Method
 
-METHODS = ("cp", "gdp", "bayes", "one-run", "fdp", "one-run-fdp")
+METHODS = (Method.CP, Method.GDP, Method.BAYES, Method.ONE_RUN, Method.FDP, Method.ONE_RUN_FDP)
 #: the methods whose bound is the ε of a Gaussian trade-off curve: refused at δ = 0 (pure_refusal)
-GAUSSIAN_CURVE_METHODS = ("gdp", "one-run-fdp")
+GAUSSIAN_CURVE_METHODS = (Method.GDP, Method.ONE_RUN_FDP)
 
 
 def pure_refusal(method: str) -> str:
@@ -481,12 +482,12 @@ def estimate(scores_out: Sequence[float], scores_in: Sequence[float], *, delta: 
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
     check_method_delta(method, delta)
-    if method == "one-run":
+    if method == Method.ONE_RUN:
         return one_run(out, inn, delta=delta, confidence=confidence)
     if method in EXTENSIONS:  # the trade-off (f-DP) estimators of audit.stats.estimators.trade_off
         return EXTENSIONS[method].estimate(out, inn, delta=delta, confidence=confidence)
     beta = 1.0 - confidence
-    if method == "cp" and threshold is None and select_fraction is None:
+    if method == Method.CP and threshold is None and select_fraction is None:
         # every trial counts: a fixed grid of OUT-rank thresholds, Bonferroni-corrected (_cp_grid),
         # on the scores with their ties broken at random (_tie_broken)
         # on the scores with their ties broken at random (_tie_broken), both orders (cp_both_tails)
@@ -517,12 +518,12 @@ def estimate(scores_out: Sequence[float], scores_in: Sequence[float], *, delta: 
     n_out, n_in = out.size, inn.size
     counts = {"fp": fp, "tn": n_out - fp, "fn": fn, "tp": n_in - fn, "n_out": n_out, "n_in": n_in}
     maxc = max_certifiable_eps(method, n_out, n_in, delta=delta, confidence=confidence)
-    if method == "cp":
+    if method == Method.CP:
         lb = float(cp_bound(fp, fn, n_out, n_in, delta, beta))
         lo = float(cp_bound(fp, fn, n_out, n_in, delta, beta / 2))
         hi = float(cp_point_upper(fp, fn, n_out, n_in, delta, beta / 2))
         return Estimate(lb, (lo, hi), "cp", float(threshold), maxc, confidence, delta, counts=counts)
-    if method == "gdp":
+    if method == Method.GDP:
         mu_lb = float(gdp_mu_bound(fp, fn, n_out, n_in, beta))
         mu_lo = float(gdp_mu_bound(fp, fn, n_out, n_in, beta / 2))
         mu_hi = float(_gdp_mu_upper(fp, fn, n_out, n_in, beta / 2))
@@ -560,7 +561,7 @@ def _select_threshold(method: str, out: np.ndarray, inn: np.ndarray, delta: floa
     thresholds = _candidate_thresholds(out, inn)
     fp, fn = _rates_at(out, inn, thresholds)
     n_out, n_in = out.size, inn.size
-    if method == "gdp":
+    if method == Method.GDP:
         # the best symmetric-error point: smallest FP/n_out + FN/n_in
         value = -(fp / n_out + fn / n_in)
     else:
@@ -579,16 +580,16 @@ def max_certifiable_eps(method: str, n_out: int, n_in: int, *, delta: float, con
     """
     check_method_delta(method, delta)
     beta = 1.0 - confidence
-    if method in ("cp", "fdp") and select_fraction is None:
+    if method in (Method.CP, Method.FDP) and select_fraction is None:
         # both spend β on the same kind of grid; fdp's band is the wider of the two
         return cp_grid_max(n_out, n_in, delta, beta)
-    if method == "cp" or method == "bayes":
-        if method == "bayes":
+    if method in (Method.CP, Method.BAYES):
+        if method == Method.BAYES:
             return _bayes_bounds(0, 0, n_out, n_in, delta, beta, samples=200_000)[0]
         return float(cp_bound(0, 0, n_out, n_in, delta, beta))
-    if method == "gdp":
+    if method == Method.GDP:
         return gdp_epsilon(float(gdp_mu_bound(0, 0, n_out, n_in, beta)), delta)
-    if method in ("one-run", "one-run-fdp"):
+    if method in (Method.ONE_RUN, Method.ONE_RUN_FDP):
         m = n_out + n_in
         grid = _one_run_grid(m)
         if method in EXTENSIONS:
@@ -600,7 +601,7 @@ def max_certifiable_eps(method: str, n_out: int, n_in: int, *, delta: float, con
 def trial_budget(method: str, epsilon: float, *, delta: float, confidence: float = 0.95) -> int:
     """Smallest balanced number of trials (both worlds, before the selection hold-out) whose
     ``max_certifiable_eps`` reaches `epsilon` — the budget below which no attack could certify it."""
-    frac = _SELECT_FRACTION.get(method, 0.0) if method not in ("cp", "fdp") else 0.0
+    frac = _SELECT_FRACTION.get(method, 0.0) if method not in (Method.CP, Method.FDP) else 0.0
     n = 8
     while n < 10**8:
         per_world = int((n // 2) * (1 - frac))
