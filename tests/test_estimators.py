@@ -7,7 +7,7 @@ from scipy.optimize import brentq
 from scipy.stats import norm
 
 from audit.stats import estimators as est
-import audit.stats.estimators.core as est_core
+from audit.stats.estimators import cp_every_trial, fixed_threshold
 from targets.common.accounting import gdp_epsilon, gdp_mu
 from audit.stats.estimators.known import gaussian as _gaussian, laplace as _laplace  # noqa: E402
 from audit.stats.estimators.known import randomized_response as _randomized_response  # noqa: E402
@@ -31,9 +31,9 @@ def test_one_run_spec_vectors(m, r, v, delta, eps):
 
 
 def test_bayes_spec_vectors():
-    lo, hi = est_core._bayes_quantiles(512, 0, 513, 487, 1e-5, [0.05, 0.95])
+    lo, hi = fixed_threshold.bayes_quantiles(512, 0, 513, 487, 1e-5, [0.05, 0.95])
     assert lo == pytest.approx(0.145, abs=0.01) and hi == pytest.approx(6.40, abs=0.05)
-    lo, hi = est_core._bayes_quantiles(10, 100, 1000, 1000, 1e-5, [0.05, 0.95])
+    lo, hi = fixed_threshold.bayes_quantiles(10, 100, 1000, 1000, 1e-5, [0.05, 0.95])
     assert lo == pytest.approx(4.01, abs=0.03) and hi == pytest.approx(5.04, abs=0.03)
 
 
@@ -78,7 +78,7 @@ def test_cp_breaks_ties_at_random():
     for r in range(20):
         out, inn, _ = _randomized_response(rng, 500, 1.0)
         bounds.append(est.estimate(out, inn, delta=DELTA, method="cp", seed=r).eps_lb)
-        raw.append(est.core._cp_grid(out, inn, DELTA, 0.05 * (1 - est.core._REVERSED_SHARE))[0])
+        raw.append(cp_every_trial.cp_grid(out, inn, DELTA, 0.05 * (1 - est.core._REVERSED_SHARE))[0])
     assert np.median(bounds) > np.median(raw) + 0.1
 
 
@@ -87,7 +87,7 @@ def test_cp_without_ties_is_the_grid_on_the_scores_themselves():
     out, inn = rng.standard_normal(400), rng.standard_normal(400) + 1.0
     e = est.estimate(out, inn, delta=DELTA, method="cp", seed=3)
     # the attack's order at its share of β (the reversed order is paid the rest: cp_both_tails)
-    lb, t, fp, fn = est.core._cp_grid(out, inn, DELTA, 0.05 * (1 - est.core._REVERSED_SHARE))
+    lb, t, fp, fn = cp_every_trial.cp_grid(out, inn, DELTA, 0.05 * (1 - est.core._REVERSED_SHARE))
     assert (e.eps_lb, e.threshold, e.counts["fp"], e.counts["fn"]) == (lb, t, fp, fn)
     assert e.direction == "higher means IN"
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from audit.stats import estimators as est
-import audit.stats.estimators.core as est_core
+from audit.stats.estimators import cp_every_trial
 from audit.stats.group_sequential import SequentialAudit
 from audit.stats.shape_check import choose_method, gaussian_shape_check
 from audit.stats.shape_check import auto_estimate
@@ -49,10 +49,10 @@ def test_cp_perfect_separation_exact():
     e = est.estimate(out, inn, delta=DELTA, method="cp")
     assert e.eps_lb == pytest.approx(e.max_certifiable_eps, abs=1e-9)
     assert e.counts["fp"] == 0 and e.counts["fn"] == 0 and 99 < e.threshold < 100
-    ks = est_core._cp_counts(100)
+    ks = cp_every_trial.cp_counts(100)
     assert ks.tolist() == sorted(set(_geometric(100)) | {19, 35})  # and ⌊0.19n⌋, ⌊0.35n⌋
-    w, q = est_core._mix_nodes(100, (0,))
-    p = est_core._mix_p_value(np.array([e.eps_lb]), np.array([100]), 100, w, q, DELTA)[0]
+    w, q = cp_every_trial.mix_nodes(100, (0,))
+    p = cp_every_trial.mix_p_value(np.array([e.eps_lb]), np.array([100]), 100, w, q, DELTA)[0]
     assert p == pytest.approx(0.05 * (1 - est.core._REVERSED_SHARE) / ks.size, rel=1e-6)  # the attack's order's share
     # the quadrature is an upper bound on the exact p-value E[min(1, e^ε V + δ)^100], V ~ Beta(1, 100)
     from scipy.integrate import quad
@@ -65,9 +65,9 @@ def test_cp_known_quantile_grid():
     OUT's (k+1)-th largest, 999 − k, so FP = k and TP = 500 + k (for k ≤ 500); the bound is the
     largest per-k ε of the exact tests at β/|K| — recomputed here."""
     out, inn = np.arange(1000.0), np.arange(500.0, 1500.0)
-    ks = est_core._cp_counts(1000)
+    ks = cp_every_trial.cp_counts(1000)
     share = 1 - est.core._REVERSED_SHARE  # the attack's order's share of β (cp_both_tails)
-    want = float(np.max(est_core._mix_eps(500 + ks, ks, 1000, 1000, DELTA, 0.05 * share / ks.size)))
+    want = float(np.max(cp_every_trial.mix_eps(500 + ks, ks, 1000, 1000, DELTA, 0.05 * share / ks.size)))
     assert est.estimate(out, inn, delta=DELTA, method="cp").eps_lb == pytest.approx(want, abs=1e-9)
     assert want > 0
 

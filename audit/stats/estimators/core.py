@@ -6,7 +6,7 @@ One entry point, :func:`estimate`, over two score samples (higher score = "the c
   0, 1, 2, 4, … below n/2, and 0.19n, 0.35n); at each, one joint test of (FPR, TPR) against
   "TPR ≤ e^ε FPR + δ" (OUT's FPR at an OUT order statistic is ≤ a Beta variable whatever the
   score law; IN's TP count is binomial given the threshold), Bonferroni over the grid; ε is the
-  largest ε rejected (:func:`_cp_grid`). Rigorous, no assumption on the mechanism. With
+  largest ε rejected (:func:`audit.stats.estimators.cp_every_trial.cp_grid`). Rigorous, no assumption on the mechanism. With
   ``select_fraction`` (or a ``threshold``) the former one-threshold Clopper–Pearson version (each
   rate at β/2, both §0 inequalities).
 * ``fdp`` — a simultaneous confidence band for the attack's ROC (both worlds), and the largest ε at δ
@@ -32,21 +32,25 @@ number of guesses is chosen from a fixed grid with a Bonferroni correction.
 """
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
-from scipy.stats import beta as beta_dist
-from scipy.stats import binom, norm
 
 from attacks.metrics import auc, roc, tpr_at_fpr  # noqa: F401 (re-exported)
 from attacks.metrics import candidate_thresholds as _candidate_thresholds
 from attacks.metrics import rates_at as _rates_at
-from targets.common.accounting import check_delta, gdp_epsilon
+from audit.stats.estimators.cp_every_trial import (HIGHER, REVERSED, REVERSED_SHARE as _REVERSED_SHARE,  # noqa: F401
+                                                   count_grid, cp_both_tails, cp_grid_max)
+from audit.stats.estimators.fixed_threshold import (bayes_bounds as _bayes_bounds, cp_bound, cp_lower,  # noqa: F401
+                                                    cp_point_upper, cp_upper, cp_upper_vec, eps_from_rates,
+                                                    gdp_mu_bound, gdp_mu_upper as _gdp_mu_upper)
+from audit.stats.estimators.one_run_bound import (one_run_epsilon, one_run_grid as _one_run_grid,  # noqa: F401
+                                                  one_run_p_value, tie_free_order)
 from audit.stats.kinds import Method
+from targets.common.accounting import check_delta, gdp_epsilon
 
 METHODS = (Method.CP, Method.GDP, Method.BAYES, Method.ONE_RUN, Method.FDP, Method.ONE_RUN_FDP)
 #: the methods whose bound is the ε of a Gaussian trade-off curve: refused at δ = 0 (pure_refusal)
@@ -79,13 +83,6 @@ class Extension:
 
 EXTENSIONS: dict[str, Extension] = {}
 _SELECT_FRACTION = {"cp": 0.5, "gdp": 0.2, "bayes": 0.5}  # cp: only when a split is asked for
-_CP_GRID_RATIO = 2.0    # consecutive false-positive counts of cp's threshold grid differ by this factor
-_CP_TWO_SIDED = False   # cp spends its whole β on the "s ≥ t says IN" direction (see _cp_grid)
-#: the share of β that cp and fdp spend on the reversed order ("lower score means IN"): both tails
-#: are tested and paid for (Bonferroni), so a score whose order a deviation reversed still certifies
-_REVERSED_SHARE = 0.1
-_CP_MID = (0.19, 0.35)  # extra OUT false-positive fractions in cp's grid (low ε: the best FPR is large)
-_ONE_RUN_GRID = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)  # guesses as a fraction of m
 
 
 @dataclass(frozen=True)
@@ -147,57 +144,6 @@ def check_confidence(confidence: float) -> float:
 
 
 # ---------------------------------------------------------------------------------------------
-# binomial bounds and the privacy region (§0)
-# ---------------------------------------------------------------------------------------------
-def cp_upper(k: int, n: int, beta: float) -> float:
-    """One-sided Clopper–Pearson upper bound on a proportion at level β."""
-    if n == 0:
-        return 1.0
-    if k >= n:
-        return 1.0
-    return float(beta_dist.ppf(1.0 - beta, k + 1, n - k))
-
-
-def cp_lower(k: int, n: int, beta: float) -> float:
-    """One-sided Clopper–Pearson lower bound on a proportion at level β."""
-    if n == 0 or k <= 0:
-        return 0.0
-    return float(beta_dist.ppf(beta, k, n - k + 1))
-
-
-def eps_from_rates(fpr: np.ndarray | float, fnr: np.ndarray | float, delta: float) -> np.ndarray:
-    """ε implied by a test with (FPR, FNR) under (ε, δ)-DP (specs/auditing.md §0), vectorised.
-
-    ε ≥ max{ ln((1 − δ − FNR)/FPR), ln((1 − δ − FPR)/FNR), 0 }.
-    """
-    fpr = np.asarray(fpr, dtype=float)
-    fnr = np.asarray(fnr, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        a = np.log(np.clip(1.0 - delta - fnr, 0, None)) - np.log(fpr)
-        b = np.log(np.clip(1.0 - delta - fpr, 0, None)) - np.log(fnr)
-    a = np.where(np.isnan(a), -np.inf, a)
-    b = np.where(np.isnan(b), -np.inf, b)
-    out = np.fmax(np.fmax(a, b), 0.0)
-    return out
-
-
-def cp_upper_vec(k: np.ndarray, n: int, beta: float) -> np.ndarray:
-    k = np.asarray(k)
-    out = np.ones(k.shape, dtype=float)
-    ok = k < n
-    out[ok] = beta_dist.ppf(1.0 - beta, k[ok] + 1, n - k[ok])
-    return out
-
-
-def _cp_lower_vec(k: np.ndarray, n: int, beta: float) -> np.ndarray:
-    k = np.asarray(k)
-    out = np.zeros(k.shape, dtype=float)
-    ok = k > 0
-    out[ok] = beta_dist.ppf(beta, k[ok], n - k[ok] + 1)
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
 # thresholds
 # ---------------------------------------------------------------------------------------------
 def split_indices(n: int, select_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -206,251 +152,6 @@ def split_indices(n: int, select_fraction: float, seed: int) -> tuple[np.ndarray
     perm = rng.permutation(n)
     k = int(round(select_fraction * n))
     return np.sort(perm[:k]), np.sort(perm[k:])
-
-
-# ---------------------------------------------------------------------------------------------
-# the methods at a fixed threshold (counts in, bound out)
-# ---------------------------------------------------------------------------------------------
-def cp_bound(fp, fn, n_out, n_in, delta, beta):
-    fpr_ub = cp_upper_vec(fp, n_out, beta / 2)
-    fnr_ub = cp_upper_vec(fn, n_in, beta / 2)
-    return eps_from_rates(fpr_ub, fnr_ub, delta)
-
-
-def cp_point_upper(fp, fn, n_out, n_in, delta, beta):
-    """ε at the opposite confidence ends (upper end of the attack's ε interval)."""
-    return eps_from_rates(_cp_lower_vec(fp, n_out, beta / 2), _cp_lower_vec(fn, n_in, beta / 2), delta)
-
-
-def count_grid(n: int, ratio: float = _CP_GRID_RATIO, limit: float = 0.5) -> np.ndarray:
-    """0, 1, 2, … then counts growing geometrically by `ratio`; all below max(1, limit·n).
-
-    The default limit n/2: the "s ≥ t says IN" inequality of §0 is best at FPR below the
-    trade-off curve's symmetric point, which is ≤ 1/2."""
-    if n <= 0:
-        return np.zeros(0, dtype=int)
-    ks, x = {0}, 1.0
-    while x < max(1.0, limit * n):
-        ks.add(int(x))
-        x = max(x * ratio, x + 1.0)
-    return np.array(sorted(ks), dtype=int)
-
-
-def _cp_counts(n: int, ratio: float = _CP_GRID_RATIO) -> np.ndarray:
-    """cp's OUT false-positive counts: :func:`count_grid` and the fractions ``_CP_MID`` of n."""
-    ks = count_grid(n, ratio)
-    if n > 0:
-        ks = np.unique(np.concatenate([ks, np.floor(np.asarray(_CP_MID) * n).astype(int)]))
-    return ks[(ks >= 0) & (ks < max(n, 1))]
-
-
-_MIX_LEVELS = np.unique(np.concatenate([np.linspace(0.0, 1.0 - 1e-3, 1000), 1.0 - np.logspace(-3, -12, 200), [1.0]]))
-
-
-@functools.lru_cache(maxsize=128)
-def _mix_nodes(n_out: int, ks: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """Quadrature of V ~ Beta(k + 1, n_out − k) for each k: bin masses (the steps of ``_MIX_LEVELS``)
-    and each bin's upper quantile (the last bin's upper end is 1)."""
-    w = np.diff(_MIX_LEVELS)
-    q = beta_dist.ppf(_MIX_LEVELS[1:][None, :], np.asarray(ks)[:, None] + 1, n_out - np.asarray(ks)[:, None])
-    q[:, -1] = 1.0
-    return w, np.nan_to_num(q, nan=1.0)
-
-
-def _mix_p_value(eps: np.ndarray, tp: np.ndarray, n_in: int, w: np.ndarray, q: np.ndarray,
-                 delta: float) -> np.ndarray:
-    """Upper bound on P(Bin(n_in, min(1, e^ε V + δ)) ≥ tp), V ~ Beta(k + 1, n_out − k), per row.
-
-    An upper Riemann sum over `_mix_nodes`' bins (the tail is increasing in V), so never below the
-    exact value."""
-    from scipy.special import betainc
-    p = np.minimum(1.0, np.exp(eps)[:, None] * q + delta)
-    t = np.asarray(tp, dtype=float)[:, None]
-    s = betainc(np.maximum(t, 1.0), np.maximum(n_in - t + 1.0, 1e-300), p)
-    s = np.where(t <= 0, 1.0, np.where(t > n_in, 0.0, s))
-    return (s * w).sum(axis=1)
-
-
-def _mix_eps(tp: np.ndarray, ks: np.ndarray, n_out: int, n_in: int, delta: float, level: float) -> np.ndarray:
-    """Per grid count k: sup{ε ≥ 0 : the test of k rejects (ε, δ)-DP at `level`} (0 if none)."""
-    w, q = _mix_nodes(int(n_out), tuple(int(k) for k in ks))
-    tp = np.asarray(tp)
-    lo, hi = np.zeros(ks.size), np.full(ks.size, 40.0)
-    ok = _mix_p_value(lo, tp, n_in, w, q, delta) <= level
-    for _ in range(32):  # 40 / 2^32: ε to 1e-8
-        mid = 0.5 * (lo + hi)
-        r = _mix_p_value(mid, tp, n_in, w, q, delta) <= level
-        lo, hi = np.where(r, mid, lo), np.where(r, hi, mid)
-    return np.where(ok, lo, 0.0)
-
-
-def _cp_one_direction(out: np.ndarray, inn: np.ndarray, delta: float, beta: float
-                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(ε per grid count, thresholds, FP, FN) for "s ≥ t says IN" at total level β (see _cp_grid)."""
-    n0, n1 = out.size, inn.size
-    ks = _cp_counts(n0)
-    thresholds = np.nextafter(np.sort(out)[n0 - 1 - ks], np.inf)
-    fp, fn = _rates_at(out, inn, thresholds)
-    return _mix_eps(n1 - fn, ks, n0, n1, delta, beta / ks.size), thresholds, fp, fn
-
-
-def _cp_grid(out: np.ndarray, inn: np.ndarray, delta: float, beta: float,
-             two_sided: bool = _CP_TWO_SIDED) -> tuple[float, float, int, int]:
-    """cp on every trial: (ε lower bound, threshold, FP, FN) at the best threshold of a grid.
-
-    The grid is anchored on the OUT world's order statistics: for each count k of a fixed grid K
-    (:func:`_cp_counts`, chosen before any score is seen), t_k is the lowest threshold with at
-    most k OUT scores ≥ t_k. For each k one exact test of "(ε, δ)-DP", at level β/|K| (Bonferroni
-    over K):
-
-    * OUT: write each OUT score as Q(U_i), Q the law's quantile function and U_i iid uniform (any
-      law, ties included); the scores ≥ t are those with U_i above a cut, so N_out(t_k) ≤ k gives
-      FPR(t_k) ≤ V_(k+1), the (k+1)-th smallest of V_i = 1 − U_i, and V_(k+1) ~ Beta(k + 1, n_out − k).
-    * IN: t_k is a function of the OUT scores alone, independent of the IN scores; given it,
-      TP(t_k) ~ Binomial(n_in, TPR(t_k)), and (ε, δ)-DP gives TPR(t_k) ≤ e^ε FPR(t_k) + δ ≤
-      e^ε V_(k+1) + δ. So TP(t_k) is stochastically below Y ~ Binomial(n_in, min(1, e^ε V + δ)),
-      V ~ Beta(k + 1, n_out − k), and P(Y ≥ TP) (:func:`_mix_p_value`, an upper bound by quadrature)
-      is a valid p-value.
-
-    This is one joint test of the pair (FPR, TPR) per threshold — not a Clopper–Pearson rectangle
-    (an upper bound on FPR and one on FNR, each at its own share of β), which spends β on both
-    tails separately. ε is the largest ε rejected at some k. `two_sided` adds the mirrored test
-    (IN and OUT swapped, scores negated: the other §0 inequality), each direction at β/2.
-    """
-    if two_sided:
-        a = _cp_grid(out, inn, delta, beta / 2)
-        b = _cp_grid(-inn, -out, delta, beta / 2)
-        if b[0] > a[0]:  # report the mirrored threshold in the original orientation ("s ≤ t says IN")
-            return b[0], -b[1], b[3], b[2]
-        return a
-    n0, n1 = out.size, inn.size
-    eps, thresholds, fp, fn = _cp_one_direction(out, inn, delta, beta)
-    i = int(np.argmax(eps - 1e-12 * (fp / n0 + fn / n1)))
-    return float(eps[i]), float(thresholds[i]), int(fp[i]), int(fn[i])
-
-
-def cp_both_tails(out: np.ndarray, inn: np.ndarray, delta: float, beta: float, seed: int = 0
-                  ) -> tuple[float, float, int, int, str]:
-    """:func:`_cp_grid` on both orders of the score (ties broken at random, :func:`_tie_broken`),
-    paid for: "higher means IN" at (1 − r)·β and "lower means IN" (the scores negated) at r·β,
-    r = :data:`_REVERSED_SHARE` (Bonferroni over the two). Returns (ε lower bound, threshold, FP,
-    FN, direction); the threshold is a score: IN iff s ≥ t, or s ≤ t where reversed."""
-    found = []
-    for sign, share, direction in ((1.0, 1 - _REVERSED_SHARE, HIGHER), (-1.0, _REVERSED_SHARE, REVERSED)):
-        key_out, key_in, boundary = _tie_broken(sign * out, sign * inn, seed)
-        lb, t, fp, fn = _cp_grid(key_out, key_in, delta, share * beta)
-        found.append((lb, sign * boundary(t), fp, fn, direction))
-    return found[1] if found[1][0] > found[0][0] else found[0]
-
-
-#: the two orders of a score: the attack's own, and the reversed one
-HIGHER, REVERSED = "higher means IN", "lower means IN"
-
-
-def _tie_broken(out: np.ndarray, inn: np.ndarray, seed: int
-                ) -> tuple[np.ndarray, np.ndarray, Callable[[float], float]]:
-    """The scores as keys with no ties, and a map from a key threshold back to a score.
-
-    Where scores tie (a discrete score: randomised response, a bug that releases the truth), each
-    trial gets a uniform U_i of a generator of its own (seeded by `seed`, independent of the
-    scores and of the worlds), and the scores are ordered by (s_i, U_i): a randomised test that
-    says IN on a tied score with a probability, which DP bounds like any other test (TPR ≤ e^ε FPR
-    + δ holds for every randomised decision rule). The pairs stay iid within each world, so
-    :func:`_cp_grid`'s argument holds, and its count grid now meets every false-positive count
-    exactly: with ties, a grid count between two achievable counts paid for the larger one (on
-    randomised response at ε = 1, 1,000 trials: 0.56 instead of 0.86). The keys are the ranks of
-    (s, U) in both worlds together. Without ties the scores are returned unchanged (every bound as
-    before)."""
-    scores = np.concatenate([out, inn])
-    if np.unique(scores).size == scores.size:
-        return out, inn, lambda t: t
-    u = np.random.default_rng([int(seed), 0x71E5]).random(scores.size)
-    order = np.lexsort((u, scores))
-    keys = np.empty(scores.size)
-    keys[order] = np.arange(scores.size, dtype=float)
-    ranked = scores[order]
-
-    def boundary(t: float) -> float:  # the score at the key threshold (a tie there is split at random)
-        return float(ranked[min(int(np.ceil(t)), ranked.size - 1)]) if np.isfinite(t) else t
-
-    return keys[:out.size], keys[out.size:], boundary
-
-
-def cp_grid_max(n_out: int, n_in: int, delta: float, beta: float) -> float:
-    """`_cp_grid`'s bound for a perfect attack (no errors) with these trial counts."""
-    ks = _cp_counts(n_out)
-    level = (1 - _REVERSED_SHARE) * beta / ks.size  # the attack's own order's share (cp_both_tails)
-    return float(np.max(_mix_eps(np.full(ks.size, n_in), ks, n_out, n_in, delta, level)))
-
-
-def gdp_mu_bound(fp, fn, n_out, n_in, beta):
-    """Lower confidence bound on μ under a Gaussian trade-off curve.
-
-    With equal world sizes the errors FP + FN are a sum of n_out + n_in independent Bernoullis
-    with mean p̄ = (FPR + FNR)/2, so a CP bound on p̄ holds (Hoeffding 1956: such sums are more
-    concentrated than Binomial(N, p̄)). A μ-GDP test has FPR + FNR ≥ 2Φ(−μ/2) at any threshold,
-    hence μ ≥ −2Φ⁻¹(p̄_ub). With unequal sizes: each rate at β/2 and μ ≥ Φ⁻¹(1 − FPR_ub) − Φ⁻¹(FNR_ub).
-    """
-    return _gdp_mu_from_rate_bounds(fp, fn, n_out, n_in, beta, cp_upper_vec)
-
-
-def _gdp_mu_upper(fp, fn, n_out, n_in, beta):
-    """Upper confidence bound on μ: :func:`gdp_mu_bound`'s rule on the rates' lower CP bounds."""
-    return _gdp_mu_from_rate_bounds(fp, fn, n_out, n_in, beta, _cp_lower_vec)
-
-
-def _gdp_mu_from_rate_bounds(fp, fn, n_out, n_in, beta, rate_bound):
-    """μ of the Gaussian trade-off curve through the error rates' CP bounds (`rate_bound`)."""
-    if n_out == n_in:
-        p = rate_bound(np.asarray(fp) + np.asarray(fn), n_out + n_in, beta)
-        return np.fmax(-2.0 * norm.ppf(np.clip(p, 0, 1)), 0.0)
-    return np.fmax(norm.isf(rate_bound(fp, n_out, beta / 2)) - norm.ppf(rate_bound(fn, n_in, beta / 2)), 0.0)
-
-
-def _bayes_posterior(fp: int, fn: int, n_out: int, n_in: int, delta: float, samples: int = 1_000_000,
-                     seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Posterior draws of the two §0 directions under Jeffreys priors
-    FPR ~ Beta(FP+½, TN+½), FNR ~ Beta(FN+½, TP+½): (ln((1−δ−FNR)/FPR), ln((1−δ−FPR)/FNR))."""
-    rng = np.random.default_rng(seed)
-    fpr = rng.beta(fp + 0.5, n_out - fp + 0.5, size=samples)
-    fnr = rng.beta(fn + 0.5, n_in - fn + 0.5, size=samples)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        a = np.log(np.clip(1.0 - delta - fnr, 1e-300, None)) - np.log(fpr)
-        b = np.log(np.clip(1.0 - delta - fpr, 1e-300, None)) - np.log(fnr)
-    return a, b
-
-
-def _bayes_bounds(fp: int, fn: int, n_out: int, n_in: int, delta: float, beta: float,
-                  samples: int = 1_000_000) -> tuple[float, float, float]:
-    """(lower bound, interval low, interval high) of ε.
-
-    The lower bound is the larger of the two directions' β/2 posterior quantiles. Taking the
-    β-quantile of their maximum instead is biased upwards when the directions are close (a
-    randomized-response coverage test exceeds the truth ~20% of the time at β = 5%); the union
-    over the two directions keeps the frequentist coverage, as Clopper–Pearson's does.
-    """
-    a, b = _bayes_posterior(fp, fn, n_out, n_in, delta, samples)
-    lb = max(0.0, float(np.quantile(a, beta / 2)), float(np.quantile(b, beta / 2)))
-    lo = max(0.0, float(np.quantile(a, beta / 4)), float(np.quantile(b, beta / 4)))
-    hi = max(0.0, float(np.quantile(np.fmax(a, b), 1 - beta / 2)))
-    return lb, lo, hi
-
-
-def _bayes_quantiles(fp: int, fn: int, n_out: int, n_in: int, delta: float,
-                     qs: Sequence[float], samples: int = 1_000_000, seed: int = 0) -> np.ndarray:
-    """Quantiles of ε under the joint-beta posterior, points above the diagonal reflected (the
-    package's credible interval, specs/auditing.md §4). Descriptive; the bound is
-    :func:`_bayes_bounds`, which fixes the test's direction instead of reflecting after the fact."""
-    rng = np.random.default_rng(seed)
-    fpr = rng.beta(fp + 0.5, n_out - fp + 0.5, size=samples)
-    fnr = rng.beta(fn + 0.5, n_in - fn + 0.5, size=samples)
-    swap = fpr + fnr > 1.0
-    return np.quantile(eps_from_rates(np.where(swap, 1.0 - fnr, fpr), np.where(swap, 1.0 - fpr, fnr), delta), qs)
-
-
-def _bayes_select_score(fp, fn, n_out, n_in, delta, beta):
-    # a cheap proxy for threshold selection: the CP bound (selection data only)
-    return cp_bound(fp, fn, n_out, n_in, delta, beta)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -470,7 +171,7 @@ def estimate(scores_out: Sequence[float], scores_in: Sequence[float], *, delta: 
         confidence: 1 − β.
         select_fraction: share of each world's trials held out to choose the threshold
             (default: 0.5 for bayes, 0.2 for gdp; cp by default holds nothing out and pays for its
-            threshold grid with a Bonferroni correction, :func:`_cp_grid` — give a fraction to get
+            threshold grid with a Bonferroni correction, :func:`~audit.stats.estimators.cp_every_trial.cp_grid` — give a fraction to get
             the held-out split instead); ignored when `threshold` is given.
         threshold: an explicit threshold chosen before seeing these scores (then all trials count).
         seed: seed of the score-independent split.
@@ -488,9 +189,9 @@ def estimate(scores_out: Sequence[float], scores_in: Sequence[float], *, delta: 
         return EXTENSIONS[method].estimate(out, inn, delta=delta, confidence=confidence)
     beta = 1.0 - confidence
     if method == Method.CP and threshold is None and select_fraction is None:
-        # every trial counts: a fixed grid of OUT-rank thresholds, Bonferroni-corrected (_cp_grid),
-        # on the scores with their ties broken at random (_tie_broken)
-        # on the scores with their ties broken at random (_tie_broken), both orders (cp_both_tails)
+        # every trial counts: a fixed grid of OUT-rank thresholds, Bonferroni-corrected (cp_every_trial.cp_grid),
+        # on the scores with their ties broken at random (cp_every_trial._tie_broken)
+        # on the scores with their ties broken at random (cp_every_trial._tie_broken), both orders (cp_both_tails)
         lb, t, fp, fn, direction = cp_both_tails(out, inn, delta, beta, seed)
         lo = cp_both_tails(out, inn, delta, beta / 2, seed)[0]
         n_out, n_in = out.size, inn.size
@@ -609,56 +310,6 @@ def trial_budget(method: str, epsilon: float, *, delta: float, confidence: float
             return n
         n *= 2
     return n
-
-
-# ---------------------------------------------------------------------------------------------
-# one run (Steinke, Nasr & Jagielski 2023)
-# ---------------------------------------------------------------------------------------------
-def one_run_p_value(epsilon: float, delta: float, m: int, r: int, v: int) -> float:
-    """p-value of "the mechanism is (ε, δ)-DP" after v correct guesses out of r, m canaries (§3)."""
-    if v <= 0:
-        return 1.0
-    q = 1.0 / (1.0 + math.exp(-epsilon))
-    tail = binom.sf(v - 1, r, q)  # P[Bin(r, q) ≥ v]
-    if delta == 0:
-        return float(min(1.0, tail))
-    i = np.arange(1, v + 1)
-    a = np.max((binom.sf(v - i - 1, r, q) - tail) / i)
-    return float(min(1.0, tail + a * delta * 2 * m))
-
-
-def one_run_epsilon(m: int, r: int, v: int, delta: float, beta: float) -> float:
-    """sup{ε ≥ 0 : p(ε, δ) ≤ β}, by bisection (p is increasing in ε)."""
-    if one_run_p_value(0.0, delta, m, r, v) > beta:
-        return 0.0
-    lo, hi = 0.0, 1.0
-    while one_run_p_value(hi, delta, m, r, v) <= beta:
-        lo, hi = hi, hi * 2
-        if hi > 200:
-            return math.inf
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        if one_run_p_value(mid, delta, m, r, v) <= beta:
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
-def tie_free_order(scores: np.ndarray, seed: int = 0) -> np.ndarray:
-    """Ascending order of `scores` with ties broken by a fixed random permutation.
-
-    The caller concatenates OUT canaries before IN canaries, so a stable sort would break ties by
-    membership: with discrete scores (randomized response) the bottom guesses would be the OUT
-    canaries among the tied ones and the top ones the IN canaries — information the guesser must
-    not have. A label-independent random order among ties keeps the guesses a function of the
-    scores alone."""
-    perm = np.random.default_rng(seed).permutation(scores.size)
-    return perm[np.argsort(scores[perm], kind="stable")]
-
-
-def _one_run_grid(m: int) -> list[int]:
-    return sorted({max(2, int(round(f * m))) // 2 * 2 for f in _ONE_RUN_GRID if f * m >= 2})
 
 
 def one_run(scores_out: np.ndarray, scores_in: np.ndarray, *, delta: float, confidence: float = 0.95
