@@ -83,7 +83,7 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
               scheduler: str | None = None, progress: bool = True,
               on_chunk: Callable[[int], None] | None = None, pipeline: bool | None = None,
               fresh: bool = False, sequential: bool = False, setup: RunSetup | None = None,
-              shared: SharedSetup | None = None, exact: bool = True, family: bool = False) -> Result:
+              shared: SharedSetup | None = None, exact: bool = True, family: bool | int = False) -> Result:
     """Play (or resume) the games of `spec`, estimate, and write the result. Returns the result.
 
     Stored trials are reused only for the same options and the same code (:func:`audit.store.run_key`);
@@ -95,7 +95,8 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
     portfolio's pilots): its pairs, checks and targets are built once for them all.
     `exact`: compute the exact ε of the played pair (:mod:`audit.pair_epsilon`); a pilot, which is
     never reported, says "not computed" instead. `family`: certify with the subsampled-Gaussian family
-    fit where the sampler checks pass, cp beside it (:mod:`audit.family_fit`; fixed budget, not sequential).
+    fit where the sampler checks pass, cp beside it (:mod:`audit.family_fit`; fixed budget, not sequential);
+    an int is the number of releases the sampler checks read (True: :data:`audit.family_fit.SAMPLER_RELEASES`).
 
     The whole run uses one torch thread, as its trials always did (``TrialSetup.threads``); the
     caller's setting is restored after. The canary probe, the declared-model check and the setup
@@ -165,7 +166,7 @@ def resolve_pair(spec: AuditSpec, attack_name: str, level: Level, setup: RunSetu
 def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, scheduler: str | None,
                progress: bool, on_chunk: Callable[[int], None] | None, pipeline: bool | None, fresh: bool,
                sequential: bool, setup: RunSetup | None, shared: SharedSetup | None = None,
-               exact: bool = True, family: bool = False) -> Result:
+               exact: bool = True, family: bool | int = False) -> Result:
     if spec.mode == "one-run":
         from audit.one_run_audit import run_one_run  # it builds on this module's setup and result
 
@@ -190,7 +191,7 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
         pair.info["input_choice"] = choice.record
     if shared is not None:  # one target per config in this process: its per-world caches serve every run
         target = shared_target(target_cls, target.config)
-    sampler = _sampler(spec, target, pair) if family else None
+    sampler = _sampler(spec, target, pair, family) if family else None
 
     out = Path(out)
     store = Store(out / "audit.sqlite")
@@ -294,13 +295,14 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
     return result
 
 
-def _sampler(spec: AuditSpec, target: targets.Target, pair: Any) -> Any:
+def _sampler(spec: AuditSpec, target: targets.Target, pair: Any, releases: bool | int) -> Any:
     """The sampler checks (:func:`audit.family_fit.measure_sampler`), before any trial; where one fails
     the pair's record says so, and the gradient scores stop reading the rest of the batch
     (:func:`attacks.gradient.not_poisson`)."""
     from audit import family_fit
 
-    sampler = family_fit.measure_sampler(target, pair, seed=spec.seed, confidence=spec.confidence)
+    sampler = family_fit.measure_sampler(target, pair, seed=spec.seed, confidence=spec.confidence,
+                                         releases=None if releases is True else int(releases))
     pair.info["sampler"] = "poisson (checked)" if sampler.check.ok else \
         f"not poisson: {'; '.join(sampler.check.failures)}"
     return sampler
@@ -315,13 +317,14 @@ def _family(spec: AuditSpec, claim: targets.Claim, sampler: Any, rows: list[Any]
     record: dict[str, Any] = {"sampler": sampler.to_dict(), "cp": cp.to_dict()}
     if not sampler.check.ok:
         record["refused"] = "; ".join(sampler.check.failures)
-        return cp, f"{why}; the subsampled-Gaussian fit refused: {record['refused']}", record
+        return cp, f"{why}; the subsampled-Gaussian fit refused: {record['refused']}" \
+            + (f"; {sampler.accounting}" if sampler.accounting else ""), record
     fit, _ = family_fit.certify(*worlds(rows), sampler, delta=claim.delta, confidence=spec.confidence,
                                 seed=spec.seed)
     lo, hi = sampler.check.q_interval
     return fit, (f"the subsampled-Gaussian family fit (T = {sampler.steps} steps, q measured in [{lo:.4g}, {hi:.4g}] "
                  f"from {sampler.check.trials:,} releases, paid β_q = {sampler.check.q_level:g}); cp on the same "
-                 f"trials {cp.eps_lb:.4g}"), record
+                 f"trials {cp.eps_lb:.4g}" + (f"; {sampler.accounting}" if sampler.accounting else "")), record
 
 
 #: held-out releases per world for the declared-model check (8 catches every deviant of
