@@ -693,4 +693,6 @@ def render(record: dict[str, Any]) -> str:
         lines.append(f"view not reached: {v['view']} (no pilot played there; its first candidate {v['first']}): a "
                      f"budget of about {v['budget']} would reach it (--budget)")
     lines.append(f"chosen: {w['attack']} / {w['canary']} @ {w['level']}: {record['why']}")
+    if str(record.get("estimator_why", "")).startswith("budget-limited"):  # the family fit refused (audit.family_fit)
+        lines.append(f"estimator: {record['estimator']} ({record['estimator_why']})")
     return "\n".join(lines)

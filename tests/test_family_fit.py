@@ -197,3 +197,11 @@ def test_the_accounting_check_reads_the_trace_length_against_the_accounted_steps
     assert "releases 16 steps, the accountant charged 8" in family_fit.accounting_check(_trace_release(16, 8).trace)
     assert family_fit.accounting_check(_trace_release(8, 8).trace) is None
     assert family_fit.accounting_check(_trace_release(8, 0).trace) is None   # not declared: not read
+
+
+def test_the_portfolio_table_says_the_fit_was_refused_as_budget_limited():
+    record = {"budget": "120 work units", "pilot_stream": 1, "certification_trials": 8, "why": "-",
+              "winner": {"attack": "gradient-lrt", "canary": "dirac-gradient", "level": "trace"}, "candidates": [],
+              "estimator": "cp", "estimator_why": "budget-limited: measuring the sampler needs 100 releases"}
+    assert "estimator: cp (budget-limited: measuring the sampler needs 100 releases)" in portfolio.render(record)
+    assert "estimator:" not in portfolio.render({**record, "estimator": "auto", "estimator_why": "gdp: valid"})
