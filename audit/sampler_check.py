@@ -8,7 +8,7 @@ size), over the IN world's trials.
 * **Batch-size variance**: under Poisson(q) sampling of N other examples the batch size is
   Binomial(N, q), variance Nq(1 − q); fixed-size or shuffled batches have none. The sample variance
   is tested against the χ² law of (n − 1)s²/(Nq(1 − q)) (normal approximation of the binomial), both
-  tails at level α.
+  tails at level α, and fails only where it fails for every q in q's interval.
 * **Independence of inclusions across steps**: under Poisson sampling the canary's count of
   inclusions over a run's T steps is Binomial(T, q); shuffled batches (each example once per epoch)
   make it nearly constant. The dispersion statistic Σ(K_i − T p̂)²/(T p̂(1 − p̂)) ~ χ²(n − 1) is
