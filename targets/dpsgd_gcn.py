@@ -216,9 +216,11 @@ class DPSGDGCN(Target[DPSGDGCNConfig]):
     not_yet_caught: ClassVar[dict[str, str]] = {
         "shuffled-batches": ("the sampler checks refuse its batches and the default pilots the max-over-steps test "
                              "(gradient-max), but on the game it plays (the canary in one uniform step of each epoch, "
-                             "the rest of the batch 0 on its coordinate) that test's exact ε is 0.41-0.72 of the "
-                             "Poisson claim for q in {0.05, 0.1}, 1-10 epochs, σ in [0.5, 2]: no VIOLATION is "
-                             "there to find (benchmarks/shuffle_vs_poisson.md)")}
+                             "the rest of the batch 0 on its coordinate) that test's exact ε is 0.36-0.72 of the "
+                             "Poisson claim for q in {0.05, 0.1}, 1-10 epochs, σ in [0.2, 2]. Chua et al.'s pair (the "
+                             "canary a displacing row, the others at -C on its coordinate) reads 1.4-6.4x the claim "
+                             "there, but needs a canary and a crafted dataset the harness does not have yet "
+                             "(benchmarks/shuffle_vs_poisson.md)")}
     #: small audits where this target fixtures an attack's contract check: attack → (params, canary)
     attack_fixtures: ClassVar[dict[str, tuple[dict[str, str], str]]] = {
         **{name: ({}, "remove-node") for name in ("gmia", "lira", "lira-online", "rmia", "learned-weights")},

@@ -153,3 +153,56 @@ def test_the_played_pairs_exact_epsilon_is_the_subsampled_gaussian_pld(csbm):
     pair.info["node"] = 3   # a whole node: k_t drawn with the batch, not this family
     assert pair_epsilon.of_run(target, pair, level=Level.TRACE, delta=delta, confidence=0.95, seed=0,
                                declared_ok=True).value is None
+
+
+class _Meter:
+    """A portfolio meter's face: its budget, what the pilots spent, its probe release."""
+
+    def __init__(self, budget, units=0.0, trials=0, probe=None):
+        self.budget, self.units, self.trials, self.t0 = budget, units, trials, 0.0
+        self.probe = lambda: probe
+
+
+def _trace_release(steps, accounted):
+    trace = DPSGDTrace(noise="gaussian", noise_std=1.0, clip_norm=1.0, sampling_rate=0.5, accounted_steps=accounted)
+    for _ in range(steps):
+        trace.steps.append(TraceStep(noisy=torch.zeros(3), central=torch.arange(3), canary_in=True, clean=torch.zeros(3)))
+    return Release(trace=trace)
+
+
+def test_the_sampler_measurement_is_sized_from_what_is_left_and_charged():
+    from audit.plan.budget import Budget
+
+    meter = _Meter(Budget(units=120.0), units=40.0)      # 80 left: a quarter is 20 units, 166 releases at 0.12
+    n, why = family_fit.budgeted_releases(meter, 0.12)
+    assert why is None and n == int(family_fit.SAMPLER_SHARE * 80 / 0.12)
+    assert meter.units == pytest.approx(40.0 + n * 0.12)
+    rich = _Meter(Budget(units=1e6))
+    assert family_fit.budgeted_releases(rich, 0.004) == (family_fit.SAMPLER_RELEASES, None)
+    trials = _Meter(Budget(trials=4000), trials=1000)
+    n, _ = family_fit.budgeted_releases(trials, 0.12)    # a trial budget counts releases as trials
+    assert n == 750 and trials.trials == 1750
+
+
+def test_the_fit_is_refused_as_budget_limited_where_the_smallest_measurement_does_not_fit():
+    from audit.plan.budget import Budget
+
+    meter = _Meter(Budget(units=120.0), units=110.0, probe=_trace_release(16, 8))
+    n, why = family_fit.budgeted_releases(meter, 0.12)
+    assert n == 0 and meter.units == 110.0
+    assert why.startswith(f"budget-limited: measuring the sampler needs {family_fit.MIN_SAMPLER_RELEASES} releases")
+    assert "10 units left" in why and "releases 16 steps, the accountant charged 8" in why
+
+
+def test_the_accounting_check_reads_the_trace_length_against_the_accounted_steps():
+    assert "releases 16 steps, the accountant charged 8" in family_fit.accounting_check(_trace_release(16, 8).trace)
+    assert family_fit.accounting_check(_trace_release(8, 8).trace) is None
+    assert family_fit.accounting_check(_trace_release(8, 0).trace) is None   # not declared: not read
+
+
+def test_the_portfolio_table_says_the_fit_was_refused_as_budget_limited():
+    record = {"budget": "120 work units", "pilot_stream": 1, "certification_trials": 8, "why": "-",
+              "winner": {"attack": "gradient-lrt", "canary": "dirac-gradient", "level": "trace"}, "candidates": [],
+              "estimator": "cp", "estimator_why": "budget-limited: measuring the sampler needs 100 releases"}
+    assert "estimator: cp (budget-limited: measuring the sampler needs 100 releases)" in portfolio.render(record)
+    assert "estimator:" not in portfolio.render({**record, "estimator": "auto", "estimator_why": "gdp: valid"})

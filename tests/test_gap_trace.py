@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from audit.play.data import load
+from audit.stats.family_fit import accounting_check
 from canaries.gradient import DiracGradient
 from targets.base import build, resolve
 
@@ -94,6 +95,9 @@ def test_bug_runs_the_loaders_steps_while_the_claim_counts_fewer(csbm):
         _, bad = fit(csbm, 0, trace_module="encoder", bug="poisson-loader-steps", **kw)
         assert len(ok.trace) == ok.trace.accounted_steps == bad.trace.accounted_steps == accounted
         assert len(bad.trace) == loader  # epochs·⌈N/B⌉
+        # the family fit's accounting check reads exactly this, from one trace
+        assert accounting_check(ok.trace) is None
+        assert f"releases {loader} steps, the accountant charged {accounted}" in accounting_check(bad.trace)
 
 
 def test_gradient_canary_reads_the_trace_law_from_the_claim(csbm):

@@ -348,8 +348,9 @@ def run(spec: game.AuditSpec, budget: Budget, *, out: str | Path = "results", jo
         winner, why = _choose(piloted, next((c for c in pool if (c.level, c.attack, c.canary) not in barred), pool[0]))
         estimator, estimator_why = _estimator(spec, piloted, winner)
         family = estimator == FAMILY
-        if family:  # the sampler checks' releases, paid before the certification is sized
-            meter.units += family_fit.SAMPLER_RELEASES * target.trial_cost(Level.TRACE)
+        if family:  # the sampler checks' releases, sized from what is left and paid before the certification is sized
+            family, refused = family_fit.budgeted_releases(meter, target.trial_cost(Level.TRACE))
+            estimator, estimator_why = (estimator, estimator_why) if family else ("cp", refused)
         trials, sizing = trial_sizing.certification_trials(meter, winner, piloted, claim, spec)
         # the family fit picks the score's orientation on its own selection share
         attack = winner.attack if family or _direction(piloted, winner) > 0 else attacks.REVERSED + winner.attack
@@ -669,4 +670,6 @@ def render(record: dict[str, Any]) -> str:
         lines.append(f"view not reached: {v['view']} (no pilot played there; its first candidate {v['first']}): a "
                      f"budget of about {v['budget']} would reach it (--budget)")
     lines.append(f"chosen: {w['attack']} / {w['canary']} @ {w['level']}: {record['why']}")
+    if str(record.get("estimator_why", "")).startswith("budget-limited"):  # the family fit refused (audit.family_fit)
+        lines.append(f"estimator: {record['estimator']} ({record['estimator_why']})")
     return "\n".join(lines)

@@ -17,13 +17,14 @@ from targets import base as targets
 from audit.stats.kinds import Method
 
 
-def measure_sampler(spec: AuditSpec, target: targets.Target, pair: Any) -> Any:
+def measure_sampler(spec: AuditSpec, target: targets.Target, pair: Any, releases: bool | int = True) -> Any:
     """The sampler checks (:func:`audit.stats.family_fit.measure_sampler`), before any trial; where one fails
     the pair's record says so, and the gradient scores stop reading the rest of the batch
     (:func:`attacks.gradient.not_poisson`)."""
     from audit.stats import family_fit
 
-    sampler = family_fit.measure_sampler(target, pair, seed=spec.seed, confidence=spec.confidence)
+    sampler = family_fit.measure_sampler(target, pair, seed=spec.seed, confidence=spec.confidence,
+                                         releases=None if releases is True else int(releases))
     pair.info["sampler"] = "poisson (checked)" if sampler.check.ok else \
         f"not poisson: {'; '.join(sampler.check.failures)}"
     return sampler
@@ -38,13 +39,14 @@ def family_estimate(spec: AuditSpec, claim: targets.Claim, sampler: Any, rows: l
     record: dict[str, Any] = {"sampler": sampler.to_dict(), "cp": cp.to_dict()}
     if not sampler.check.ok:
         record["refused"] = "; ".join(sampler.check.failures)
-        return cp, f"{why}; the subsampled-Gaussian fit refused: {record['refused']}", record
+        return cp, f"{why}; the subsampled-Gaussian fit refused: {record['refused']}" \
+            + (f"; {sampler.accounting}" if sampler.accounting else ""), record
     fit, _ = family_fit.certify(*worlds(rows), sampler, delta=claim.delta, confidence=spec.confidence,
                                 seed=spec.seed)
     lo, hi = sampler.check.q_interval
     return fit, (f"the subsampled-Gaussian family fit (T = {sampler.steps} steps, q measured in [{lo:.4g}, {hi:.4g}] "
                  f"from {sampler.check.trials:,} releases, paid β_q = {sampler.check.q_level:g}); cp on the same "
-                 f"trials {cp.eps_lb:.4g}"), record
+                 f"trials {cp.eps_lb:.4g}" + (f"; {sampler.accounting}" if sampler.accounting else "")), record
 
 
 def plan_estimator(spec: AuditSpec, claim: targets.Claim, attack: Any, probe: Callable[[], Any], pair: Any,

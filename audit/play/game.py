@@ -55,7 +55,7 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
               scheduler: str | None = None, progress: bool = True,
               on_chunk: Callable[[int], None] | None = None, pipeline: bool | None = None,
               fresh: bool = False, sequential: bool = False, setup: RunSetup | None = None,
-              shared: SharedSetup | None = None, exact: bool = True, family: bool = False,
+              shared: SharedSetup | None = None, exact: bool = True, family: bool | int = False,
               save: bool = True) -> Result:
     """Play (or resume) the games of `spec`, estimate, and write the result. Returns the result.
 
@@ -68,9 +68,10 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
     portfolio's pilots): its pairs, checks and targets are built once for them all.
     `exact`: compute the exact ε of the played pair (:mod:`audit.stats.pair_epsilon`); a pilot, which is
     never reported, says "not computed" instead. `family`: certify with the subsampled-Gaussian family
-    fit where the sampler checks pass, cp beside it (:mod:`audit.stats.family_fit`; fixed budget, not sequential).
+    fit where the sampler checks pass, cp beside it (:mod:`audit.stats.family_fit`; fixed budget, not sequential);
     `save`: write the result to the store and as ``out/<run_id>.json``; a pilot's result is kept inside
     its run's result instead (:func:`audit.plan.portfolio.run`), its trials stay in the store.
+    an int is the number of releases the sampler checks read (True: :data:`audit.stats.family_fit.SAMPLER_RELEASES`).
 
     The whole run uses one torch thread, as its trials always did (``TrialSetup.threads``); the
     caller's setting is restored after. The canary probe, the declared-model check and the setup
@@ -140,7 +141,7 @@ def resolve_pair(spec: AuditSpec, attack_name: str, level: Level, setup: RunSetu
 def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, scheduler: str | None,
                progress: bool, on_chunk: Callable[[int], None] | None, pipeline: bool | None, fresh: bool,
                sequential: bool, setup: RunSetup | None, shared: SharedSetup | None = None,
-               exact: bool = True, family: bool = False, save: bool = True) -> Result:
+               exact: bool = True, family: bool | int = False, save: bool = True) -> Result:
     if spec.mode == Mode.ONE_RUN:
         from audit.play.one_run_audit import run_one_run  # it builds on this module's setup and result
 
@@ -165,7 +166,7 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
         pair.info["input_choice"] = choice.record
     if shared is not None:  # one target per config in this process: its per-world caches serve every run
         target = shared_target(target_cls, target.config)
-    sampler = measure_sampler(spec, target, pair) if family else None
+    sampler = measure_sampler(spec, target, pair, family) if family else None
 
     out = Path(out)
     store = Store(out / "audit.sqlite")

@@ -1,12 +1,17 @@
 """The subsampled-Gaussian family fit in a run (issue #45): the sampler measured on releases of its own,
 and the certificate read by :mod:`audit.stats.estimators.subsampled_fit` with cp beside it.
 
-* **The sampler.** :data:`SAMPLER_RELEASES` releases of the IN world, each from a seed of its own (a
-  namespace no trial, pilot or declared check uses), give per step the canary's inclusion and the
+* **The sampler.** Up to :data:`SAMPLER_RELEASES` releases of the IN world, each from a seed of its own (a
+  namespace no trial, pilot or declared check uses), sized from what is left of the budget
+  (:func:`budgeted_releases`: fewer releases give a wider interval on q, which the fit pays for; below
+  :data:`MIN_SAMPLER_RELEASES` the fit is refused as budget-limited), give per step the canary's inclusion and the
   realised batch size (``DPSGDTrace.sampling_record``). :func:`audit.stats.sampler_check.check_sampler`
   measures q (a Clopper–Pearson interval at β_q = :data:`Q_SHARE`·β), the batch-size variance
   against Binomial(N, q) (N = the trace's expected batch over its declared q) and the independence
   of inclusions across steps. Where a check fails, the fit is refused and the run says which.
+* **The accounting.** A trace releasing more steps than its accountant charged
+  (``DPSGDTrace.accounted_steps``; GAP's ``poisson-loader-steps``) is said (:func:`accounting_check`); the
+  fit reads the steps the trace releases, so it certifies against the real T.
 * **The certificate.** T is the number of steps the trace releases; the fit pays for q's interval
   with β_q and gives the box β − β_q. cp on the same trials (every trial, its own threshold rule) is
   the assumption-free floor reported beside it.
@@ -16,6 +21,7 @@ Which runs may use it (the score, the canary, the declared-model check) is the p
 """
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -27,8 +33,12 @@ from audit.stats.estimators import subsampled_fit
 from audit.stats.sampler_check import SamplerCheck, check_sampler
 from targets.base import Level
 
-#: IN-world releases the sampler checks read (T inclusions each)
+#: the most IN-world releases the sampler checks read (T inclusions each)
 SAMPLER_RELEASES = 1000
+#: the fewest worth reading: at q = 0.5, T = 3, q's interval at β_q = 0.005 is then about ±0.09
+MIN_SAMPLER_RELEASES = 100
+#: the share of what is left of the budget after the pilots the sampler's releases may take (the rest certifies)
+SAMPLER_SHARE = 0.25
 #: share of β paid for the interval on q
 Q_SHARE = 0.1
 _NAMESPACE = 0x5A3F1E  # seeds of the sampler's releases: apart from every trial's and check's
@@ -42,11 +52,45 @@ class Sampler:
     declared_q: float
     population: int
     check: SamplerCheck
+    accounting: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         c = asdict(self.check)
         return {"steps": self.steps, "declared_q": self.declared_q, "population": self.population,
-                "releases": self.check.trials, **c, "ok": self.check.ok}
+                "releases": self.check.trials, **c, "ok": self.check.ok, "accounting": self.accounting}
+
+
+def accounting_check(trace: Any) -> str | None:
+    """What is wrong with the trace's accounting, or None: more steps released than the accountant
+    charged (a trace that does not say what it charged, ``accounted_steps = 0``, is not read)."""
+    accounted = int(getattr(trace, "accounted_steps", 0) or 0)
+    if 0 < accounted < len(trace):
+        return (f"accounting: the trace releases {len(trace)} steps, the accountant charged {accounted} "
+                f"(the fit reads all {len(trace)})")
+    return None
+
+
+def budgeted_releases(meter: Any, cost: float) -> tuple[int, str | None]:
+    """How many releases the sampler checks read, charged to `meter` (a portfolio meter: its budget and
+    what the pilots spent), at `cost` units (declared seconds) per release: :data:`SAMPLER_SHARE` of what
+    is left, at most :data:`SAMPLER_RELEASES`; or (0, why) where fewer than :data:`MIN_SAMPLER_RELEASES` fit."""
+    b = meter.budget
+    if b.trials is not None:
+        cost, left, unit = 1.0, float(b.trials - meter.trials), "trials"
+    elif b.units is not None:
+        left, unit = b.units - meter.units, "units"
+    else:
+        left, unit = (b.seconds or 0.0) - (time.time() - meter.t0), "s"
+    n = min(SAMPLER_RELEASES, int(SAMPLER_SHARE * max(left, 0.0) / cost))
+    if n < MIN_SAMPLER_RELEASES:  # the length check still reads the portfolio's probe release, at no cost
+        accounting = accounting_check(meter.probe().view(Level.TRACE))
+        return 0, (f"budget-limited: measuring the sampler needs {MIN_SAMPLER_RELEASES} releases "
+                   f"(~{MIN_SAMPLER_RELEASES * cost:.3g} {unit}, at most {SAMPLER_SHARE:g} of what is left), "
+                   f"{max(left, 0.0):.3g} {unit} left; the subsampled-Gaussian fit is refused, cp certifies"
+                   + (f"; {accounting}" if accounting else ""))
+    meter.units += n * cost if unit == "units" else 0.0
+    meter.trials += n if unit == "trials" else 0
+    return n, None
 
 
 def measure_sampler(target: Any, pair: Any, *, seed: int, confidence: float, releases: int | None = None) -> Sampler:
@@ -66,7 +110,7 @@ def measure_sampler(target: Any, pair: Any, *, seed: int, confidence: float, rel
     level = Q_SHARE * (1.0 - confidence)
     check = check_sampler(inclusions, [r["batch_size"] for r in records], population=population,
                           declared_q=q, q_level=level)
-    return Sampler(len(first), q, population, check)
+    return Sampler(len(first), q, population, check, accounting_check(first))
 
 
 def certify(out_s: np.ndarray, in_s: np.ndarray, sampler: Sampler, *, delta: float, confidence: float,

@@ -42,9 +42,9 @@ CATALOGUE = (
     Entry("gap", "VIOLATION", bug="poisson-loader-steps", epsilon=8, params=GAP_NODE_TRACE, attack="gradient-lrt",
           estimator="gdp", trials=1000,
           why="16 encoder steps run, 8 accounted (true ε 10.54). gdp at the LLR's 0 bounds the total variation; "
-              "for this trace the TV-matched Gaussian's ε is below the true ε (PLD check in tests/test_gap_trace.py)",
-          auto_miss="a Poisson-sampled trace: the default rightly refuses gdp on its mixture loss, and cp at the "
-                    "default's trials certifies ~1.8 of 8 (issue #45: the subsampled-Gaussian estimator)"),
+              "for this trace the TV-matched Gaussian's ε is below the true ε (PLD check in tests/test_gap_trace.py). "
+              "The default catches it with the subsampled-Gaussian fit on the 16 released steps, and its sampler "
+              "record says the trace releases 16 steps where the accountant charged 8"),
     Entry("gap", "CONSISTENT", epsilon=8, params=GAP_NODE_TRACE, attack="gradient-lrt", estimator="gdp", trials=1000,
           quick=False, why="the same audit on the correct loader (8 steps, true ε 6.66)"),
     Entry("gap", "CONSISTENT", epsilon=4, trials=1000, canary="worst-directed-edge", quick=False,
