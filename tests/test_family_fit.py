@@ -8,7 +8,7 @@ import torch
 
 from attacks.gradient import FullVectorGradientCanary
 from audit.stats import family_fit
-from audit.plan import portfolio
+from audit.plan import portfolio, portfolio_choice, portfolio_validity
 from audit.stats.estimators import known
 from audit.stats.estimators import subsampled_fit as fit
 from audit.stats.sampler_check import check_sampler
@@ -32,15 +32,15 @@ def _claim(delta=1e-5):
     ({"noise": "sml"}, False),                # not the Gaussian family
 ])
 def test_family_valid_only_on_a_sampled_gaussian_gradient_canary(change, valid):
-    got = portfolio._family_valid(_claim(), Level.TRACE, _PASSED, {**_RECORD, **change})
+    got = portfolio_validity.family_valid(_claim(), Level.TRACE, _PASSED, {**_RECORD, **change})
     assert bool(got) is valid
 
 
 def test_family_refused_at_delta_zero_off_the_trace_and_on_a_failed_check():
-    assert portfolio._family_valid(_claim(0.0), Level.TRACE, _PASSED, _RECORD) is None
-    assert portfolio._family_valid(_claim(), Level.MECHANISM, _PASSED, _RECORD) is None
+    assert portfolio_validity.family_valid(_claim(0.0), Level.TRACE, _PASSED, _RECORD) is None
+    assert portfolio_validity.family_valid(_claim(), Level.MECHANISM, _PASSED, _RECORD) is None
     failed = {**_PASSED, "ok": False, "steps": [{"status": "fail", "law": "gaussian", "tests": []}]}
-    assert portfolio._family_valid(_claim(), Level.TRACE, failed, _RECORD) is None
+    assert portfolio_validity.family_valid(_claim(), Level.TRACE, failed, _RECORD) is None
 
 
 def test_the_estimator_choice_goes_to_the_fit_where_valid_and_not_worse():
@@ -49,11 +49,11 @@ def test_the_estimator_choice_goes_to_the_fit_where_valid_and_not_worse():
            "heldout_auc": 0.6}
     winner = portfolio.Candidate(Level.TRACE, "gradient-lrt", "dirac-gradient")
     spec = type("S", (), {"estimator": "auto"})()
-    assert portfolio._estimator(spec, [row], winner)[0] == portfolio.FAMILY
-    assert portfolio._estimator(spec, [{**row, "heldout_eps_lb": 0.3}], winner)[0] == "auto"
-    assert portfolio._estimator(spec, [{**row, "family_valid": None}], winner)[0] == "auto"
-    assert portfolio._rank({**row, "heldout_family_eps_lb": 0.7}) == (0.7, 0.6)
-    assert portfolio._rank({**row, "heldout_family_eps_lb": 0.7, "family_valid": None}) == (0.0, 0.6)
+    assert portfolio_choice.estimator(spec, [row], winner)[0] == portfolio.FAMILY
+    assert portfolio_choice.estimator(spec, [{**row, "heldout_eps_lb": 0.3}], winner)[0] == "auto"
+    assert portfolio_choice.estimator(spec, [{**row, "family_valid": None}], winner)[0] == "auto"
+    assert portfolio_choice.rank({**row, "heldout_family_eps_lb": 0.7}) == (0.7, 0.6)
+    assert portfolio_choice.rank({**row, "heldout_family_eps_lb": 0.7, "family_valid": None}) == (0.0, 0.6)
 
 
 def _sampler(inclusions, sizes, population):

@@ -117,21 +117,21 @@ def test_the_attack_separates_a_users_target_whose_steps_share_one_draw(small_cs
 
 
 def test_a_deviation_puts_the_measured_law_first_among_the_scores_that_exploit_it():
-    from audit.plan import portfolio
+    from audit.plan import portfolio, portfolio_choice
 
     pool = [portfolio.Candidate("mechanism", a, "worst-edge")
             for a in ("mechanism-lrt", "learned-mechanism", "exact-rows", "measured-law")]
     rows = [{"level": "mechanism", "attack": "mechanism-lrt", "canary": "auto", "status": "piloted"}]
-    left = portfolio._act_on_deviation("mechanism", "noise-free: 40 entries without noise", pool, rows)
+    left = portfolio_choice.act_on_deviation("mechanism", "noise-free: 40 entries without noise", pool, rows)
     assert [c.attack for c in left] == ["exact-rows", "measured-law", "learned-mechanism"]  # the named test's first
     assert all("exploits" in c.pointed_by for c in left)
     rows = [{"level": "mechanism", "attack": "mechanism-lrt", "canary": "auto", "status": "piloted"}]
-    left = portfolio._act_on_deviation("mechanism", "shared-steps: correlation 1", pool, rows)
+    left = portfolio_choice.act_on_deviation("mechanism", "shared-steps: correlation 1", pool, rows)
     assert [c.attack for c in left] == ["measured-law", "learned-mechanism", "exact-rows"]
 
 
 def test_without_a_deviation_the_measured_law_waits_behind_every_other_candidate():
-    from audit.plan import portfolio
+    from audit.plan import portfolio, portfolio_choice
     from audit.play.data import load
     from targets.base import get
     from test_user_targets import _path
@@ -176,7 +176,7 @@ def test_the_budget_charges_the_fit_it_draws(small_csbm):
     import torch
 
     from attacks.measured_law import N_FIT_MAX, fit_count
-    from audit.plan import portfolio
+    from audit.plan import portfolio, portfolio_choice
     from audit.plan.budget import Budget
     from targets.base import get
     from test_user_targets import _path

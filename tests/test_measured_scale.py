@@ -83,14 +83,14 @@ def test_the_measured_weights_beat_the_declared_ones():
 
 
 def test_a_scale_deviation_puts_the_measured_scale_first():
-    from audit.plan import portfolio
+    from audit.plan import portfolio, portfolio_choice, portfolio_validity
 
     pool = [portfolio.Candidate("mechanism", a, "worst-edge")
             for a in ("learned-mechanism", "measured-law", "measured-scale", "edge-correlation")]
     rows: list[dict] = []
-    left = portfolio._act_on_deviation("mechanism", "scale: step 2: measured std 1.997 vs declared 3.988", pool, rows)
+    left = portfolio_choice.act_on_deviation("mechanism", "scale: step 2: measured std 1.997 vs declared 3.988", pool, rows)
     assert [c.attack for c in left][:3] == ["measured-scale", "measured-law", "learned-mechanism"]
-    left = portfolio._act_on_deviation("mechanism", "shared-steps: correlation 1", pool, [])
+    left = portfolio_choice.act_on_deviation("mechanism", "shared-steps: correlation 1", pool, [])
     assert [c.attack for c in left][:2] == ["measured-law", "learned-mechanism"] and "measured-scale" in \
         [c.attack for c in left][2:]
 
@@ -125,11 +125,11 @@ def test_the_attack_measures_a_users_quieter_step_from_the_run_seed(small_csbm):
 def test_the_failed_tests_are_read_off_the_checks_record():
     """A step's failing test is named inside its reason (``mechanism step 1 (hop 2): ... (scale, ...)``):
     the names come from the record's tests, not from the text."""
-    from audit.plan import portfolio
+    from audit.plan import portfolio, portfolio_choice, portfolio_validity
 
     declared = {"checked": True, "ok": False, "deviations": ["shared-steps: residual correlation 1"],
                 "steps": [{"status": "pass", "tests": [{"name": "scale", "passed": True}]},
                           {"status": "fail", "tests": [{"name": "scale", "passed": False},
                                                        {"name": "shape-ks", "passed": True}]}]}
-    assert portfolio._failed_tests(declared) == {"scale", "shared-steps"}
-    assert portfolio._failed_tests(None) == set()
+    assert portfolio_validity.failed_tests(declared) == {"scale", "shared-steps"}
+    assert portfolio_validity.failed_tests(None) == set()

@@ -7,7 +7,7 @@ from scipy.stats import norm
 
 from attacks import learned
 from attacks.metrics import auc, auc_lower
-from audit.plan import pilot_plan, portfolio
+from audit.plan import pilot_plan, portfolio, portfolio_choice
 from size import count_failures, stable_seed
 
 
@@ -65,20 +65,20 @@ def test_a_noise_fitted_score_does_not_win_on_its_auc_point_value():
     first = portfolio.Candidate("mechanism", "mechanism-lrt", "auto")
     rows = [_row("mechanism-lrt", 0.426, 0.33), _row("learned-mechanism", 0.542, 0.45),
             _row("edge-correlation", 0.453, 0.36)]
-    winner, why = portfolio._choose(rows, first)
+    winner, why = portfolio_choice.choose(rows, first)
     assert winner == first and "no pilot of 3 showed a signal" in why
 
 
 def test_where_no_bound_certifies_the_highest_auc_lower_bound_above_half_wins():
     rows = [_row("mechanism-lrt", 0.60, 0.51), _row("learned-mechanism", 0.70, 0.49),   # fewer held-out trials
             _row("linkteller", 0.66, 0.56, level="api")]
-    winner, why = portfolio._choose(rows, portfolio.Candidate("mechanism", "mechanism-lrt", "auto"))
+    winner, why = portfolio_choice.choose(rows, portfolio.Candidate("mechanism", "mechanism-lrt", "auto"))
     assert (winner.level, winner.attack) == ("api", "linkteller") and "lower bound on the held-out AUC, 0.560" in why
 
 
 def test_a_certified_bound_still_wins_over_any_auc():
     rows = [_row("mechanism-lrt", 0.60, 0.55, eps_lb=0.2), _row("linkteller", 0.9, 0.85, level="api")]
-    winner, _ = portfolio._choose(rows, portfolio.Candidate("mechanism", "mechanism-lrt", "auto"))
+    winner, _ = portfolio_choice.choose(rows, portfolio.Candidate("mechanism", "mechanism-lrt", "auto"))
     assert winner.attack == "mechanism-lrt"
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from attacks import base as attacks, learned
-from audit.plan import catalogue, portfolio
+from audit.plan import catalogue, portfolio, portfolio_choice, portfolio_validity
 from audit.stats import estimators
 from audit.play import game
 from audit.plan.budget import Budget, BudgetError, parse
@@ -145,7 +145,7 @@ def test_choosing_on_pilots_then_certifying_fresh_trials_keeps_the_confidence():
     def draw(_):
         rows = [portfolio.heldout_statistic(rng.normal(0, 1, 50), rng.normal(s, 1, 50), delta=delta, confidence=0.95)
                 | {"level": "mechanism", "attack": f"a{k}", "canary": "c"} for k, s in enumerate(shifts)]
-        winner, _ = portfolio._choose(rows, portfolio.Candidate("mechanism", "a0", "c"))
+        winner, _ = portfolio_choice.choose(rows, portfolio.Candidate("mechanism", "a0", "c"))
         k = int(winner.attack[1:])
         sign = 1 if rows[k]["direction"] == "higher = IN" else -1
         est = estimators.estimate(sign * rng.normal(0, 1, 300), sign * rng.normal(shifts[k], 1, 300), delta=delta,
@@ -332,7 +332,7 @@ def test_a_failed_check_sets_aside_declared_model_scores_and_promotes_what_explo
             for a in ("mechanism-lrt", "edge-correlation", "exact-rows", "learned-mechanism")]
     pool.append(portfolio.Candidate("api", "linkteller", "worst-edge"))
     rows = [{"level": "mechanism", "attack": "mechanism-lrt", "canary": "auto", "status": "piloted"}]
-    left = portfolio._act_on_deviation("mechanism", "noise-free: 40 entries without noise", pool, rows)
+    left = portfolio_choice.act_on_deviation("mechanism", "noise-free: 40 entries without noise", pool, rows)
     assert rows[0]["status"].startswith("set aside") and "noise-free" in rows[0]["status"]
     assert [c.attack for c in left] == ["exact-rows", "learned-mechanism", "edge-correlation", "linkteller"]
     assert all("exploits" in c.pointed_by for c in left[:2]) and not left[2].pointed_by
@@ -342,11 +342,11 @@ def test_a_failed_check_sets_aside_declared_model_scores_and_promotes_what_explo
 def test_a_linear_score_is_kept_where_only_the_std_is_off():
     pool = [portfolio.Candidate("trace", a, "dirac-gradient") for a in ("gradient-lrt", "gradient-projection")]
     rows = [{"level": "trace", "attack": "gradient-lrt", "canary": "split-gradient", "status": "piloted"}]
-    left = portfolio._act_on_deviation("trace", "noise std differs", pool, rows,
+    left = portfolio_choice.act_on_deviation("trace", "noise std differs", pool, rows,
                                        keep=lambda name: name == "gradient-lrt")
     assert rows == [{"level": "trace", "attack": "gradient-lrt", "canary": "split-gradient", "status": "piloted"}]
     assert [c.attack for c in left] == ["gradient-lrt", "gradient-projection"]
-    assert portfolio._act_on_deviation("trace", "noise std differs", pool, rows)[0].attack == "gradient-projection"
+    assert portfolio_choice.act_on_deviation("trace", "noise std differs", pool, rows)[0].attack == "gradient-projection"
 
 
 def test_the_default_acts_on_a_deviation_end_to_end(tmp_path):
@@ -375,19 +375,19 @@ def test_gdp_is_valid_only_for_a_gdp_claim_or_a_checked_exact_llr():
     unnamed = {"checked": True, "ok": True, "steps": [{"status": "pass"}]}  # a record without the law
     failed = {"checked": True, "ok": False, "steps": [{"status": "fail"}]}
     deviating = {"checked": True, "ok": True, "deviations": ["shared-steps"], "steps": [{"status": "pass"}]}
-    assert portfolio._gdp_valid(plain, "gradient-lrt", deviating) is None
-    assert portfolio._gdp_valid(gdp_claim, "learned-trace", None)
-    assert portfolio._gdp_valid(plain, "gradient-lrt", passed)
-    assert portfolio._gdp_valid(plain, "gradient-lrt", failed) is None
-    assert portfolio._gdp_valid(plain, "learned-trace", passed) is None      # not the declared model's LLR
-    assert portfolio._gdp_valid(plain, "gradient-lrt", None) is None
-    assert portfolio._gdp_valid(plain, "gradient-lrt", sml) is None          # SML's exact LLR: not a Gaussian curve
-    assert portfolio._gdp_valid(plain, "gradient-lrt", unnamed) is None
+    assert portfolio_validity.gdp_valid(plain, "gradient-lrt", deviating) is None
+    assert portfolio_validity.gdp_valid(gdp_claim, "learned-trace", None)
+    assert portfolio_validity.gdp_valid(plain, "gradient-lrt", passed)
+    assert portfolio_validity.gdp_valid(plain, "gradient-lrt", failed) is None
+    assert portfolio_validity.gdp_valid(plain, "learned-trace", passed) is None      # not the declared model's LLR
+    assert portfolio_validity.gdp_valid(plain, "gradient-lrt", None) is None
+    assert portfolio_validity.gdp_valid(plain, "gradient-lrt", sml) is None          # SML's exact LLR: not a Gaussian curve
+    assert portfolio_validity.gdp_valid(plain, "gradient-lrt", unnamed) is None
     full, sampled = {"sampling_rate": 1.0, "noise": "gaussian"}, {"sampling_rate": 0.5, "noise": "gaussian"}
-    assert portfolio._gdp_valid(plain, "gradient-lrt", passed, full)
-    assert portfolio._gdp_valid(plain, "gradient-lrt", passed, sampled) is None  # a mixture: not a Gaussian curve
-    assert portfolio._gdp_valid(plain, "gradient-lrt", passed, {**full, "node": 3}) is None  # k_t drawn with the batch
-    assert portfolio._gdp_valid(plain, "mechanism-lrt", passed, {"canary": "worst-edge"})  # no trace, no sampling
+    assert portfolio_validity.gdp_valid(plain, "gradient-lrt", passed, full)
+    assert portfolio_validity.gdp_valid(plain, "gradient-lrt", passed, sampled) is None  # a mixture: not a Gaussian curve
+    assert portfolio_validity.gdp_valid(plain, "gradient-lrt", passed, {**full, "node": 3}) is None  # k_t drawn with the batch
+    assert portfolio_validity.gdp_valid(plain, "mechanism-lrt", passed, {"canary": "worst-edge"})  # no trace, no sampling
 
 
 def test_the_estimator_is_gdp_where_its_held_out_bound_beats_cp():
@@ -399,11 +399,11 @@ def test_the_estimator_is_gdp_where_its_held_out_bound_beats_cp():
     spec = game.AuditSpec()
     win = portfolio.Candidate("trace", "gradient-lrt", "dirac-gradient")
     row = {"level": "trace", "attack": "gradient-lrt", "canary": "dirac-gradient", **stat}
-    assert portfolio._estimator(spec, [{**row, "gdp_valid": "the claim is μ-GDP"}], win)[0] == "gdp"
-    assert portfolio._estimator(spec, [{**row, "gdp_valid": None}], win)[0] == "auto"
-    assert portfolio._estimator(game.AuditSpec(estimator="cp"), [{**row, "gdp_valid": "x"}], win)[0] == "cp"
-    assert portfolio._rank({**row, "gdp_valid": "x"})[0] == stat["heldout_gdp_eps_lb"]
-    assert portfolio._rank({**row, "gdp_valid": None})[0] == stat["heldout_eps_lb"]
+    assert portfolio_choice.estimator(spec, [{**row, "gdp_valid": "the claim is μ-GDP"}], win)[0] == "gdp"
+    assert portfolio_choice.estimator(spec, [{**row, "gdp_valid": None}], win)[0] == "auto"
+    assert portfolio_choice.estimator(game.AuditSpec(estimator="cp"), [{**row, "gdp_valid": "x"}], win)[0] == "cp"
+    assert portfolio_choice.rank({**row, "gdp_valid": "x"})[0] == stat["heldout_gdp_eps_lb"]
+    assert portfolio_choice.rank({**row, "gdp_valid": None})[0] == stat["heldout_eps_lb"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -432,17 +432,17 @@ def test_gdp_is_valid_for_a_linear_score_where_only_the_std_is_off(trace_checks)
     plain = Claim(epsilon=8.0, delta=1e-3, accountant="rdp", unit="node")
     honest, half_std, laplace_like = trace_checks
     assert not half_std["ok"] and "noise std differs" in half_std["reason"]
-    assert portfolio._gdp_valid(plain, "gradient-lrt", half_std, GAUSSIAN_Q1).startswith("a score linear")
-    assert portfolio._gdp_valid(plain, "gradient-lrt", half_std, {**GAUSSIAN_Q1, "sampling_rate": 0.5}) is None  # a mixture
-    assert portfolio._gdp_valid(plain, "gradient-projection", half_std, GAUSSIAN_Q1) is None  # reads the whole batch
-    assert portfolio._gdp_valid(plain, "gradient-lrt", half_std, None) is None  # the record is silent: not known
-    assert portfolio._gdp_valid(plain, "gradient-lrt", half_std, {**GAUSSIAN_Q1, "node": 3}) is None  # k_t drawn
+    assert portfolio_validity.gdp_valid(plain, "gradient-lrt", half_std, GAUSSIAN_Q1).startswith("a score linear")
+    assert portfolio_validity.gdp_valid(plain, "gradient-lrt", half_std, {**GAUSSIAN_Q1, "sampling_rate": 0.5}) is None  # a mixture
+    assert portfolio_validity.gdp_valid(plain, "gradient-projection", half_std, GAUSSIAN_Q1) is None  # reads the whole batch
+    assert portfolio_validity.gdp_valid(plain, "gradient-lrt", half_std, None) is None  # the record is silent: not known
+    assert portfolio_validity.gdp_valid(plain, "gradient-lrt", half_std, {**GAUSSIAN_Q1, "node": 3}) is None  # k_t drawn
     # a non-Gaussian deviation: the shape test fails, gdp is refused
     assert not laplace_like["ok"] and "not Gaussian" in laplace_like["reason"]
-    assert portfolio._gdp_valid(plain, "gradient-lrt", laplace_like, GAUSSIAN_Q1) is None
-    assert portfolio._gdp_valid(plain, "gradient-lrt", honest, GAUSSIAN_Q1).startswith("an exact likelihood ratio")
+    assert portfolio_validity.gdp_valid(plain, "gradient-lrt", laplace_like, GAUSSIAN_Q1) is None
+    assert portfolio_validity.gdp_valid(plain, "gradient-lrt", honest, GAUSSIAN_Q1).startswith("an exact likelihood ratio")
     steps = [{**s, "tests": [t for t in s["tests"] if t["name"] != "world-scale"]} for s in half_std["steps"]]
-    assert portfolio._gdp_valid(plain, "gradient-lrt", {**half_std, "steps": steps}, GAUSSIAN_Q1) is None  # not run
+    assert portfolio_validity.gdp_valid(plain, "gradient-lrt", {**half_std, "steps": steps}, GAUSSIAN_Q1) is None  # not run
 
 
 def test_gdp_on_a_linear_score_with_a_planted_std_covers_the_true_epsilon():
@@ -479,9 +479,9 @@ def test_a_tie_at_zero_certifies_by_gdp_where_valid_and_a_lower_gdp_bound_does_n
     win = portfolio.Candidate("mechanism", "measured-law", "auto")
     row = {"level": "mechanism", "attack": "measured-law", "canary": "auto", "heldout_eps_lb": 0.0,
            "heldout_gdp_eps_lb": 0.0}
-    method, why = portfolio._estimator(spec, [{**row, "gdp_valid": "the claim is μ-GDP"}], win)
+    method, why = portfolio_choice.estimator(spec, [{**row, "gdp_valid": "the claim is μ-GDP"}], win)
     assert method == "gdp" and "ties" in why
-    assert portfolio._estimator(spec, [{**row, "gdp_valid": None}], win)[0] == "auto"
+    assert portfolio_choice.estimator(spec, [{**row, "gdp_valid": None}], win)[0] == "auto"
     lower = {**row, "heldout_eps_lb": 1.2, "heldout_gdp_eps_lb": 0.8, "gdp_valid": "the claim is μ-GDP"}
-    method, why = portfolio._estimator(spec, [lower], win)
+    method, why = portfolio_choice.estimator(spec, [lower], win)
     assert method == "auto" and "below" in why

@@ -12,7 +12,7 @@ import pytest
 
 from audit.stats import estimators
 from audit.play import game
-from audit.plan import portfolio
+from audit.plan import portfolio, portfolio_validity
 from audit.console.cli import main
 from audit.play.run_spec import AuditSpec, check_claim, setup_run
 from targets.base import Claim
@@ -64,7 +64,7 @@ def test_auto_picks_cp_and_never_gdp_at_delta_zero():
     assert (method, prior) == ("cp", None) and "δ = 0" in why
     with pytest.raises(ValueError, match="refused at δ = 0"):
         game.plan_estimator(AuditSpec(target="gaussian", estimator="gdp"), claim, attack, lambda: None, None, None)
-    assert portfolio._gdp_valid(claim, "mechanism-lrt", None) is None
+    assert portfolio_validity.gdp_valid(claim, "mechanism-lrt", None) is None
     out, inn = _laplace_scores(1.0, 400)
     stat = portfolio.heldout_statistic(out, inn, delta=0.0, confidence=0.95)
     assert stat["heldout_gdp_eps_lb"] == 0.0 and math.isfinite(stat["heldout_eps_lb"])
