@@ -155,12 +155,13 @@ def test_the_played_pairs_exact_epsilon_is_the_subsampled_gaussian_pld(csbm):
                                declared_ok=True).value is None
 
 
-class _Meter:
-    """A portfolio meter's face: its budget, what the pilots spent, its probe release."""
+def _meter(budget, units=0.0, trials=0, probe=None):
+    """The portfolio's meter after pilots that spent `units` and `trials` (its target is not read here)."""
+    from audit.plan.portfolio import Meter
 
-    def __init__(self, budget, units=0.0, trials=0, probe=None):
-        self.budget, self.units, self.trials, self.t0 = budget, units, trials, 0.0
-        self.probe = lambda: probe
+    meter = Meter(budget, target=None, t0=0.0, probe=lambda: probe)
+    meter.units, meter.trials = units, trials
+    return meter
 
 
 def _trace_release(steps, accounted):
@@ -173,22 +174,22 @@ def _trace_release(steps, accounted):
 def test_the_sampler_measurement_is_sized_from_what_is_left_and_charged():
     from audit.plan.budget import Budget
 
-    meter = _Meter(Budget(units=120.0), units=40.0)      # 80 left: a quarter is 20 units, 166 releases at 0.12
-    n, why = family_fit.budgeted_releases(meter, 0.12)
+    meter = _meter(Budget(units=120.0), units=40.0)      # 80 left: a quarter is 20 units, 166 releases at 0.12
+    n, why = meter.sampler_releases(0.12)
     assert why is None and n == int(family_fit.SAMPLER_SHARE * 80 / 0.12)
     assert meter.units == pytest.approx(40.0 + n * 0.12)
-    rich = _Meter(Budget(units=1e6))
-    assert family_fit.budgeted_releases(rich, 0.004) == (family_fit.SAMPLER_RELEASES, None)
-    trials = _Meter(Budget(trials=4000), trials=1000)
-    n, _ = family_fit.budgeted_releases(trials, 0.12)    # a trial budget counts releases as trials
+    rich = _meter(Budget(units=1e6))
+    assert rich.sampler_releases(0.004) == (family_fit.SAMPLER_RELEASES, None)
+    trials = _meter(Budget(trials=4000), trials=1000)
+    n, _ = trials.sampler_releases(0.12)    # a trial budget counts releases as trials
     assert n == 750 and trials.trials == 1750
 
 
 def test_the_fit_is_refused_as_budget_limited_where_the_smallest_measurement_does_not_fit():
     from audit.plan.budget import Budget
 
-    meter = _Meter(Budget(units=120.0), units=110.0, probe=_trace_release(16, 8))
-    n, why = family_fit.budgeted_releases(meter, 0.12)
+    meter = _meter(Budget(units=120.0), units=110.0, probe=_trace_release(16, 8))
+    n, why = meter.sampler_releases(0.12)
     assert n == 0 and meter.units == 110.0
     assert why.startswith(f"budget-limited: measuring the sampler needs {family_fit.MIN_SAMPLER_RELEASES} releases")
     assert "10 units left" in why and "releases 16 steps, the accountant charged 8" in why

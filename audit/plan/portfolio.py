@@ -108,7 +108,7 @@ def run(spec: game.AuditSpec, budget: Budget, *, out: str | Path = "results", jo
         estimator, estimator_why = _estimator(spec, piloted, winner)
         family = estimator == FAMILY
         if family:  # the sampler checks' releases, sized from what is left and paid before the certification is sized
-            family, refused = family_fit.budgeted_releases(meter, target.trial_cost(Level.TRACE))
+            family, refused = meter.sampler_releases(target.trial_cost(Level.TRACE))
             estimator, estimator_why = (estimator, estimator_why) if family else ("cp", refused)
         trials, sizing = trial_sizing.certification_trials(meter, winner, piloted, claim, spec)
         # the family fit picks the score's orientation on its own selection share
@@ -188,6 +188,28 @@ class Meter:
         self.units += self.setup_units(cand) + n * self.trial_cost(cand)
         self.setups.update({(cand.level, cand.canary), (cand.level, cand.canary, cand.attack)})
         self.trials += n
+
+    def sampler_releases(self, cost: float) -> tuple[int, str | None]:
+        """How many releases the family fit's sampler checks read (:mod:`audit.stats.family_fit`), charged
+        here at `cost` units (declared seconds) per release: :data:`~audit.stats.family_fit.SAMPLER_SHARE` of
+        what is left, at most ``SAMPLER_RELEASES``; or (0, why) where fewer than ``MIN_SAMPLER_RELEASES`` fit."""
+        b = self.budget
+        if b.trials is not None:
+            cost, left, unit = 1.0, float(b.trials - self.trials), "trials"
+        elif b.units is not None:
+            left, unit = b.units - self.units, "units"
+        else:
+            left, unit = (b.seconds or 0.0) - (time.time() - self.t0), "s"
+        n = min(family_fit.SAMPLER_RELEASES, int(family_fit.SAMPLER_SHARE * max(left, 0.0) / cost))
+        if n < family_fit.MIN_SAMPLER_RELEASES:  # the length check still reads the probe release, at no cost
+            accounting = family_fit.accounting_check(self.probe().view(Level.TRACE))
+            return 0, (f"budget-limited: measuring the sampler needs {family_fit.MIN_SAMPLER_RELEASES} releases "
+                       f"(~{family_fit.MIN_SAMPLER_RELEASES * cost:.3g} {unit}, at most {family_fit.SAMPLER_SHARE:g} "
+                       f"of what is left), {max(left, 0.0):.3g} {unit} left; the subsampled-Gaussian fit is refused, "
+                       "cp certifies" + (f"; {accounting}" if accounting else ""))
+        self.units += n * cost if unit == "units" else 0.0
+        self.trials += n if unit == "trials" else 0
+        return n, None
 
 
 def _pilots(spec: game.AuditSpec, pool: list[Candidate], meter: Meter, claim: targets.Claim, shared: SharedSetup,

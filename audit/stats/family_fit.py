@@ -3,7 +3,7 @@ and the certificate read by :mod:`audit.stats.estimators.subsampled_fit` with cp
 
 * **The sampler.** Up to :data:`SAMPLER_RELEASES` releases of the IN world, each from a seed of its own (a
   namespace no trial, pilot or declared check uses), sized from what is left of the budget
-  (:func:`budgeted_releases`: fewer releases give a wider interval on q, which the fit pays for; below
+  (:meth:`audit.plan.portfolio.Meter.sampler_releases`: fewer releases give a wider interval on q, which the fit pays for; below
   :data:`MIN_SAMPLER_RELEASES` the fit is refused as budget-limited), give per step the canary's inclusion and the
   realised batch size (``DPSGDTrace.sampling_record``). :func:`audit.stats.sampler_check.check_sampler`
   measures q (a Clopper–Pearson interval at β_q = :data:`Q_SHARE`·β), the batch-size variance
@@ -21,7 +21,6 @@ Which runs may use it (the score, the canary, the declared-model check) is the p
 """
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -68,29 +67,6 @@ def accounting_check(trace: Any) -> str | None:
         return (f"accounting: the trace releases {len(trace)} steps, the accountant charged {accounted} "
                 f"(the fit reads all {len(trace)})")
     return None
-
-
-def budgeted_releases(meter: Any, cost: float) -> tuple[int, str | None]:
-    """How many releases the sampler checks read, charged to `meter` (a portfolio meter: its budget and
-    what the pilots spent), at `cost` units (declared seconds) per release: :data:`SAMPLER_SHARE` of what
-    is left, at most :data:`SAMPLER_RELEASES`; or (0, why) where fewer than :data:`MIN_SAMPLER_RELEASES` fit."""
-    b = meter.budget
-    if b.trials is not None:
-        cost, left, unit = 1.0, float(b.trials - meter.trials), "trials"
-    elif b.units is not None:
-        left, unit = b.units - meter.units, "units"
-    else:
-        left, unit = (b.seconds or 0.0) - (time.time() - meter.t0), "s"
-    n = min(SAMPLER_RELEASES, int(SAMPLER_SHARE * max(left, 0.0) / cost))
-    if n < MIN_SAMPLER_RELEASES:  # the length check still reads the portfolio's probe release, at no cost
-        accounting = accounting_check(meter.probe().view(Level.TRACE))
-        return 0, (f"budget-limited: measuring the sampler needs {MIN_SAMPLER_RELEASES} releases "
-                   f"(~{MIN_SAMPLER_RELEASES * cost:.3g} {unit}, at most {SAMPLER_SHARE:g} of what is left), "
-                   f"{max(left, 0.0):.3g} {unit} left; the subsampled-Gaussian fit is refused, cp certifies"
-                   + (f"; {accounting}" if accounting else ""))
-    meter.units += n * cost if unit == "units" else 0.0
-    meter.trials += n if unit == "trials" else 0
-    return n, None
 
 
 def measure_sampler(target: Any, pair: Any, *, seed: int, confidence: float, releases: int | None = None) -> Sampler:
