@@ -2,7 +2,7 @@
 
 graphs → targets → canaries | attacks → audit: arrows are imports and only point left, and the
 two middle layers never import each other. Inside audit/, the role folders follow their own order
-(:data:`AUDIT_ALLOWED`: stats | declared_model → records → play → plan → console), and a module there
+(:data:`AUDIT_ALLOWED`: stats → declared_model → records → play → plan → console), and a module there
 has at most :data:`MAX_AUDIT_LINES` lines. Every import counts, module-level or inside a function
 (a deferred import is still a dependency). No module outside ``targets/`` names a target: it
 neither imports a target's module nor spells a registered target's name in its code (docstrings
@@ -32,7 +32,7 @@ MAX_LINES = 700
 #: audit/'s role folders and the folders each may import (itself included): the arrows point one way
 AUDIT_ALLOWED = {
     "stats": {"stats"},
-    "declared_model": {"declared_model"},
+    "declared_model": {"stats", "declared_model"},
     "records": {"stats", "records"},
     "play": {"stats", "declared_model", "records", "play"},
     "plan": {"stats", "declared_model", "records", "play", "plan"},
@@ -258,8 +258,8 @@ def _findings(checker: str, root: Path) -> list[str]:
     ("roles", "audit.stats.pair_epsilon", "from audit.play import game as _planted",
      "audit.stats.pair_epsilon imports audit.play.game"),
     ("roles", "audit.records.store", "import audit.plan.budget", "audit.records.store imports audit.plan.budget"),
-    ("roles", "audit.declared_model.declared", "from audit.stats import estimators as _planted",
-     "audit.declared_model.declared imports audit.stats.estimators"),
+    ("roles", "audit.stats.family_fit", "from audit.declared_model import declared as _planted",
+     "audit.stats.family_fit imports audit.declared_model.declared"),
     ("private", "canaries.sensitivity", "def _planted(target, g):\n    return target._private_edges(g, 0)",
      "canaries.sensitivity:"),
 ])

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from audit.plan.budget import Budget
+from audit.plan.portfolio import Meter
 from audit.play import game, trial_sizing
 from audit.play.trial_sizing import auto_trials, certification_trials
 from targets.base import Level
@@ -35,9 +36,22 @@ def test_auto_trials_says_when_the_cap_cannot_certify():
     assert "cannot confirm the claim" in note
 
 
+class _FixedCostMeter(Meter):
+    """The portfolio's meter, its pilots' spending given and every trial and setup at a fixed cost."""
+
+    def __init__(self, budget: Budget, *, trials: int, units: float, cost: float, setup: float) -> None:
+        super().__init__(budget, target=None, t0=0.0)
+        self.trials, self.units, self._cost, self._setup = trials, units, cost, setup
+
+    def trial_cost(self, cand):
+        return self._cost
+
+    def setup_units(self, cand):
+        return self._setup
+
+
 def _meter(budget: Budget, *, trials: int = 400, units: float = 30.0, cost: float = 0.05, setup: float = 2.0):
-    return SimpleNamespace(budget=budget, trials=trials, units=units, t0=0.0,
-                           trial_cost=lambda winner: cost, setup_units=lambda winner: setup)
+    return _FixedCostMeter(budget, trials=trials, units=units, cost=cost, setup=setup)
 
 
 MECHANISM = SimpleNamespace(level=Level.MECHANISM, attack="mechanism-lrt", canary="worst-edge")

@@ -93,6 +93,7 @@ from audit.declared_model.declared_trace import check_trace as _check_trace, tra
 from audit.declared_model.declared_verdict import (DEFAULT_ALPHA, DEFAULT_N, PRIORITY as _PRIORITY,  # noqa: F401
                                                    SEED_TAG, TEXT as _TEXT, DeclaredCheck, StepCheck, apply_policy)
 from audit.declared_model.declared_views import attack_levels, leaks as _leaks, unread_views  # noqa: F401
+from audit.declared_model.declared_verdict import StepStatus
 from targets.base import LEVELS, Level, Release, Target, resolve
 
 
@@ -209,12 +210,12 @@ def check_declared(target: Target, pair: Any, *, seed: int, n: int = DEFAULT_N, 
                 t.passed = t.p >= each
         fails = s.failures()
         if fails:
-            s.status = "fail"
+            s.status = StepStatus.FAIL
             worst = min(fails, key=lambda t: (_PRIORITY.get(t.name, 99), t.p if t.p is not None else -1.0))
             s.reason = f"{_TEXT.get(worst.name, worst.name)} ({worst.name}" + \
                 (f", world {worst.world}" if worst.world is not None else "") + \
                 (f", p={worst.p:.2g}" if worst.p is not None else "") + (f": {worst.detail}" if worst.detail else "") + ")"
-    failed = [s for s in steps if s.status == "fail"]
+    failed = [s for s in steps if s.status == StepStatus.FAIL]
     ok = not failed and not structure
     if structure:
         reason = "releases disagree in structure: " + "; ".join(structure)

@@ -16,6 +16,7 @@ from audit.declared_model import declared_moments as moments
 from audit.declared_model.declared_battery import Test, as3d as _as3d, battery as _battery, directions as _directions
 from audit.declared_model.declared_battery import world_scale as _world_scale
 from audit.declared_model.declared_verdict import SEED_TAG, StepCheck
+from audit.declared_model.declared_verdict import StepStatus
 from targets.base import Level, MechanismStep
 from targets.common.noise import NoiseLaw
 
@@ -176,12 +177,12 @@ def step_check(k: int, w: dict[int, StepWorld]) -> tuple[StepCheck, bool]:
     if any(next(iter(w[b].laplace), None) for b in (0, 1)):
         return laplace.step_check(check, w, {b: next(iter(w[b].laplace), None) for b in (0, 1)}, digests)
     if next(iter(w[0].dens)):
-        check.status = "unverified"
+        check.status = StepStatus.UNVERIFIED
         check.notes.append("log_density declared: the exact likelihood ratio is not tested (freshness only)")
         check.tests += declared_joint.identity_from_digests(digests, None, Test)
         return check, False
     if not std and std != 0.0:
-        check.status = "undeclared"
+        check.status = StepStatus.UNDECLARED
         check.notes.append("no noise law declared (noise_std None): freshness only")
         check.tests += declared_joint.identity_from_digests(digests, None, Test)
         return check, False
@@ -199,7 +200,7 @@ def step_check(k: int, w: dict[int, StepWorld]) -> tuple[StepCheck, bool]:
     if next(iter(w[0].projected)):
         norms = max(w[0].max_norm, w[1].max_norm)
         check.tests.append(Test("norm", None, None, norms <= 1 + 1e-5, f"largest row norm {norms:.6g}"))
-        check.status = "unverified"
+        check.status = StepStatus.UNVERIFIED
         check.notes.append("row-projected: output rows have norm <= 1 checked; the noise law before the "
                            "projection is not recoverable from the output")
         return check, False

@@ -13,6 +13,7 @@ from audit.declared_model import declared_joint
 from audit.declared_model.declared_battery import Test, gaussian_battery as _gaussian_battery, sml_tests as _sml_tests
 from audit.declared_model.declared_battery import world_scale as _world_scale
 from audit.declared_model.declared_verdict import StepCheck
+from audit.declared_model.declared_verdict import StepStatus
 from targets.base import Level
 from targets.common.noise import NoiseLaw
 from targets.common.pair_law import PairLaw
@@ -62,14 +63,14 @@ def check_trace(groups: dict[int, list[dict[int, tuple[list, list]]]], law: tupl
         outputs = {b: [np.stack(g[d][0][:T]) for g in groups[b]] for b in (0, 1)}
         has_clean = all(r is not None for b in (0, 1) for g in groups[b] for r in g[d][1][:T])
         if not has_clean:
-            check.status = "undeclared"
+            check.status = StepStatus.UNDECLARED
             check.notes.append("the trace carries no clean sums: freshness only")
             check.tests += declared_joint.identity_tests(outputs, None, Test)
             continue
         residuals = {b: [np.stack(g[d][1][:T]) for g in groups[b]] for b in (0, 1)}
         check.tests += declared_joint.identity_tests(outputs, residuals, Test)
         if std is None or noise not in (NoiseLaw.GAUSSIAN, NoiseLaw.SML):
-            check.status = "unverified"
+            check.status = StepStatus.UNVERIFIED
             check.notes.append(f"trace noise law {noise!r} is not one this check knows: freshness only")
             continue
         s = float(std)

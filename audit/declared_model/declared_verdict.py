@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from audit.declared_model.declared_battery import Test
+from audit.stats.kinds import Method
+from targets.common.value_enum import ValueEnum
 from targets.base import Level
 
 #: the SeedSequence tag of the check's generators (never used by a trial)
@@ -49,6 +51,15 @@ PRIORITY = {name: TIERS[name] for name, _ in REASONS}
 TEXT = dict(REASONS)
 
 
+class StepStatus(ValueEnum):
+    """What the check concluded of one released step."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    UNVERIFIED = "unverified"  # a law is declared that cannot be tested from the output
+    UNDECLARED = "undeclared"  # no law declared: freshness only
+
+
 @dataclass
 class StepCheck:
     """The verdict on one released step: ``pass``, ``fail``, ``unverified`` (a law is declared that
@@ -57,7 +68,7 @@ class StepCheck:
     view: str
     index: int
     name: str
-    status: str = "pass"
+    status: StepStatus = StepStatus.PASS
     reason: str = ""
     declared_std: float | None = None
     measured_std: list[float] = field(default_factory=list)
@@ -96,7 +107,7 @@ class DeclaredCheck:
     def verified(self) -> bool:
         """Every released step's declared law was tested (none unverified or undeclared), and there
         was at least one (a release with no mechanism or trace view declares no law to verify)."""
-        return bool(self.steps) and all(s.status == "pass" for s in self.steps)
+        return bool(self.steps) and all(s.status == StepStatus.PASS for s in self.steps)
 
     @property
     def allows_declared_model(self) -> bool:
@@ -108,7 +119,7 @@ class DeclaredCheck:
         """:attr:`allows_declared_model`; with ``strict=False`` undeclared steps do not block."""
         if strict:
             return self.allows_declared_model
-        return self.ok and all(s.status in ("pass", "undeclared") for s in self.steps)
+        return self.ok and all(s.status in (StepStatus.PASS, StepStatus.UNDECLARED) for s in self.steps)
 
     def to_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "allows_declared_model": self.allows_declared_model, "verified": self.verified,
@@ -133,12 +144,12 @@ def apply_policy(check: DeclaredCheck | None, method: str, prior_threshold: floa
         return method, prior_threshold, "declared model not checked"
     if check.allows(strict):
         return method, prior_threshold, f"declared model checked ({check.tests} tests, alpha={check.alpha:g}): kept"
-    new_method = "cp" if method == "gdp" else method
+    new_method = Method.CP if method == Method.GDP else method
     changes = []
     if new_method != method:
         changes.append(f"{method} -> {new_method}")
     if prior_threshold is not None:
         changes.append(f"a-priori threshold {prior_threshold:g} dropped (held-out threshold)")
     why = check.reason if not check.ok else "declared model not verifiable: " + "; ".join(
-        f"{s.view}[{s.index}] {s.status}" for s in check.steps if s.status != "pass")
+        f"{s.view}[{s.index}] {s.status}" for s in check.steps if s.status != StepStatus.PASS)
     return new_method, None, f"declared model not trusted ({why}): " + (", ".join(changes) or "nothing to change")

@@ -12,6 +12,8 @@ import math
 import re
 from dataclasses import dataclass
 
+from audit.stats.kinds import Currency
+
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
 _TIME = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smh])\s*$")
 _WORK = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*u\s*$")
@@ -38,6 +40,13 @@ class Budget:
         for what, value in (("time", self.seconds), ("work", self.units)):
             if value is not None and not (value > 0 and math.isfinite(value)):
                 raise BudgetError(f"a {what} budget must be positive, got {value}")
+
+    @property
+    def currency(self) -> Currency:
+        """The budget's currency (the one of its three fields that is set)."""
+        if self.trials is not None:
+            return Currency.TRIALS
+        return Currency.UNITS if self.units is not None else Currency.SECONDS
 
     @property
     def reproducible(self) -> bool:

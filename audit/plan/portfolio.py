@@ -41,6 +41,7 @@ per-world caches are built once for them all.
 """
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -49,8 +50,8 @@ from typing import Any
 
 from attacks import base as attacks
 from audit.plan import pilot_plan
-from audit.plan.budget import Budget
-from audit.plan.portfolio_candidates import (CHEAP_LEVELS, Candidate, LEVEL_ORDER, candidates,  # noqa: F401
+from audit.plan.budget import Budget, Currency
+from audit.plan.portfolio_candidates import (CHEAP_LEVELS, PILOTED, Candidate, LEVEL_ORDER, candidates,  # noqa: F401
                                              probe_release as _probe_release)
 from audit.plan.portfolio_choice import (FAMILY, act_on_deviation as _act_on_deviation, choose as _choose,  # noqa: F401
                                          direction as _direction, estimator as _estimator, heldout_statistic)
@@ -102,7 +103,7 @@ def run(spec: game.AuditSpec, budget: Budget, *, out: str | Path = "results", jo
     meter = Meter(budget, target, t0, probe)
     try:
         rows = _pilots(spec, pool, meter, claim, shared, out=out, jobs=jobs, fresh=fresh, progress=progress)
-        piloted = [r for r in rows if r["status"] == "piloted"]
+        piloted = [r for r in rows if r["status"] == PILOTED]
         barred = {(r["level"], r["attack"], r["canary"]) for r in rows if "declared model failed" in r["status"]}
         winner, why = _choose(piloted, next((c for c in pool if (c.level, c.attack, c.canary) not in barred), pool[0]))
         estimator, estimator_why = _estimator(spec, piloted, winner)
@@ -170,15 +171,25 @@ class Meter:
         """How many of the level's pilot trials fit in what is left of the pilot share (even; below
         :data:`PILOT_MIN` the pilot is not played)."""
         n = PILOT_TRIALS[cand.level]
-        b = self.budget
-        if b.trials is not None:
-            n = min(n, int(PILOT_SHARE * b.trials) - self.trials)
-        elif b.units is not None:
-            left = PILOT_SHARE * b.units - self.units - self.setup_units(cand)
+        left = self.left(PILOT_SHARE, cand)
+        currency = self.budget.currency
+        if currency == Currency.TRIALS:
+            n = min(n, int(left))
+        elif currency == Currency.UNITS:
             n = min(n, int(left / self.trial_cost(cand)))
-        elif rows_so_far and time.time() - self.t0 >= PILOT_SHARE * (b.seconds or 0.0):
+        elif rows_so_far and left <= 0:
             return 0
         return n // 2 * 2
+
+    def left(self, share: float = 1.0, cand: Candidate | None = None) -> float:
+        """What is left of `share` of the budget, in its currency (:attr:`Budget.currency`): trials not yet
+        charged, work units less `cand`'s setup where it has not been paid, or wall seconds."""
+        b = self.budget
+        if b.trials is not None:
+            return float(math.floor(share * b.trials) - self.trials)
+        if b.units is not None:
+            return share * b.units - self.units - (self.setup_units(cand) if cand is not None else 0.0)
+        return share * (b.seconds or 0.0) - (time.time() - self.t0)
 
     def trial_cost(self, cand: Candidate) -> float:
         """Units one trial of the candidate costs: the target's fit of the view and the attack's score."""
@@ -193,13 +204,8 @@ class Meter:
         """How many releases the family fit's sampler checks read (:mod:`audit.stats.family_fit`), charged
         here at `cost` units (declared seconds) per release: :data:`~audit.stats.family_fit.SAMPLER_SHARE` of
         what is left, at most ``SAMPLER_RELEASES``; or (0, why) where fewer than ``MIN_SAMPLER_RELEASES`` fit."""
-        b = self.budget
-        if b.trials is not None:
-            cost, left, unit = 1.0, float(b.trials - self.trials), "trials"
-        elif b.units is not None:
-            left, unit = b.units - self.units, "units"
-        else:
-            left, unit = (b.seconds or 0.0) - (time.time() - self.t0), "s"
+        unit, left = self.budget.currency, self.left()
+        cost = 1.0 if unit == Currency.TRIALS else cost
         n = min(family_fit.SAMPLER_RELEASES, int(family_fit.SAMPLER_SHARE * max(left, 0.0) / cost))
         if n < family_fit.MIN_SAMPLER_RELEASES:  # the length check still reads the probe release, at no cost
             accounting = family_fit.accounting_check(self.probe().view(Level.TRACE))
@@ -207,8 +213,8 @@ class Meter:
                        f"(~{family_fit.MIN_SAMPLER_RELEASES * cost:.3g} {unit}, at most {family_fit.SAMPLER_SHARE:g} "
                        f"of what is left), {max(left, 0.0):.3g} {unit} left; the subsampled-Gaussian fit is refused, "
                        "cp certifies" + (f"; {accounting}" if accounting else ""))
-        self.units += n * cost if unit == "units" else 0.0
-        self.trials += n if unit == "trials" else 0
+        self.units += n * cost if unit == Currency.UNITS else 0.0
+        self.trials += n if unit == Currency.TRIALS else 0
         return n, None
 
 
@@ -257,7 +263,7 @@ def _pilots(spec: game.AuditSpec, pool: list[Candidate], meter: Meter, claim: ta
             stat["heldout_family_eps_lb"] = family_fit.pilot_bound(
                 out_s, in_s, steps=_steps(shared, probes), q=float(result.canary["sampling_rate"]),
                 delta=claim.delta, confidence=spec.confidence)
-        rows.append({**row, "status": "piloted", "trials": n, "seconds": time.time() - start,
+        rows.append({**row, "status": PILOTED, "trials": n, "seconds": time.time() - start,
                      "canary_chosen": result.canary.get("canary"), **stat, "gdp_valid": valid,
                      "family_valid": family, "record": result.as_pilot()})
         seen[(cand.level, cand.attack, key)] = rows[-1]
@@ -300,7 +306,7 @@ def _duplicate(pilot: game.AuditSpec, cand: Candidate, shared: SharedSetup, out:
     except Exception:  # noqa: BLE001 - a pair that cannot be built: the pilot records the failure
         return None
     same = seen.get((cand.level, cand.attack, key))
-    if same is not None and same["status"] == "piloted":
+    if same is not None and same["status"] == PILOTED:
         return f"the same pair and score as {_label(same)} (one pair, the same trials)"
     if (cand.level, key) not in checks:
         return None
@@ -308,7 +314,7 @@ def _duplicate(pilot: game.AuditSpec, cand: Candidate, shared: SharedSetup, out:
     other = attacks.make(cand.attack).same_score_as(_probe_release(target, graph, probes), graph,
                                                     checks[(cand.level, key)])
     same = seen.get((cand.level, other, key)) if other else None
-    if same is not None and same["status"] == "piloted":
+    if same is not None and same["status"] == PILOTED:
         return (f"the same pair and score as {_label(same)} (the {cand.attack} score equals {other}'s on this "
                 "release: its declared-model check found no entry it exploits)")
     return None
@@ -328,7 +334,7 @@ def render(record: dict[str, Any]) -> str:
             waiting.append(label)
             continue
         mark = " **(chosen)**" if (r["level"], r["attack"], r["canary"]) == (w["level"], w["attack"], w["canary"]) else ""
-        if r["status"] == "piloted":
+        if r["status"] == PILOTED:
             lines.append(f"| {label}{mark} | {r['trials']} | {r['heldout_eps_lb']:.3f} | {r['heldout_auc']:.3f} | "
                          f"{r['direction']} | {r['seconds']:.0f} | piloted |")
         else:

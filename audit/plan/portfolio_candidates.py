@@ -22,6 +22,10 @@ LEVEL_ORDER = (Level.MECHANISM, Level.TRACE, Level.WEIGHTS, Level.API)
 CHEAP_LEVELS = (Level.MECHANISM, Level.TRACE)
 
 
+#: a candidate row's ``status`` once its pilot was played (otherwise "not piloted: <why>")
+PILOTED = "piloted"
+
+
 @dataclass(frozen=True)
 class Candidate:
     level: Level

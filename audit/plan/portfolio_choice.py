@@ -13,7 +13,7 @@ import numpy as np
 from attacks import base as attacks
 from attacks.metrics import auc_lower, rates_at
 from audit.plan import pilot_plan
-from audit.plan.portfolio_candidates import Candidate
+from audit.plan.portfolio_candidates import PILOTED, Candidate
 from audit.play import game
 from audit.stats import estimators
 from audit.stats.kinds import Method
@@ -74,7 +74,7 @@ def act_on_deviation(level: str, failed: str, pool: list[Candidate], rows: list[
         return lvl == level and attacks.get(name).rests_on_declared_model() and not keep(name)
 
     for r in rows:
-        if r["status"] == "piloted" and rests(r):
+        if r["status"] == PILOTED and rests(r):
             r["status"] = f"set aside: {why}; the score rests on it"
     for c in pool:
         if rests(c):

@@ -9,6 +9,7 @@ from typing import Any
 
 
 from attacks import base as attacks
+from audit.declared_model.declared_verdict import StepStatus
 from targets import base as targets
 from targets.base import Level
 from targets.common.noise import NoiseLaw
@@ -75,8 +76,8 @@ def only_scale_off(declared: dict[str, Any] | None) -> bool:
     if not declared or not declared.get("checked") or declared.get("deviations"):
         return False
     steps = declared.get("steps") or []
-    failing = [s for s in steps if s.get("status") == "fail"]
-    if not failing or any(s.get("status") not in ("pass", "fail", "undeclared") for s in steps):
+    failing = [s for s in steps if s.get("status") == StepStatus.FAIL]
+    if not failing or any(s.get("status") not in (StepStatus.PASS, StepStatus.FAIL, StepStatus.UNDECLARED) for s in steps):
         return False
     for s in failing:
         tests = s.get("tests") or []
@@ -84,7 +85,7 @@ def only_scale_off(declared: dict[str, Any] | None) -> bool:
             return False
         if not _SHAPE_TESTS <= {t["name"] for t in tests if t["passed"]}:
             return False
-    return all(s.get("law") == NoiseLaw.GAUSSIAN for s in steps if s.get("status") == "pass")
+    return all(s.get("law") == NoiseLaw.GAUSSIAN for s in steps if s.get("status") == StepStatus.PASS)
 
 
 def _mixture(canary: dict[str, Any]) -> bool:
@@ -97,7 +98,7 @@ def _mixture(canary: dict[str, Any]) -> bool:
 
 def _all_gaussian(declared: dict[str, Any]) -> bool:
     """Every step the check passed declares the Gaussian law (a record without the law: not known)."""
-    passed = [s for s in declared.get("steps") or [] if s.get("status") == "pass"]
+    passed = [s for s in declared.get("steps") or [] if s.get("status") == StepStatus.PASS]
     return bool(passed) and all(s.get("law") == NoiseLaw.GAUSSIAN for s in passed)
 
 
@@ -106,7 +107,7 @@ def _model_passed(declared: dict[str, Any] | None) -> bool:
     what ``--estimator gdp`` needs for its a-priori threshold)."""
     if not declared or not declared.get("checked") or not declared.get("ok") or declared.get("deviations"):
         return False
-    return all(s.get("status") in ("pass", "undeclared") for s in declared.get("steps") or [])
+    return all(s.get("status") in (StepStatus.PASS, StepStatus.UNDECLARED) for s in declared.get("steps") or [])
 
 
 def deviation(declared: dict[str, Any] | None) -> str | None:

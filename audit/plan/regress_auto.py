@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from audit.plan import catalogue, portfolio
+from audit.plan.portfolio_candidates import PILOTED
 from audit.declared_model import declared
 from audit.play import game
 from audit.stats import pair_epsilon
@@ -62,7 +63,7 @@ def play(entry: catalogue.Entry, budget: Budget, *, seed: int, out: Path, jobs: 
         ceiling = correct_ceiling(entry, result.canary, result.level, seed=seed)
         beyond = beyond_finding(result.eps_lb, ceiling)
         caught = beyond["beyond_finding"]
-    piloted = sum(r["status"] == "piloted" for r in record["candidates"])
+    piloted = sum(r["status"] == PILOTED for r in record["candidates"])
     return {"entry": entry.name, "bug": entry.bug, "expected": expect, "got": result.verdict, "ok": ok,
             "known_miss": entry.auto_miss if not ok else "",
             "counts_as_caught": caught, "note": entry.auto_note, "eps_lb": result.eps_lb,

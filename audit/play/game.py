@@ -16,7 +16,7 @@ import functools
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -138,6 +138,93 @@ def resolve_pair(spec: AuditSpec, attack_name: str, level: Level, setup: RunSetu
     return PlayedOn(run_spec, target_cls, canary_name, choice, graph, target, claim, pair, charge_record)
 
 
+#: one chunk of played games: (trial index, secret bit, score) rows
+Rows = list[tuple[int, int, float]]
+
+
+@dataclass
+class Game:
+    """A run ready to play: what its trials play on (:class:`PlayedOn`), the attack and view, the store
+    and run key its trials are kept under, the trials still to play, and the workers' setup.
+    :meth:`trials` yields the games as they are played; the store, the progress bar and the caller's
+    ``on_chunk`` consume them (:func:`_run_audit`), and the report reads them back from the store."""
+
+    spec: AuditSpec
+    played_on: PlayedOn
+    attack_name: str
+    attack: Any
+    level: Level
+    store: Store
+    key: str
+    code: dict[str, Any]
+    todo: set[int]
+    setup: TrialSetup
+    shared: SharedSetup | None
+    sampler: Any = None
+    played: int = 0
+
+    def trials(self, indices: list[int], jobs: int, backend: str, scheduler: str | None) -> Iterator[Rows]:
+        """The games of those of `indices` not stored yet, a chunk at a time as the workers finish them."""
+        wanted = sorted(self.todo & set(indices))
+        chunks = chunk_indices(wanted, jobs, max_chunk=max(100, 2 * self.setup.batch))
+        yield from play_chunks(self.setup, chunks, jobs, backend, scheduler)
+
+    def keep(self, rows: Rows) -> None:
+        """The store's consumer: keep `rows` (a run interrupted after it resumes from them)."""
+        self.store.add_trials(self.key, rows)
+        self.todo.difference_update(i for i, _, _ in rows)
+        self.played += len(rows)
+
+    def checked(self) -> declared.DeclaredCheck | None:
+        """The declared-model check of the played pair at this view (None off the mechanism and trace
+        views): the exact LLR, its threshold 0 and gdp rest on the target's declared noise model, so it
+        is tested on held-out releases, fitted `batch` at a time as the trials hold them."""
+        if self.level not in (Level.MECHANISM, Level.TRACE):
+            return None
+        on = self.played_on
+        return once(self.shared, ("declared", on.spec.setup_key(), on.canary, self.level, tuple(self.attack.levels)),
+                    lambda: declared.check_declared(on.target, on.pair, seed=self.spec.seed, attack=self.attack,
+                                                    graph=on.graph, n=DECLARED_CHECK_N, chunk=self.setup.batch))
+
+
+def _prepare(spec: AuditSpec, *, out: Path, jobs: int, pipeline: bool | None, fresh: bool, sequential: bool,
+             setup: RunSetup | None, shared: SharedSetup | None, family: bool | int, progress: bool) -> Game:
+    """Everything before the first trial: the attack, view and pair, the charge, the sampler checks, the
+    store's key and what it already holds, and the workers' setup (batched to fit the free memory)."""
+    graph, target, claim = setup or setup_run(spec)
+    attack_name = attacks.auto_attack(target, graph) if spec.attack == AUTO else spec.attack
+    attack = attacks.make(attack_name)
+    level = attack.levels[0] if spec.level == AUTO else spec.level
+    if level not in target.levels:
+        raise ValueError(f"target {target.name!r} offers no {level!r} view; it offers {', '.join(target.levels)}")
+    if level not in attack.levels:
+        raise ValueError(f"attack {attack_name!r} works on {', '.join(attack.levels)}, not {level!r}")
+    played_on = resolve_pair(spec, attack_name, level, (graph, target, claim), shared=shared, out=out)
+    pair = played_on.pair
+    pair.info["relation_charge"] = dict(played_on.charge)
+    if played_on.choice is not None:
+        pair.info["input_choice"] = played_on.choice.record
+    target = played_on.target
+    if shared is not None:  # one target per config in this process: its per-world caches serve every run
+        target = played_on.target = shared_target(played_on.target_cls, target.config)
+    sampler = measure_sampler(spec, target, pair, family) if family else None
+
+    store = Store(out / "audit.sqlite")
+    code = provenance.code_identity(type(target), type(attack), type(canaries.make(played_on.canary)))
+    key = run_key(spec.key(), code["key"])
+    todo = _resume(store, key, spec, code, fresh=fresh, quiet=sequential)
+    batch = batch_size(spec.batch, target, level)
+    trial_setup = TrialSetup(played_on.target_cls, target.config, pair, played_on.graph, attack_name,
+                             stream_seed(spec), batch=batch, pipeline=pipeline, share_target=shared is not None,
+                             run_seed=spec.seed, token=f"{key}:{os.getpid()}:{time.time_ns()}")
+    if spec.batch == 0 and level == Level.MECHANISM and batch > 1 and todo:  # --batch auto: fit the free memory
+        memory = memory_plan.plan(worker_objects(trial_setup)[0], pair.world(1), batch, jobs)
+        trial_setup.batch = memory.batch
+        if progress:
+            log.info(memory.line(jobs))
+    return Game(spec, played_on, attack_name, attack, level, store, key, code, todo, trial_setup, shared, sampler)
+
+
 def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, scheduler: str | None,
                progress: bool, on_chunk: Callable[[int], None] | None, pipeline: bool | None, fresh: bool,
                sequential: bool, setup: RunSetup | None, shared: SharedSetup | None = None,
@@ -149,127 +236,95 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
     if family and sequential:
         raise ValueError("the subsampled-Gaussian family fit certifies a fixed budget, not a sequential run")
     t0 = time.time()
-    graph, target, claim = setup or setup_run(spec)
-    attack_name = attacks.auto_attack(target, graph) if spec.attack == AUTO else spec.attack
-    attack = attacks.make(attack_name)
-    level = attack.levels[0] if spec.level == AUTO else spec.level
-    if level not in target.levels:
-        raise ValueError(f"target {target.name!r} offers no {level!r} view; it offers {', '.join(target.levels)}")
-    if level not in attack.levels:
-        raise ValueError(f"attack {attack_name!r} works on {', '.join(attack.levels)}, not {level!r}")
-    played_on = resolve_pair(spec, attack_name, level, (graph, target, claim), shared=shared, out=out)
-    run_spec, target_cls, canary_name, choice = played_on.spec, played_on.target_cls, played_on.canary, played_on.choice
-    graph, target, claim, pair = played_on.graph, played_on.target, played_on.claim, played_on.pair
-    canary = canaries.make(canary_name)
-    pair.info["relation_charge"] = dict(played_on.charge)
-    if choice is not None:
-        pair.info["input_choice"] = choice.record
-    if shared is not None:  # one target per config in this process: its per-world caches serve every run
-        target = shared_target(target_cls, target.config)
-    sampler = measure_sampler(spec, target, pair, family) if family else None
-
     out = Path(out)
-    store = Store(out / "audit.sqlite")
-    code = provenance.code_identity(type(target), type(attack), type(canary))
-    key = run_key(spec.key(), code["key"])
-    todo = _resume(store, key, spec, code, fresh=fresh, quiet=sequential)
-    batch = batch_size(spec.batch, target, level)
-    setup = TrialSetup(target_cls, target.config, pair, graph, attack_name, stream_seed(spec), batch=batch,
-                       pipeline=pipeline, share_target=shared is not None, run_seed=spec.seed,
-                   token=f"{key}:{os.getpid()}:{time.time_ns()}")
-    if spec.batch == 0 and level == Level.MECHANISM and batch > 1 and todo:  # --batch auto: fit the free memory
-        memory = memory_plan.plan(worker_objects(setup)[0], pair.world(1), batch, jobs)
-        batch = setup.batch = memory.batch
-        if progress:
-            log.info(memory.line(jobs))
+    game = _prepare(spec, out=out, jobs=jobs, pipeline=pipeline, fresh=fresh, sequential=sequential, setup=setup,
+                    shared=shared, family=family, progress=progress)
+    consumers: list[Callable[[Rows], None]] = [game.keep]
     bar = None
-    if progress and todo:
+    if progress and game.todo:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=spec.trials, initial=spec.trials - len(todo), desc=_progress_label(spec, canary_name, attack_name),
-                   unit="trial", file=sys.stderr, dynamic_ncols=True)
-    played = 0
+        bar = tqdm(total=spec.trials, initial=spec.trials - len(game.todo),
+                   desc=_progress_label(spec, game.played_on.canary, game.attack_name), unit="trial",
+                   file=sys.stderr, dynamic_ncols=True)
+        consumers.append(lambda rows: bar.update(len(rows)))
+    if on_chunk is not None:
+        consumers.append(lambda rows: on_chunk(len(rows)))
 
     def play(indices: list[int]) -> None:
-        """Play those of `indices` not in the store yet."""
-        nonlocal played
-        wanted = set(todo) & set(indices)
-        chunks = chunk_indices(sorted(wanted), jobs, max_chunk=max(100, 2 * batch))
-        for rows in play_chunks(setup, chunks, jobs, backend, scheduler):
-            store.add_trials(key, rows)
-            todo.difference_update(i for i, _, _ in rows)
-            played += len(rows)
-            if bar is not None:
-                bar.update(len(rows))
-            if on_chunk is not None:
-                on_chunk(len(rows))
+        """Play those of `indices` not in the store yet, each chunk to every consumer."""
+        for rows in game.trials(indices, jobs, backend, scheduler):
+            for consume in consumers:
+                consume(rows)
 
-    # the exact LLR, its threshold 0 and gdp rest on the target's declared noise model: test it on
-    # held-out releases first, and fall back to what assumes nothing where it fails
-    def checked() -> declared.DeclaredCheck | None:
-        if level not in (Level.MECHANISM, Level.TRACE):
-            return None
-        # releases fitted `batch` at a time, as the trials hold them (the memory plan's batch)
-        return once(shared, ("declared", run_spec.setup_key(), canary_name, level, tuple(attack.levels)),
-                    lambda: declared.check_declared(target, pair, seed=spec.seed, attack=attack, graph=graph,
-                                                    n=DECLARED_CHECK_N, chunk=setup.batch))
-
-    probe = functools.cache(lambda: _probe(spec, target, pair) if attack.reads_probe else None)
+    claim, pair = game.played_on.claim, game.played_on.pair
+    probe = functools.cache(lambda: _probe(spec, game.played_on.target, pair) if game.attack.reads_probe else None)
     t_trials = time.time()
     seq, why_not = None, ""
     try:
         if sequential:
-            check = checked()
-            plan = plan_estimator(spec, claim, attack, probe, pair, check)
-            seq, why_not = sequential_run.run(spec, claim, plan, play, lambda hi: store.trials(key, limit=hi))
+            check = game.checked()
+            plan = plan_estimator(spec, claim, game.attack, probe, pair, check)
+            seq, why_not = sequential_run.run(spec, claim, plan, play, lambda hi: game.store.trials(game.key, limit=hi))
         if seq is None:
             play(list(range(spec.trials)))
     finally:
-        release_worker(setup.token)
+        release_worker(game.setup.token)
         if bar is not None:
             bar.close()
     trials_wall = time.time() - t_trials
+    family_record = None
     if seq is None:
-        rows = store.trials(key, limit=spec.trials)
+        rows = game.store.trials(game.key, limit=spec.trials)
         if not sequential:
-            check = checked()
-        est, why, policy = estimate(spec, claim, attack, probe, pair, check, *worlds(rows))
+            check = game.checked()
+        est, why, policy = estimate(spec, claim, game.attack, probe, pair, check, *worlds(rows))
         record: dict[str, Any] = {"on": False, **({"why_not": why_not} if sequential else {})}
         if family:
-            est, why, family_record = family_estimate(spec, claim, sampler, rows, est, why)
+            est, why, family_record = family_estimate(spec, claim, game.sampler, rows, est, why)
     else:
         rows, est, why, policy, record = seq.rows, seq.estimate, seq.why, seq.policy, seq.record
+    result = _conclude(game, rows, est, why, policy, record, check, seq, exact=exact, wall=time.time() - t0,
+                       trials_wall=trials_wall, family_record=family_record)
+    if save:
+        save_result(game.store, out, result)
+    else:
+        game.store.close()
+    return result
+
+
+def _conclude(game: Game, rows: Rows, est: Any, why: str, policy: Any, record: dict[str, Any],
+              check: declared.DeclaredCheck | None, seq: Any, *, exact: bool, wall: float, trials_wall: float,
+              family_record: dict[str, Any] | None) -> Result:
+    """The run's result from its rows and estimate: the played pair's exact ε on this view (the exact
+    LLR's own trials are its loss samples), the records, and the relation's readings."""
+    spec, on, level = game.spec, game.played_on, game.level
+    target, claim, pair = on.target, on.claim, on.pair
     bits = np.array([b for _, b, _ in rows])
     scores = np.array([s for _, _, s in rows])
-    method = est.method
     used = len(rows)
-    # the exact ε of the played pair on this view; the exact LLR's own trials are its loss samples
     pair_exact = pair_epsilon.of_run(
         target, pair, level=level, delta=claim.delta, confidence=spec.confidence, seed=spec.seed,
         declared_ok=pair_epsilon.declared_state(check),
-        trial_losses=(-scores[bits == 0], scores[bits == 1]) if attack.exact_loss else None,
+        trial_losses=(-scores[bits == 0], scores[bits == 1]) if game.attack.exact_loss else None,
         mc_releases=max(pair_epsilon.CHECK_RELEASES, used // 2)  # what a Monte Carlo may cost: the trials' own
     ) if exact else pair_epsilon.not_computable(claim.delta, "a pilot: not computed (the certified run computes it)")
-    run_id = f"{readable_name(spec.target)}-{key}-{spec.trials}-{method}" \
+    run_id = f"{readable_name(spec.target)}-{game.key}-{spec.trials}-{est.method}" \
         + (f"-seq{used}" if seq is not None else "")
-    result = make_result(spec, key, target, claim, pair.info, attack_name, level, est, scores, bits,
-                         wall=time.time() - t0, store_path=store.path,
-                         attack_queries=attack.queries_for(pair), run_id=run_id, batch=batch,
-                         cached_per_worker=cached_work(target), trials_played=played,
-                         trials_wall_s=trials_wall, code=code, reused_trials=used - played,
+    result = make_result(spec, game.key, target, claim, pair.info, game.attack_name, level, est, scores, bits,
+                         wall=wall, store_path=game.store.path,
+                         attack_queries=game.attack.queries_for(pair), run_id=run_id, batch=game.setup.batch,
+                         cached_per_worker=cached_work(target), trials_played=game.played,
+                         trials_wall_s=trials_wall, code=game.code, reused_trials=used - game.played,
                          declared=declared_record(check, policy, est, scores, bits), estimator_choice=why,
                          sequential=record, exact=pair_exact)
     if seq is not None:
         result = result.replace(confidence=spec.confidence)  # the looks' levels add up to it (record)
         if result.verdict != seq.verdict:
             raise AssertionError(f"sequential decision {seq.verdict} but the estimate reads {result.verdict}")
-    if family:
+    if family_record is not None:
         result = result.replace(extra={**result.extra, "family_fit": family_record})
     relation.record_readings(result)
-    if save:
-        save_result(store, out, result)
-    else:
-        store.close()
     return result
 
 

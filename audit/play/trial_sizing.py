@@ -12,11 +12,11 @@ only split them.
 from __future__ import annotations
 
 import math
-import time
 from typing import Any
 
 from audit.play.run_spec import AuditSpec
 from audit.stats import estimators
+from audit.stats.kinds import Currency
 from targets import base as targets
 from targets.base import Level
 
@@ -62,22 +62,22 @@ def certification_trials(meter: Any, winner: Any, piloted: list[dict[str, Any]],
     """The certification's trial budget (even, ≥ 8) and how it was sized, for the portfolio's winner
     (:class:`audit.plan.portfolio.Candidate`) after the pilots that its meter
     (:class:`audit.plan.portfolio.Meter`) charged."""
-    budget = meter.budget
-    if budget.trials is not None:
-        n = max(8, (budget.trials - meter.trials) // 2 * 2)
+    currency = meter.budget.currency
+    if currency == Currency.TRIALS:
+        n = max(8, int(meter.left()) // 2 * 2)
         return n, f"the trial budget less the {meter.trials:,} pilot trials"
     fixed, _ = auto_trials(claim, winner.level, spec.confidence)
     cap = EXTEND * BUDGET_CAP["mechanism" if winner.level == Level.MECHANISM else "training"]
-    if budget.units is not None:
+    if currency == Currency.UNITS:
         cost = meter.trial_cost(winner)
-        left = budget.units - meter.units - meter.setup_units(winner)
+        left = meter.left(cand=winner)
         n, what = int(left / cost) // 2 * 2, f"{max(left, 0):g} work units left at {cost:g} per {winner.level} trial"
     else:
         rate = [r["seconds"] / r["trials"] for r in piloted
                 if (r["level"], r["attack"], r["canary"]) == (winner.level, winner.attack, winner.canary)]
         if not rate:
             return fixed, "the fixed-budget default (no pilot measured a trial's cost)"
-        left = (budget.seconds or 0.0) - (time.time() - meter.t0)
+        left = meter.left()
         n, what = int(left / max(rate[0], 1e-6)) // 2 * 2, \
             f"{max(left, 0):.0f}s left at the pilot's {rate[0] * 1e3:.1f} ms per trial"
     if n <= fixed:

@@ -1,5 +1,5 @@
 """The names the harness branches on, as values: the estimator methods (:class:`Method`) and the game's
-modes (:class:`Mode`), plus :data:`AUTO`, the "choose for me" of an attack, canary, level or trial count.
+modes (:class:`Mode`), a budget's currency (:class:`Currency`), plus :data:`AUTO`, the "choose for me" of an attack, canary, level or trial count.
 
 Each member is a ``str`` equal to its value (``targets.common.value_enum.ValueEnum``), so specs, options,
 stored results and run keys read and write the same plain names as before.
@@ -29,3 +29,12 @@ class Mode(ValueEnum):
 
     MULTI = "multi"
     ONE_RUN = "one-run"
+
+
+class Currency(ValueEnum):
+    """What a budget counts (:class:`audit.plan.budget.Budget`): trials played, work units (declared
+    seconds), or wall seconds."""
+
+    TRIALS = "trials"
+    UNITS = "units"
+    SECONDS = "s"
