@@ -5,10 +5,11 @@ from typing import Any
 
 from targets.common.config_keys import replace_config
 from targets.common.registry import Registry
-from targets.release import Release
-from targets.target import Target
+from targets.release import Lazy, MechanismStep, Release
+from targets.core import TargetCore
+from targets.target import Target, with_defaults
 
-REGISTRY: Registry[Target] = Registry("target", Target, sort=True)
+REGISTRY: Registry[Target] = Registry("target", TargetCore, sort=True, adapt=with_defaults)
 REGISTRY.register("gaussian", "targets.gaussian:GaussianMechanism")
 REGISTRY.register("gcn", "targets.gcn:NonPrivateGCN")
 REGISTRY.register("caribou", "targets.caribou:Caribou")
@@ -25,8 +26,9 @@ REGISTRY.register("lapgraph", "targets.lapgraph:LapGraph")
 DEFAULT_TARGET = "caribou"
 
 
-def register(name: str, cls: type[Target] | str, *, force: bool = False) -> None:
-    """Register a target class (or a ``package.module:Class`` imported on first use)."""
+def register(name: str, cls: type[TargetCore] | str, *, force: bool = False) -> None:
+    """Register a target class (or a ``package.module:Class`` imported on first use): a :class:`Target`, or a
+    bare :class:`~targets.core.TargetCore`, which runs with the defaults of the protocols it does not state."""
     REGISTRY.register(name, cls, force=force)
 
 
@@ -42,9 +44,15 @@ def available() -> list[str]:
 
 def check_release(release: Any, target: Target) -> Release:
     """`release` if it is a :class:`Release`, else a clear error naming the target."""
+    who = f"target {type(target).__module__}.{type(target).__name__}"
     if not isinstance(release, Release):
-        raise ValueError(f"target {type(target).__module__}.{type(target).__name__}: fit() returned "
-                         f"{type(release).__name__}, not a targets.base.Release (wrap its views in Release(...))")
+        raise ValueError(f"{who}: fit() returned {type(release).__name__}, not a targets.base.Release (wrap its "
+                         "views in Release(...))")
+    steps = release.mechanism
+    if steps is not None and not isinstance(steps, Lazy) and not (
+            isinstance(steps, (list, tuple)) and all(isinstance(s, MechanismStep) for s in steps)):
+        raise ValueError(f"{who}: Release(mechanism=...) must be a list of targets.base.MechanismStep (each "
+                         f"the released output with its noiseless mean and noise std), got {type(steps).__name__}")
     return release
 
 

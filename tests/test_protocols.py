@@ -1,6 +1,7 @@
 """The target contract as a core and optional protocols (targets.core, targets.protocols): the core's
 size, every Target member's home, and each protocol checked on every built-in target."""
 import inspect
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,8 +16,10 @@ from targets.common.probe import TightPair, WitnessPlan
 from targets.core import CORE_MEMBERS, TargetCore
 from targets.protocols import (PROTOCOLS, Batching, Catalogued, GradientCanary, NeighbourSampling, Preprocessing,
                                Probing, Witnessing, implements)
-from targets.release import Release
-from targets.target import Target, protocols_of
+from targets.release import MechanismStep, Release
+from targets.common.value_enum import Level
+from audit.play.game import AuditSpec, run_audit
+from targets.target import Target, protocols_of, with_defaults
 
 NAMES = base.available()
 
@@ -156,3 +159,74 @@ def test_old_names_keep_working():
                  "sync_fields", "resolve", "LEVELS", "DECLARED_WITNESS_HOW", "on_cpu", "check_release"):
         assert hasattr(base, name), name
     assert base.Target is Target and inspect.getmodule(base.Release).__name__ == "targets.release"
+
+
+CORE_ONLY = f"{Path(__file__).parent / 'user_targets' / 'core_only.py'}:CoreOnlyAggregation"
+
+
+def _leaky_core_only() -> type:
+    """The user's bare core with a tenth of the noise its claim states (a bare core still: it subclasses
+    the user's class as written, not the one the harness completed)."""
+    core = base.get(CORE_ONLY).core_class
+
+    class LeakyCoreOnly(core):
+        name = "leaky-core-only"
+
+        def fit(self, graph, rng):
+            mean = self.aggregate(graph)
+            std = self.claim(graph).step.noise_std / 10
+            noisy = mean + std * torch.randn(mean.shape, generator=rng, dtype=mean.dtype)
+            return Release(mechanism=[MechanismStep(output=noisy, mean=self.aggregate, noise_std=std)])
+
+    return LeakyCoreOnly
+
+
+def test_a_bare_core_loads_with_every_protocols_default():
+    cls = base.get(CORE_ONLY)
+    assert issubclass(cls, TargetCore) and cls.__name__ == "CoreOnlyAggregation"
+    assert not any(implements(cls, p) for p in PROTOCOLS)  # the defaults are mixed in, not stated
+    t = cls()
+    assert t.trial_cost(Level.MECHANISM) > 0 and t.neighbour_sample_size() == 1 and t.catalogue == ()
+    assert base.get(CORE_ONLY) is cls  # one adapted class per core class: workers and runs agree
+
+
+def test_a_bare_core_that_mixes_a_protocol_in_keeps_it():
+    class Sampler(TargetCore, NeighbourSampling):
+        name = "bare-sampler"
+
+        def claim(self, graph):
+            return Claim(1.0, 1e-5, "toy", "edge", step=GaussianStep(1.0, 1.0))
+
+        def fit(self, graph, rng):
+            return Release(weights={"w": torch.zeros(1)})
+
+        def neighbour_sample_size(self):
+            return 4
+
+    cls = with_defaults(Sampler)
+    assert implements(cls, NeighbourSampling) and not implements(cls, Probing)
+    assert cls().neighbour_sample_size() == 4 and cls().setup_cost() >= 0
+    with pytest.raises(TypeError, match="TargetCore"):
+        with_defaults(int)
+
+
+@pytest.mark.parametrize("cls, verdict", [(CORE_ONLY, "CONSISTENT"), ("leaky-core-only", "VIOLATION")])
+def test_a_bare_core_runs_an_audit(tmp_path, cls, verdict):
+    if cls == "leaky-core-only":
+        leaky = _leaky_core_only()
+        assert not issubclass(leaky, Target)
+        base.register(cls, leaky, force=True)
+    try:
+        spec = AuditSpec(target=cls, epsilon=1.0, dataset=CHECK_DATASET, trials=400, attack="mechanism-lrt",
+                         canary="isolating-edge", seed=0)
+        result = run_audit(spec, out=tmp_path, progress=False)
+    finally:
+        base.REGISTRY.unregister("leaky-core-only") if cls == "leaky-core-only" else None
+    assert result.verdict == verdict
+    assert (result.eps_lb > 1.0) == (verdict == "VIOLATION")
+
+
+def test_a_mechanism_that_is_not_a_list_of_steps_is_a_clear_error():
+    t = base.get(CORE_ONLY)()
+    with pytest.raises(ValueError, match="must be a list of targets.base.MechanismStep"):
+        base.check_release(Release(mechanism=torch.zeros(3)), t)

@@ -13,6 +13,7 @@ import importlib
 import importlib.util
 import sys
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
@@ -47,10 +48,14 @@ class Registry(Generic[T]):
         base: the class every entry must subclass.
         sort: ``available()`` sorted by name (else in registration order).
         reserved: ``prefix:ARGS`` names that are not import paths (e.g. the canary ``edge:12-272``).
+        adapt: what a class is turned into once checked (e.g. a bare target core completed with the
+            protocols' defaults); the identity by default.
     """
 
-    def __init__(self, kind: str, base: type, *, sort: bool = False, reserved: tuple[str, ...] = ()) -> None:
+    def __init__(self, kind: str, base: type, *, sort: bool = False, reserved: tuple[str, ...] = (),
+                 adapt: Callable[[type], type] | None = None) -> None:
         self.kind, self.base, self.sort, self.reserved = kind, base, sort, reserved
+        self.adapt: Callable[[type], type] = adapt or (lambda cls: cls)
         self._lazy: dict[str, str] = {}
         self._classes: dict[str, type[T]] = {}
 
@@ -63,7 +68,7 @@ class Registry(Generic[T]):
         if isinstance(cls, str):
             self._lazy[name] = cls
         else:
-            self._classes[name] = cls
+            self._classes[name] = self.adapt(cls)
 
     def unregister(self, name: str) -> None:
         self._classes.pop(name, None)
@@ -79,7 +84,7 @@ class Registry(Generic[T]):
             raise ValueError(f"module {module_name!r} has no attribute {attr!r}") from None
         if not (isinstance(cls, type) and issubclass(cls, self.base)):
             raise ValueError(f"{spec!r} is not a {self.base.__name__} subclass")
-        return cls
+        return self.adapt(cls)
 
     def names(self) -> list[str]:
         """Every registered name, in registration order (nothing is imported)."""
