@@ -9,7 +9,7 @@ One folder per role, each importing only the folders before it in this list:
 * :mod:`audit.plan`: the default portfolio, budgets, the catalogue, campaigns and regressions;
 * :mod:`audit.console`: the command line (``python -m audit``).
 
-:mod:`audit.testing` (the pytest helpers) stands beside them. The flat module paths of 0.2
+:mod:`audit.testing` (the pytest helpers) stands beside them. The flat module paths of 0.1
 (``audit.game``…) still import, with a DeprecationWarning (:mod:`audit._moved`).
 """
 from audit import _moved

@@ -2,17 +2,13 @@
 
 ``import audit.game``, ``from audit.game import run_audit`` and ``from audit import game`` give the
 module at its new home (the same object, ``audit.play.game``) and warn once, with a
-DeprecationWarning that names the new path. One finder on :data:`sys.meta_path` does it, from the
-table :data:`MOVED`; a submodule of a moved package (``audit.estimators.core``) follows its package.
+DeprecationWarning that names the new path. The project's one mechanism for moves does it
+(:mod:`targets.common.moved`), from the table :data:`MOVED`; a submodule of a moved package
+(``audit.estimators.core``) follows its package.
 """
 from __future__ import annotations
 
-import importlib
-import importlib.abc
-import importlib.util
-import sys
-import warnings
-from types import ModuleType
+from targets.common import moved
 
 #: each role folder of audit/ and the modules that moved into it
 ROLES = {
@@ -27,37 +23,15 @@ ROLES = {
 }
 #: old dotted path -> new dotted path
 MOVED = {f"audit.{module}": f"audit.{role}.{module}" for role, modules in ROLES.items() for module in modules}
-REMOVED_IN = "0.3.0"
+MOVED_IN, REMOVED_IN = "0.2.0", "0.3.0"
 
 
 def new_home(old: str) -> str | None:
     """The new dotted path of the old path `old`, or None when `old` did not move."""
-    head, dot, rest = old.partition(".")
-    if head != "audit" or not rest:
-        return None
-    top = "audit." + rest.split(".")[0]
-    return MOVED[top] + old[len(top):] if top in MOVED else None
-
-
-class OldPathFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Finds an old path of :data:`MOVED` and loads it as the module at its new home."""
-
-    def find_spec(self, fullname: str, path=None, target=None):
-        if new_home(fullname) is None:
-            return None
-        return importlib.util.spec_from_loader(fullname, self)
-
-    def create_module(self, spec) -> ModuleType:
-        new = new_home(spec.name)
-        warnings.warn(f"{spec.name} moved to {new}; the old path goes in {REMOVED_IN}", DeprecationWarning,
-                      stacklevel=2)  # the importer: warnings skips the import machinery's frames
-        return importlib.import_module(new)
-
-    def exec_module(self, module: ModuleType) -> None:
-        """Nothing to run: the module at its new home is already imported."""
+    home = moved.new_home(old)
+    return home[0] if home is not None and old.split(".")[0] == "audit" else None
 
 
 def install() -> None:
-    """Put the finder first on :data:`sys.meta_path` (once)."""
-    if not any(isinstance(f, OldPathFinder) for f in sys.meta_path):
-        sys.meta_path.insert(0, OldPathFinder())
+    """Register audit's moves with the project's finder (:func:`targets.common.moved.register`)."""
+    moved.register({old: (new, MOVED_IN, REMOVED_IN) for old, new in MOVED.items()})

@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     train_idx = torch.nonzero(target._masks(graph)[0]).view(-1)
     batch, steps, _ = target._schedule(train_idx.numel())
     sched = dpemb.Schedule(n=n, hidden=h, batch=batch, steps=steps,
-                           std=target._encoder_noise_std(claim.details["noise_multiplier"]), lr=cfg.lr,
+                           std=target._encoder_noise_std(claim.to_dict()["details"]["noise_multiplier"]), lr=cfg.lr,
                            weight_decay=cfg.encoder_weight_decay, clip=cfg.clip, project=target._project)
     adj, classes = target._adjacencies(target._edges(graph, 0), n), int(graph.y.max()) + 1
     variants = {"as written": [], **{f"-{part}": [part] for part in PARTS}, "-all four": list(PARTS)}

@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     graph, target, claim = setup_run(AuditSpec(target="dpdgc"))
     target.prepare(graph)
     n, h = graph.num_nodes, target.config.hidden
-    steps, m = claim.details["steps_encoder"], claim.details["num_train"]
+    steps, m = claim.to_dict()["details"]["steps_encoder"], claim.to_dict()["details"]["num_train"]
 
     def floor(k: int = 8) -> float:
         gens = [torch.Generator().manual_seed(i) for i in range(k)]

@@ -38,7 +38,7 @@ def implied_noise(target, graph, enc, theta: torch.Tensor, lam: float) -> torch.
 
 
 def measure(target, g0, g1, fits: int) -> dict[str, np.ndarray | float]:
-    det = target.claim(g0).details
+    det = target.claim(g0).to_dict()["details"]
     enc = target._encode(g0, None)
     lam, beta = det["lam_solver"], det["beta"]
     charged = (det["c1"] + det["c2"] * det["c_theta"]) * det["sensitivity"]

@@ -94,7 +94,7 @@ def ceiling(graph, *, epsilon: float, lam: float, steps: str, loss: str, measure
         params["huber_delta"] = float(hd)
     target = targets.build("gcon", epsilon=epsilon, **params)
     claim = target.claim(graph)
-    det = dict(claim.details, epsilon_target=epsilon)
+    det = dict(claim.to_dict()["details"], epsilon_target=epsilon)
     out = {"eps": claim.epsilon, "lam_used": det["lam"] + det["lam_prime"], "c_theta": det["c_theta"],
            "t_bound": det["theta_bound"], "eps_j": min(det["eps_lambda"], (1.0 - det["omega"]) * epsilon)}
     out["loose"], out["label"] = ceilings(det, claim.epsilon, det["theta_bound"])

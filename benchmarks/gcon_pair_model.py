@@ -79,7 +79,7 @@ def column_shifts(det: dict, t: float) -> np.ndarray:
 
 def model(graph, *, epsilon: float, n: int = 400_000, **params) -> dict[str, float]:
     claim = targets.build("gcon", epsilon=epsilon, **params).claim(graph)
-    det = claim.details
+    det = claim.to_dict()["details"]
     eps_j = min(det["eps_lambda"], (1.0 - det["omega"]) * epsilon)
     shifts = column_shifts(det, det["theta_bound"])
     losses = loss_samples(shifts, det["d"], n)

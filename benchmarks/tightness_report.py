@@ -60,7 +60,7 @@ def gap_joint_exact(row: dict) -> float:
     """GAP-NDP's joint pair: T Poisson(q) steps (the canary at the clip norm, multiplier σ) and its hops,
     each of μ = √D/(σ√D) = 1/σ."""
     claim = _row_claim(row)
-    d = claim.details
+    d = claim.to_dict()["details"]
     sigma = d["noise_multiplier"]
     return joint_exact(sigma, d["sampling_rate"], d["steps_encoder"], sigma, int(d["hops"]), claim.delta)
 
@@ -75,7 +75,7 @@ def dpdgc_joint_exact(row: dict, replace: bool) -> float:
     """DPDGC's joint pair at q = 1: T DP-Emb steps whose canary has norm g·C under noise 2σ·g·C (μ = 1/(2σ)
     each; a replace-one pair, ±g·C, 1/σ) and Z_{\\r}, moved by Δ_Z = c·√k under noise σ·Δ_Z (μ = 1/σ)."""
     claim = _row_claim(row)
-    d = claim.details
+    d = claim.to_dict()["details"]
     shift = d["canary_norm"] * (2.0 if replace else 1.0)
     return joint_exact(d["trace_noise_std"] / shift, d["sampling_rate"], d["steps_encoder"],
                        d["noise_multiplier"], 1, claim.delta)

@@ -221,7 +221,7 @@ def doubled_noise_epsilon(target: str, graph: Any, epsilon: float, params: dict[
 
 
 def _sigma(target: str, graph: Any, epsilon: float, params: dict[str, Any]) -> float:
-    return U.build(target, epsilon=epsilon, **params).claim(graph).details["noise_multiplier"]
+    return U.build(target, epsilon=epsilon, **params).claim(graph).to_dict()["details"]["noise_multiplier"]
 
 
 def matched_noise_epsilon(target: str, graph: Any, goal: float, params: dict[str, Any]) -> float:

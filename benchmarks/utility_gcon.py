@@ -236,7 +236,7 @@ def _beta(graph: Any, params: dict[str, Any]) -> float:
     their defaults (Λ = 0.2, n1 = n)."""
     from targets import base
 
-    return float(base.build("gcon", epsilon=4.0, **{**FIXED, **params}).claim(graph).details["beta"])
+    return float(base.build("gcon", epsilon=4.0, **{**FIXED, **params}).claim(graph).to_dict()["details"]["beta"])
 
 
 def ceiling(graphs: _Graphs, datasets: list[str], seeds: int, log: Callable) -> str:

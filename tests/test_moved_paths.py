@@ -86,7 +86,11 @@ def test_new_paths_do_not_warn(recwarn):
     assert not [w for w in recwarn if issubclass(w.category, DeprecationWarning) and "moved to" in str(w.message)]
 
 
-def test_the_finder_is_installed_once():
+def test_the_finder_is_installed_once_for_every_package():
+    from targets.common import moved
+
     _moved.install()
-    assert sum(isinstance(f, _moved.OldPathFinder) for f in sys.meta_path) == 1
+    assert sum(isinstance(f, moved.OldPathFinder) for f in sys.meta_path) == 1
     assert audit.__name__ == "audit"
+    assert moved.new_home("targets.accounting")[0] == "targets.common.accounting"  # targets' moves, the same finder
+    assert moved.new_home("audit.estimators.core")[0] == "audit.stats.estimators.core"

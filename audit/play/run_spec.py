@@ -14,7 +14,7 @@ from audit.play import data as datasets
 from audit.stats import estimators
 from audit.records.log import get as _logger
 from targets import base as targets
-from audit.stats.kinds import AUTO
+from audit.stats.kinds import AUTO, Method, Mode
 
 log = _logger(__name__)
 
@@ -29,15 +29,17 @@ class AuditSpec:
     bug: str | None = None
     params: dict[str, str] = field(default_factory=dict)
     dataset: str = "csbm"
-    canary: str = "auto"
-    attack: str = "auto"
+    canary: str = AUTO
+    attack: str = AUTO
     #: a :class:`targets.base.Level` (a level's name is turned into one), or ``auto``
-    level: targets.Level | str = "auto"
+    level: targets.Level | str = AUTO
     trials: int = 1000
     seed: int = 0
     confidence: float = 0.95
-    estimator: str = "auto"
-    mode: str = "multi"
+    #: a :class:`audit.stats.kinds.Method` (a method's name is turned into one), or ``auto``
+    estimator: Method | str = Method.AUTO
+    #: a :class:`audit.stats.kinds.Mode` (its name is turned into one)
+    mode: Mode | str = Mode.MULTI
     device: str = "cpu"
     data_root: str | None = None
     batch: int = 0
@@ -54,12 +56,14 @@ class AuditSpec:
             raise ValueError(f"trials must be an even number >= 8, got {self.trials!r}")
         if not (0.5 <= self.confidence < 1):
             raise ValueError(f"confidence must be in [0.5, 1), got {self.confidence!r}")
-        if self.mode not in ("multi", "one-run"):
-            raise ValueError(f"mode must be 'multi' or 'one-run', got {self.mode!r}")
+        if self.mode not in tuple(Mode):
+            raise ValueError(f"mode must be {' or '.join(repr(m.value) for m in Mode)}, got {self.mode!r}")
+        self.mode = Mode(self.mode)
         if not isinstance(self.batch, int) or self.batch < 0:
             raise ValueError(f"batch must be an int >= 0 (0 = auto), got {self.batch!r}")
-        if self.estimator not in ("auto", *estimators.METHODS):
+        if self.estimator not in (Method.AUTO, *estimators.METHODS):
             raise ValueError(f"unknown estimator {self.estimator!r}; known: auto, {', '.join(estimators.METHODS)}")
+        self.estimator = Method(self.estimator)
         if self.level != AUTO:
             if self.level not in targets.LEVELS:
                 raise ValueError(f"unknown level {self.level!r}; known: auto, {', '.join(targets.LEVELS)}")
