@@ -154,3 +154,19 @@ def test_threshold_zero_certifies_nothing_above_the_poisson_claim_on_poisson_tra
         fpr_hi = float(beta.ppf(0.975, fp + 1, n - fp))
         eps = math.log(max(tpr_lo - delta, 1e-300) / fpr_hi)
         assert eps < claim, (eps, claim)
+
+
+def test_the_portfolio_pilots_it_with_row_canaries_on_shuffled_batches_only(csbm):
+    from audit.plan.portfolio_candidates import candidates
+
+    g = opposed_rows(n_train=20, features=4)
+    for graph, bug, hidden, expect in ((g, "shuffled-batches", 0, True), (g, None, 0, False),
+                                       (csbm, "shuffled-batches", 16, False)):
+        t = build("dpsgd-gcn", epsilon=2.0, sampling_rate=Q, steps=T, hidden=hidden, lr=1e-4, bug=bug)
+        found, skipped = candidates(t, graph)
+        ours = [c for c in found if c.attack == "shuffle-lrt"]
+        if expect:  # pointed by the probe's batch sizes, on the node-removal canaries only
+            assert {c.canary for c in ours} == {"remove-node", "isolating-node"}
+            assert all("fixed-size or shuffled batches" in c.pointed_by for c in ours)
+        else:
+            assert not ours and any(s["attack"] == "shuffle-lrt" for s in skipped)
