@@ -43,7 +43,8 @@ def opposed_rows(n_train: int = 180, features: int = 256, scale: float = 0.5) ->
     No other edges; a model that reads only a node's own row (``hops = 0``) never sees this one.
     """
     if n_train < 2 or features < 1 or scale <= 0:
-        raise ValueError(f"opposed_rows needs n_train >= 2, features >= 1, scale > 0; got {n_train}, {features}, {scale}")
+        raise ValueError(f"opposed_rows needs n_train >= 2, features >= 1, scale > 0; "
+                         f"got {n_train}, {features}, {scale}")
     n = n_train + 1
     y = torch.zeros(n, dtype=torch.long)
     y[0] = 1

@@ -33,7 +33,8 @@ def test_opposed_rows_gradients_are_exactly_plus_minus_c_u():
     f = g.x.size(1)
     w = torch.cat([g.x[0], -g.x[0], torch.tensor([1.0, -1.0])]).double()
     assert torch.allclose(u, w / w.norm()) and rho == pytest.approx(-1.0)
-    t = build("dpsgd-gcn", epsilon=2.0, sampling_rate=Q, steps=T, hidden=0, lr=1e-4, bug="shuffled-batches")
+    t = build("dpsgd-gcn", epsilon=2.0, noise_multiplier=SIGMA, sampling_rate=Q, steps=T, hidden=0, lr=1e-4,
+              bug="shuffled-batches")
     assert t.dimension(g) == 2 * f + 2
     for seed in range(4):  # every step: the init and the nine after it
         for st in t.fit(g, torch.Generator().manual_seed(seed)).trace:
@@ -43,11 +44,22 @@ def test_opposed_rows_gradients_are_exactly_plus_minus_c_u():
             assert st.central.numel() == 18  # 180 rows ≡ 0 (mod 10): every batch full
 
 
+def test_opposed_rows_by_name_and_bad_sizes():
+    from graphs.datasets import load
+
+    g = load("opposed-rows:n_train=20,features=8,scale=0.25")
+    assert int(g.train_mask.sum()) == 20 and g.x.shape == (21, 8) and g.y.tolist() == [1] + [0] * 20
+    assert torch.equal(g.x, torch.full((21, 8), 0.25))
+    with pytest.raises(ValueError, match="n_train >= 2"):
+        opposed_rows(n_train=1)
+
+
 def test_remove_node_takes_the_opposed_row_as_a_shuffled_row():
     g = opposed_rows(n_train=20, features=4)
     pair = RemoveNode().worlds(g, np.random.default_rng(0))
     assert pair.node == 0 and int(pair.g0.train_mask.sum()) == 19 and int(pair.g1.train_mask.sum()) == 20
-    t = build("dpsgd-gcn", epsilon=2.0, sampling_rate=Q, steps=T, hidden=0, lr=1e-4, bug="shuffled-batches")
+    t = build("dpsgd-gcn", epsilon=2.0, noise_multiplier=SIGMA, sampling_rate=Q, steps=T, hidden=0, lr=1e-4,
+              bug="shuffled-batches")
     with_z = t.fit(pair.g1, torch.Generator().manual_seed(1)).trace
     without = t.fit(pair.g0, torch.Generator().manual_seed(1)).trace
     assert sum(int((st.central == 0).sum()) for st in with_z) == 1  # the canary row in exactly one step
@@ -162,7 +174,8 @@ def test_the_portfolio_pilots_it_with_row_canaries_on_shuffled_batches_only(csbm
     g = opposed_rows(n_train=20, features=4)
     for graph, bug, hidden, expect in ((g, "shuffled-batches", 0, True), (g, None, 0, False),
                                        (csbm, "shuffled-batches", 16, False)):
-        t = build("dpsgd-gcn", epsilon=2.0, sampling_rate=Q, steps=T, hidden=hidden, lr=1e-4, bug=bug)
+        t = build("dpsgd-gcn", epsilon=2.0, noise_multiplier=SIGMA, sampling_rate=Q, steps=T, hidden=hidden, lr=1e-4,
+                  bug=bug)
         found, skipped = candidates(t, graph)
         ours = [c for c in found if c.attack == "shuffle-lrt"]
         if expect:  # pointed by the probe's batch sizes, on the node-removal canaries only
