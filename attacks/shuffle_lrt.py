@@ -126,6 +126,8 @@ class ShuffleLRT(Attack):
         trace = release.trace
         u, sd, mean0, mean1, bump = self.model(trace, pair)
         o = self.projections(trace, u)
-        epoch = len(mean0)
-        return float(sum(epoch_llr(o[i:i + epoch], mean0[:len(o[i:i + epoch])], mean1[:len(o[i:i + epoch])],
-                                   bump, sd, epoch) for i in range(0, len(o), epoch)))
+        epoch, total = len(mean0), 0.0
+        for start in range(0, len(o), epoch):
+            seen = o[start:start + epoch]
+            total += epoch_llr(seen, mean0[:len(seen)], mean1[:len(seen)], bump, sd, epoch)
+        return total

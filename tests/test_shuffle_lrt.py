@@ -73,6 +73,18 @@ def test_shuffled_counts():
     assert shuffled_counts(3, 5).tolist() == [1.0, 1.0, 1.0, 0.0, 0.0]
 
 
+def test_epoch_llr_is_the_mixture_log_ratio_also_on_a_short_epoch():
+    from scipy.stats import norm
+
+    from attacks.shuffle_lrt import epoch_llr
+
+    o, m0, m1, bump, sd, L = np.array([-1.3, 0.4, -0.2]), np.array([-1.0, -1.0, 0.0]), np.full(3, -1.0), 2.0, 0.8, 3
+    for seen in (3, 2):  # a whole epoch, and one whose last step was not released
+        p0 = norm.pdf(o[:seen], m0[:seen], sd).prod()
+        p1 = np.mean([norm.pdf(o[:seen], m1[:seen] + bump * (np.arange(seen) == k), sd).prod() for k in range(L)])
+        assert epoch_llr(o[:seen], m0[:seen], m1[:seen], bump, sd, L) == pytest.approx(math.log(p1 / p0), rel=1e-9)
+
+
 # ------------------------------------------------------------------ simulated exact traces
 class _Released:
     """A trace step that holds only the released sum: reading anything else raises."""
