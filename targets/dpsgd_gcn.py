@@ -62,6 +62,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from graphs.datasets import OPPOSED  # the crafted public graph of the shuffled-batch pair
 from targets.common.accounting import calibrate_decreasing, rdp_to_dp, subsampled_gaussian_rdp
 from targets.common import stacked_mlp
 from targets.base import Claim, Composed, GaussianStep, Lazy, NoiseLaw, Sampled, TraceLaw, Level, Release, Target, TargetConfig, child_generator, split_accuracies
@@ -180,8 +181,6 @@ Q_TENTH = {"sampling_rate": "0.1"}
 #: Chua et al.'s shuffled-batch pair on graphs.small.opposed_rows (180 rows at −C·u, the canary at +C·u):
 #: one epoch at q = 0.1, a linear model kept near its initialisation (every row stays clipped)
 SHUFFLE_PAIR = {"sampling_rate": "0.1", "steps": "10", "hidden": "0", "lr": "1e-4"}
-#: the crafted public graph of that pair (graphs.datasets.OPPOSED)
-OPPOSED = "opposed-rows"
 
 #: this target's entries in the bug catalogue (``python -m audit regress``)
 CATALOGUE = (
