@@ -34,7 +34,8 @@ class Attack:
             :meth:`model_scores`: the game then draws one probe release (apart from every trial).
         units: the neighbouring units (:class:`targets.base.Unit`) whose canaries it scores.
         canary_kind: ``"graph"`` (edge and node canaries), ``"gradient"`` (canaries of relation
-            ``"gradient"``, inserted into a DP-SGD trace) or ``"any"``; the portfolio pairs attacks
+            ``"gradient"``, inserted into a DP-SGD trace), ``"row"`` (the graph canaries whose world 0
+            takes out a training row, relation ``"remove"``) or ``"any"``; the portfolio pairs attacks
             and canaries by it.
     """
 
@@ -194,6 +195,7 @@ register("measured-law", "attacks.measured_law:MeasuredLawLRT")
 register("realised-mean-lrt", "attacks.realised_mean:RealisedMeanLRT")
 register("gradient-max", "attacks.step_max:StepMax")
 register("measured-scale", "attacks.measured_scale:MeasuredScaleLRT")
+register("shuffle-lrt", "attacks.shuffle_lrt:ShuffleLRT")
 
 
 class DrawsOwnReleases(Attack):

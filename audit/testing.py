@@ -253,7 +253,8 @@ def _attack_fixtures() -> dict[str, tuple[str, dict[str, str], str, str]]:
     out: dict[str, tuple[str, dict[str, str], str, str]] = {}
     for name in REGISTRY.names():
         for attack, (params, canary) in get(name).attack_fixtures.items():
-            out.setdefault(attack, (name, dict(params), canary, CHECK_DATASET))
+            params = dict(params)  # a "dataset" key names the fixture's dataset (default CHECK_DATASET)
+            out.setdefault(attack, (name, params, canary, params.pop("dataset", CHECK_DATASET)))
     return out
 
 
@@ -271,7 +272,9 @@ BEATS_CHANCE_ONLY = frozenset({"gmia", "lira", "lira-online", "rmia", "gradient-
 #: attacks whose signal is the noise itself: a no-noise target gives them nothing to read
 NOT_PROBED_WITHOUT_NOISE = {"fresh-query": "reads the difference between fresh noise draws per query",
                             "realised-mean-lrt": "is the likelihood ratio of a Gaussian trace's law: with the "
-                                                 "noise off there is no law to read"}
+                                                 "noise off there is no law to read",
+                            "shuffle-lrt": "is the likelihood ratio of a Gaussian trace's law: with the noise off "
+                                           "there is no law to read"}
 #: attacks that fail the no-noise check on their fixture, with what was measured; the check asserts
 #: they still do (so a fix is noticed and the entry removed)
 NO_NOISE_GAPS = {"linkteller": "on its fixture (an api that ignores the query graph) the scores separate the "

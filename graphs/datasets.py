@@ -13,6 +13,8 @@ name           nodes    undirected e  feats  classes  source
 ``chain-m``    60       54            5      2        L=10, 3 per class
 ``chain-l``    90       84            5      2        L=15, 3 per class
 ``chain-x``    150      140           5      2        L=15, 5 per class
+``opposed-rows`` 181    1             256    2        crafted (graphs.small.opposed_rows): 180 equal
+                                                  rows, one labelled 1; DP-SGD's shuffled-batch pair
 ``cora``       2,708    5,278         1,433  7        Planetoid (public split)
 ``citeseer``   3,327    4,552         3,703  6        Planetoid (public split)
 ``computers``  13,752   245,861       767    10       Amazon (seeded stratified split)
@@ -37,6 +39,7 @@ from torch_geometric.data import Data
 from torch_geometric.utils import coalesce, remove_self_loops, to_undirected
 
 from graphs.memory import available_memory
+from graphs.small import opposed_rows
 from graphs.ops import (GraphStats, add_directed_edge, add_edge, degrees, drop_isolated,  # noqa: F401
                         graph_stats, has_edge, remove_edge)
 
@@ -63,6 +66,9 @@ PYG_DATASETS: dict[str, tuple[str, dict, str, str]] = {
     "minesweeper": ("HeterophilousGraphDataset", {"name": "Minesweeper"}, "minesweeper", ""),
 }
 
+#: graphs.small.opposed_rows: every training row's two-class linear gradient is ±C·u (``opposed-rows:n_train=180``)
+OPPOSED = "opposed-rows"
+
 # CARIBOU's chains (specs/caribou.md §6.1): (chain length, chains per class, train, val)
 CHAINS: dict[str, tuple[int, int, int, int]] = {
     "chain-s": (8, 3, 8, 8),
@@ -73,7 +79,7 @@ CHAINS: dict[str, tuple[int, int, int, int]] = {
 
 
 def names() -> list[str]:
-    return ["csbm", *CHAINS, *PYG_DATASETS, "witness:FILE"]
+    return ["csbm", *CHAINS, OPPOSED, *PYG_DATASETS, "witness:FILE"]
 
 
 def load(name: str, root: str | os.PathLike | None = None, seed: int = 0,
@@ -91,6 +97,8 @@ def load(name: str, root: str | os.PathLike | None = None, seed: int = 0,
         graph = csbm(seed=kwargs.pop("seed", seed), **kwargs)
     elif key in CHAINS:
         graph = chain(key, seed=seed)
+    elif key == OPPOSED or key.startswith(OPPOSED + ":"):  # deterministic: no seed
+        graph = opposed_rows(**_parse_kwargs(key))
     elif key in PYG_DATASETS:
         graph = _load_pyg(key, root, seed)
     else:

@@ -62,6 +62,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from graphs.datasets import OPPOSED  # the crafted public graph of the shuffled-batch pair
 from targets.common.accounting import calibrate_decreasing, rdp_to_dp, subsampled_gaussian_rdp
 from targets.common import stacked_mlp
 from targets.base import Claim, Composed, GaussianStep, Lazy, NoiseLaw, Sampled, TraceLaw, Level, Release, Target, TargetConfig, child_generator, split_accuracies
@@ -177,6 +178,10 @@ def _layer_views(flat: torch.Tensor, layers: list[tuple[int, int]]) -> list[tupl
 #: Poisson sampling at q = 0.1 on csbm's 180 training nodes (E = 18), 20 steps
 Q_TENTH = {"sampling_rate": "0.1"}
 
+#: Chua et al.'s shuffled-batch pair on graphs.small.opposed_rows (180 rows at −C·u, the canary at +C·u):
+#: one epoch at q = 0.1, a linear model kept near its initialisation (every row stays clipped)
+SHUFFLE_PAIR = {"sampling_rate": "0.1", "steps": "10", "hidden": "0", "lr": "1e-4"}
+
 #: this target's entries in the bug catalogue (``python -m audit regress``)
 CATALOGUE = (
     # DP-SGD: the known-correct reference and HeterPoisson (white-box gradient canaries on the trace)
@@ -193,6 +198,14 @@ CATALOGUE = (
               "benchmarks/normalised_bug.md"),
     Entry("dpsgd-gcn", "CONSISTENT", epsilon=2, params=Q_TENTH, canary="dirac-gradient",
           attack="realised-mean-lrt", trials=400, why="the same audit on the correct target"),
+    # Opacus #80 on Chua et al.'s pair: one epoch of L = 10 shuffled batches of 18, the canary a real row
+    Entry("dpsgd-gcn", "VIOLATION", bug="shuffled-batches", epsilon=2, params=SHUFFLE_PAIR, dataset=OPPOSED,
+          canary="remove-node", attack="shuffle-lrt", trials=2000,
+          why="shuffled batches accounted as Poisson(0.1): claim 2 (RDP, σ = 0.938, T = 10); the played pair's ε "
+              "is 6.29 by a Monte Carlo of the optimal test's privacy loss (10^6 draws, an estimate, not exact; "
+              "benchmarks/shuffle_vs_poisson.md)"),
+    Entry("dpsgd-gcn", "CONSISTENT", epsilon=2, params=SHUFFLE_PAIR, dataset=OPPOSED, canary="remove-node",
+          attack="shuffle-lrt", trials=2000, why="the same audit on the correct (Poisson) twin"),
 )
 
 
@@ -213,21 +226,14 @@ class DPSGDGCN(Target[DPSGDGCNConfig]):
                                      "in) instead of the expected q·n_train, while accounting the correct mechanism "
                                      "(Opacus #571): the divisor, one larger with the canary, is data dependent")}
     catalogue: ClassVar[tuple[Entry, ...]] = CATALOGUE
-    not_yet_caught: ClassVar[dict[str, str]] = {
-        "shuffled-batches": ("the sampler checks refuse its batches and the default pilots the max-over-steps test "
-                             "(gradient-max), but on the game it plays (the canary in one uniform step of each epoch, "
-                             "the rest of the batch 0 on its coordinate) that test's exact ε is 0.36-0.72 of the "
-                             "Poisson claim for q in {0.05, 0.1}, 1-10 epochs, σ in [0.2, 2]. Chua et al.'s pair (the "
-                             "canary a displacing row, the others at -C on its coordinate) reads 1.4-6.4x the claim "
-                             "there, but needs a canary and a crafted dataset the harness does not have yet "
-                             "(benchmarks/shuffle_vs_poisson.md)")}
     #: small audits where this target fixtures an attack's contract check: attack → (params, canary)
     attack_fixtures: ClassVar[dict[str, tuple[dict[str, str], str]]] = {
         **{name: ({}, "remove-node") for name in ("gmia", "lira", "lira-online", "rmia", "learned-weights")},
         **{name: ({}, "dirac-gradient") for name in ("gradient-projection", "gradient-lrt", "learned-trace")},
         # the sampler-bug scores, on the bug each reads (Poisson at q = 0.1 keeps the realised batch random)
         "realised-mean-lrt": ({"bug": "normalised-by-batch-size", **Q_TENTH}, "dirac-gradient"),
-        "gradient-max": ({"bug": "shuffled-batches", **Q_TENTH}, "dirac-gradient")}
+        "gradient-max": ({"bug": "shuffled-batches", **Q_TENTH}, "dirac-gradient"),
+        "shuffle-lrt": ({"bug": "shuffled-batches", **SHUFFLE_PAIR, "dataset": OPPOSED}, "remove-node")}
 
     def __init__(self, config: DPSGDGCNConfig | None = None, **overrides: Any) -> None:
         super().__init__(config, **overrides)

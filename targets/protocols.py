@@ -250,7 +250,7 @@ class Catalogued(Protocol):
     catalogue: ClassVar[tuple[Entry, ...]] = ()
     not_yet_caught: ClassVar[dict[str, str]] = {}
     #: small audits where this target fixtures an attack's contract check (``audit.testing.check_attack``):
-    #: attack name → (``--set`` params, canary)
+    #: attack name → (``--set`` params, canary); a ``"bug"`` key plants that bug, a ``"dataset"`` key names the dataset
     attack_fixtures: ClassVar[dict[str, tuple[dict[str, str], str]]] = {}
 
 

@@ -104,6 +104,8 @@ def _canaries_for(kind: str, level: Level, graph_canaries: list[str], gradient_c
         return gradient_canaries
     if kind == "any" and level == Level.TRACE and gradient_canaries:
         return gradient_canaries
+    if kind == "row":  # a canary that is one of the training rows: world 0 takes it out
+        return [c for c in graph_canaries if c != "auto" and canaries.get(c).relation == "remove"]
     return graph_canaries
 
 
