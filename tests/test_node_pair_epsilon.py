@@ -96,3 +96,32 @@ def test_the_run_reports_the_pairs_exact_epsilon(csbm):
     assert 0 < found.value < claim.epsilon
     assert pair_epsilon._trace_pld(HeterPoisson(**Q_HALF, bug="order-overlap"), pair, claim.delta,
                                    seed=0) is None  # a planted bug moves k_t's law
+
+
+@pytest.mark.slow
+def test_the_default_on_the_whole_node_pair_stays_within_its_size(tmp_path, monkeypatch):
+    """The portfolio with its pool cut to the whole node's candidates (every score on the dirac-node pair),
+    on the correct target, 10 seeds at 4,000 trials: it picks gradient-lrt by the pair's exact ε and
+    certifies with cp (where no pilot certifies by chance); ε_lb above that exact ε (or a VIOLATION) no more often than the binomial limit at
+    β = 0.05 (2 of 10: P(≥ 3) = 0.012 at the nominal rate)."""
+    from scipy.stats import binom
+
+    from audit.plan import portfolio
+    from audit.plan.budget import Budget
+    from audit.play import game
+
+    real = portfolio.candidates
+    monkeypatch.setattr(portfolio, "candidates", lambda target, graph: (
+        [c for c in real(target, graph)[0] if c.canary == "dirac-node"], []))
+    allowed = int(binom.ppf(0.99, 10, 0.05))
+    over, chosen = 0, 0
+    for seed in range(10):
+        spec = game.AuditSpec(target="heterpoisson", epsilon=2.0, seed=seed,
+                              params={"hidden": "32", "steps": "3", "sampling_rate": "0.5", "noise": "gaussian"})
+        r = portfolio.run(spec, Budget(trials=4000), out=tmp_path, progress=False, fresh=True)
+        exact = r.pair_epsilon["value"]
+        assert exact is not None and 0 < exact < 0.2
+        chosen += r.attack == "gradient-lrt" and r.method == "cp"
+        over += r.verdict == "VIOLATION" or r.eps_lb > exact
+        assert over <= allowed, f"ε_lb above the pair's exact ε in {over} of {seed + 1} seeds"
+    assert chosen >= 5  # the path under test (measured: 7 of 10; the others' pilots certified something by chance)
