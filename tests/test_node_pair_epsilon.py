@@ -121,6 +121,8 @@ def test_the_default_on_the_whole_node_pair_stays_within_its_size(tmp_path, monk
         r = portfolio.run(spec, Budget(trials=4000), out=tmp_path, progress=False, fresh=True)
         exact = r.pair_epsilon["value"]
         assert exact is not None and 0 < exact < 0.2
+        if portfolio.BY_EXACT in r.extra["portfolio"]["why"]:  # the exact loss keeps its own orientation and
+            assert r.attack == "gradient-lrt" and not r.sequential["on"]  # plays the whole budget
         chosen += r.attack == "gradient-lrt" and r.method == "cp"
         over += r.verdict == "VIOLATION" or r.eps_lb > exact
         assert over <= allowed, f"ε_lb above the pair's exact ε in {over} of {seed + 1} seeds"

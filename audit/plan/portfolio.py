@@ -111,14 +111,17 @@ def run(spec: game.AuditSpec, budget: Budget, *, out: str | Path = "results", jo
             family, refused = meter.sampler_releases(target.trial_cost(Level.TRACE))
             estimator, estimator_why = (estimator, estimator_why) if family else ("cp", refused)
         trials, sizing = trial_sizing.certification_trials(meter, winner, piloted, claim, spec)
-        # the family fit picks the score's orientation on its own selection share
-        attack = winner.attack if family or _direction(piloted, winner) > 0 else attacks.REVERSED + winner.attack
+        # the family fit picks the score's orientation on its own selection share; an exact loss chosen by its
+        # pair's ε (no pilot showed a signal) keeps its own (higher = IN), not a pilot's noise
+        by_exact = BY_EXACT in why
+        attack = winner.attack if family or by_exact or _direction(piloted, winner) > 0 else \
+            attacks.REVERSED + winner.attack
         final = replace(spec, attack=attack, canary=winner.canary, level=winner.level, trials=trials, trial_stream=0,
                         estimator="cp" if family else estimator)
         if progress:
             log.info(f"portfolio: certifying {winner.label} on {trials:,} fresh trials ({why})")
-        whole = family or BY_EXACT in why  # a weak signal: the whole budget, not a stop once the verdict is settled
-        result = game.run_audit(final, out=out, jobs=jobs, progress=progress, fresh=fresh, sequential=not whole,
+        result = game.run_audit(final, out=out, jobs=jobs, progress=progress, fresh=fresh,  # a weak signal: the
+                                sequential=not (family or by_exact),  # whole budget, not a stop once settled
                                 shared=shared, family=family)
     finally:
         release_shared()
