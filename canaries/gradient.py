@@ -201,6 +201,7 @@ class DiracNode(DiracGradient):
                                f"out-neighbours, keep probability {p_z:.3g}, E(1+2K)^2 = {exposure:.3g}"),
             "inclusion": "whole node: k_t = 1[z central] + 2·(other stars keeping z) times C·e_j, k_t recorded "
                          "in the trace (canary_scale) in both worlds",
+            "node_training_out_degree": t_z, "node_keep_probability": p_z,
         })
         return CanaryPair(g0, g1, info)
 

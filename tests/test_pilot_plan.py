@@ -82,6 +82,35 @@ def test_a_certified_bound_still_wins_over_any_auc():
     assert winner.attack == "mechanism-lrt"
 
 
+def test_with_no_signal_the_exact_loss_on_the_pair_of_most_exact_eps_wins():
+    """HeterPoisson at q = 0.5: no pilot shows a signal; the exact loss on the whole node's pair (exact ε
+    0.094) is chosen over the Dirac gradient's (0.020) and over a higher held-out AUC lower bound."""
+    rows = [{**_row("gradient-lrt", 0.58, 0.48, level="trace", canary="dirac-gradient"), "pair_exact_eps": 0.0204},
+            {**_row("gradient-lrt", 0.55, 0.46, level="trace", canary="dirac-node"), "pair_exact_eps": 0.0943},
+            _row("gradient-projection", 0.61, 0.52, level="trace", canary="split-gradient")]
+    winner, why = portfolio_choice.choose(rows, portfolio.Candidate("trace", "gradient-lrt", "dirac-gradient"))
+    assert (winner.attack, winner.canary) == ("gradient-lrt", "dirac-node")
+    assert portfolio_choice.BY_EXACT in why and "0.0943" in why
+    certified = [{**rows[0], "heldout_eps_lb": 0.05}] + rows[1:]  # a pilot that certifies still wins
+    assert portfolio_choice.choose(certified, portfolio.Candidate("trace", "gradient-lrt", "dirac-node"))[0].canary \
+        == "dirac-gradient"
+
+
+def test_the_record_fixes_the_pairs_exact_eps():
+    from audit.stats import node_curve, pair_prior
+    from audit.stats.estimators import subsampled_curve
+
+    base = {"noise": "gaussian", "noise_std": 15.93, "sampling_rate": 0.5, "clip_norm": 0.5, "magnitude": 0.5}
+    node = {**base, "node": 172, "node_training_out_degree": 4, "node_keep_probability": 0.2}
+    assert pair_prior.exact_from_record(base, 3, 0.0033) == pytest.approx(subsampled_curve.epsilon(31.86, 0.5, 3, 0.0033))
+    assert pair_prior.exact_from_record(node, 3, 0.0033) == pytest.approx(
+        node_curve.epsilon(noise_std=15.93, magnitude=0.5, q=0.5, t=4, p=0.2, steps=3, delta=0.0033)[0])
+    assert pair_prior.exact_from_record(node, 3, 0.0033) > 4 * pair_prior.exact_from_record(base, 3, 0.0033)
+    for missing in ({**base, "sampling_rate": 1.0}, {**base, "noise": "sml"}, {**node, "node_keep_probability": None},
+                    {k: v for k, v in base.items() if k != "magnitude"}):
+        assert pair_prior.exact_from_record(missing, 3, 0.0033) is None
+
+
 # ---------------------------------------------------------------------------------------------
 # coverage and what was not reached
 # ---------------------------------------------------------------------------------------------

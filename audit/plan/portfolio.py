@@ -53,7 +53,7 @@ from audit.plan import pilot_plan
 from audit.plan.budget import Budget, Currency
 from audit.plan.portfolio_candidates import (CHEAP_LEVELS, PILOTED, Candidate, LEVEL_ORDER, candidates,  # noqa: F401
                                              probe_release as _probe_release)
-from audit.plan.portfolio_choice import (FAMILY, act_on_deviation as _act_on_deviation, choose as _choose,  # noqa: F401
+from audit.plan.portfolio_choice import (BY_EXACT, FAMILY, act_on_deviation as _act_on_deviation, choose as _choose,  # noqa: F401
                                          direction as _direction, estimator as _estimator, heldout_statistic)
 from audit.plan.portfolio_validity import (deviation as _deviation, failed_tests as _failed_tests,  # noqa: F401
                                            family_valid as _family_valid, gdp_valid as _gdp_valid,
@@ -64,7 +64,7 @@ from audit.play.trial_runner import release_shared
 from audit.records.log import get as _logger
 from audit.records.result import Result
 from audit.records.store import Store
-from audit.stats import family_fit
+from audit.stats import family_fit, pair_prior
 from targets import base as targets
 from targets.base import Level
 
@@ -112,13 +112,17 @@ def run(spec: game.AuditSpec, budget: Budget, *, out: str | Path = "results", jo
             family, refused = meter.sampler_releases(target.trial_cost(Level.TRACE))
             estimator, estimator_why = (estimator, estimator_why) if family else ("cp", refused)
         trials, sizing = trial_sizing.certification_trials(meter, winner, piloted, claim, spec)
-        # the family fit picks the score's orientation on its own selection share
-        attack = winner.attack if family or _direction(piloted, winner) > 0 else attacks.REVERSED + winner.attack
+        # the family fit picks the score's orientation on its own selection share; an exact loss chosen by its
+        # pair's ε (no pilot showed a signal) keeps its own (higher = IN), not a pilot's noise
+        by_exact = BY_EXACT in why
+        attack = winner.attack if family or by_exact or _direction(piloted, winner) > 0 else \
+            attacks.REVERSED + winner.attack
         final = replace(spec, attack=attack, canary=winner.canary, level=winner.level, trials=trials, trial_stream=0,
                         estimator="cp" if family else estimator)
         if progress:
             log.info(f"portfolio: certifying {winner.label} on {trials:,} fresh trials ({why})")
-        result = game.run_audit(final, out=out, jobs=jobs, progress=progress, fresh=fresh, sequential=not family,
+        result = game.run_audit(final, out=out, jobs=jobs, progress=progress, fresh=fresh,  # a weak signal: the
+                                sequential=not (family or by_exact),  # whole budget, not a stop once settled
                                 shared=shared, family=family)
     finally:
         release_shared()
@@ -263,6 +267,8 @@ def _pilots(spec: game.AuditSpec, pool: list[Candidate], meter: Meter, claim: ta
             stat["heldout_family_eps_lb"] = family_fit.pilot_bound(
                 out_s, in_s, steps=_steps(shared, probes), q=float(result.canary["sampling_rate"]),
                 delta=claim.delta, confidence=spec.confidence)
+        if attacks.get(cand.attack).exact_loss and cand.level == Level.TRACE:  # the pair's ε, read off its record
+            stat["pair_exact_eps"] = pair_prior.exact_from_record(result.canary, _steps(shared, probes), claim.delta)
         rows.append({**row, "status": PILOTED, "trials": n, "seconds": time.time() - start,
                      "canary_chosen": result.canary.get("canary"), **stat, "gdp_valid": valid,
                      "family_valid": family, "record": result.as_pilot()})

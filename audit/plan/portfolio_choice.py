@@ -21,6 +21,9 @@ from audit.stats.kinds import Method
 
 #: the portfolio's name for the subsampled-Gaussian family fit (:mod:`audit.stats.family_fit`)
 FAMILY = "subsampled-gaussian"
+#: how :func:`choose` says it chose by the pairs' exact ε (no pilot showed a signal): the signal sought is
+#: then weak, so the certificate plays the whole budget rather than stop once the verdict is settled
+BY_EXACT = "the exact loss on the pair of the largest exact ε"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -101,6 +104,12 @@ def choose(piloted: list[dict[str, Any]], first: Candidate) -> tuple[Candidate, 
     runner = f"; runner-up {others[0][0]:.3f} / AUC {others[0][1]:.3f}" if others else ""
     top = rank(best)[0]
     if top <= 0:
+        exact = [r for r in piloted if (r.get("pair_exact_eps") or 0.0) > 0]
+        if exact:  # the most powerful test (an exact loss) of the pair with the most ε, chosen before any trial
+            best = max(exact, key=lambda r: r["pair_exact_eps"])
+            return Candidate(best["level"], best["attack"], best["canary"]), (
+                f"no pilot of {len(piloted)} certified anything on its held-out half: {BY_EXACT}, "
+                f"{best['pair_exact_eps']:.4g} (from the pair's record, before any trial)")
         best = pilot_plan.by_auc_lower(piloted)
         if best is None:
             return first, (f"no pilot of {len(piloted)} showed a signal on its held-out half (every held-out ε_lb 0, "

@@ -346,13 +346,18 @@ def _trace_pld(target: Any, pair: Any, delta: float, seed: int) -> PairEpsilon |
     """A fixed gradient canary on a Poisson(q)-subsampled trace under Gaussian noise of std s: the pair is
     T subsampled Gaussian steps of noise multiplier s/‖c‖ (T the steps one release holds), whose ε at δ
     the PLD gives (:mod:`audit.stats.estimators.subsampled_curve`): the optimistic figure, the pessimistic one
-    beside it. None where the pair is not of that form (a whole node, q = 1, another law)."""
+    beside it; a whole node's pair by :func:`audit.stats.node_curve.of_pair`. None where neither fits."""
     from audit.stats.estimators import subsampled_curve as curve
 
     law = PairLaw.of(pair)
     gc = getattr(pair.g1, "canary_gradient", None)
     q = law.sampling_rate
-    if gc is None or law.node is not None or law.noise != NoiseLaw.GAUSSIAN or not (q is not None and 0.0 < q < 1.0) \
+    if law.node is not None:  # a whole node, its k_t's law from public structure; a planted bug moves that law
+        from audit.stats import node_curve
+        planted = getattr(getattr(target, "config", None), "bug", None) is not None
+        return None if planted else node_curve.of_pair(
+            pair, law, delta, lambda: len(draw_releases(target, pair, range(1), seed)[1][0].view(Level.TRACE)))
+    if gc is None or law.noise != NoiseLaw.GAUSSIAN or not (q is not None and 0.0 < q < 1.0) \
             or delta <= 0:
         return None
     gc = torch.as_tensor(gc, dtype=torch.float64)
