@@ -102,7 +102,7 @@ class ShuffleLRT(Attack):
         shift), from the public graph of world 1 and the declared law."""
         if pair.node is None:
             raise ValueError("shuffle-lrt scores a canary that is a training row (a node-removal canary), "
-                             f"not {pair.info.get('canary', 'this canary')!r}")
+                             f"not {pair.recorded('canary') or 'this canary'!r}")
         layout = linear_layout(trace)
         if layout is None:
             raise ValueError("shuffle-lrt needs a two-class linear model's trace (shapes: a 2 × f weight, then "

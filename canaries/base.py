@@ -54,6 +54,10 @@ class CanaryPair:
     def world(self, bit: int) -> Any:
         return self.g1 if bit else self.g0
 
+    def recorded(self, key: str) -> Any:
+        """The pair's record of `key`, or None where the record is silent on it."""
+        return self.info[key] if key in self.info else None
+
 
 class Canary:
     """A way to build two neighbouring worlds from a graph.

@@ -337,3 +337,29 @@ def test_cycle_finder_finds_a_cycle():
 def test_no_import_cycle_between_modules():
     cycles = _cycles(GRAPH)
     assert not cycles, "import cycles:\n" + "\n".join(" ↔ ".join(c) for c in cycles)
+
+
+#: a record read with a silent default (issue #46): a claim's fields are typed, and a pair's or a release's
+#: record is read through ``recorded(key)``, which says None where it is silent
+SILENT_READS = ("details[", "details.get(", "info.get(")
+
+
+def _silent_reads(root: Path) -> list[str]:
+    found = []
+    for pkg in ("attacks", "audit", "canaries", "targets"):
+        for path in sorted((root / pkg).rglob("*.py")):
+            for n, line in enumerate(path.read_text().splitlines(), 1):
+                if any(s in line for s in SILENT_READS):
+                    found.append(f"{path.relative_to(root)}:{n}")
+    return found
+
+
+def test_no_record_is_read_with_a_silent_default():
+    assert _silent_reads(REPO) == []
+
+
+def test_the_silent_read_check_finds_a_planted_one(tmp_path):
+    for pkg in ("attacks", "audit", "canaries", "targets"):
+        (tmp_path / pkg).mkdir()
+    (tmp_path / "attacks" / "planted.py").write_text("def f(pair):\n    return pair.info.get('edge', 0)\n")
+    assert _silent_reads(tmp_path) == ["attacks/planted.py:2"]

@@ -110,9 +110,10 @@ def of_pair(pair: Any, law: PairLaw, delta: float, steps: Callable[[], int]) -> 
     """The exact ε of a ``dirac-node`` pair on a Poisson(q)-sampled Gaussian trace, q < 1, from its record
     (z's training out-degree t and keep probability p, the claimed std, the canary's norm); `steps` gives
     the steps one release holds. None where the record lacks that law or the pair is another."""
-    info = pair.info if isinstance(getattr(pair, "info", None), dict) else {}
+    recorded = getattr(pair, "recorded", None)
     gc = getattr(pair.g1, "canary_gradient", None)
-    t_z, p_z, q = info.get("node_training_out_degree"), info.get("node_keep_probability"), law.sampling_rate
+    t_z = recorded("node_training_out_degree") if recorded is not None else None
+    p_z, q = recorded("node_keep_probability") if recorded is not None else None, law.sampling_rate
     if gc is None or t_z is None or p_z is None or law.noise != NoiseLaw.GAUSSIAN or law.noise_std is None \
             or not (q is not None and 0.0 < q < 1.0) or delta <= 0:
         return None
