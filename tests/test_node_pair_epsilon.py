@@ -123,6 +123,8 @@ def test_the_default_on_the_whole_node_pair_stays_within_its_size(tmp_path, monk
         assert exact is not None and 0 < exact < 0.2
         if portfolio.BY_EXACT in r.extra["portfolio"]["why"]:  # the exact loss keeps its own orientation and
             assert r.attack == "gradient-lrt" and not r.sequential["on"]  # plays the whole budget
+            assert 0 < r.extra["portfolio"]["prior_fp_fraction"] < 1  # at the one share its declared law fixed
+            assert "fixed before any trial" in r.estimator_choice
         chosen += r.attack == "gradient-lrt" and r.method == "cp"
         over += r.verdict == "VIOLATION" or r.eps_lb > exact
         assert over <= allowed, f"ε_lb above the pair's exact ε in {over} of {seed + 1} seeds"

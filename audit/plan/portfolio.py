@@ -115,6 +115,9 @@ def run(spec: game.AuditSpec, budget: Budget, *, out: str | Path = "results", jo
         # the family fit picks the score's orientation on its own selection share; an exact loss chosen by its
         # pair's ε (no pilot showed a signal) keeps its own (higher = IN), not a pilot's noise
         by_exact = BY_EXACT in why
+        # that pair's declared law fixes, before any trial, the one false-positive share cp tests at this size
+        prior = _prior_fraction(piloted, winner, claim, trials, spec, shared, probes) if by_exact and not family \
+            else None
         attack = winner.attack if family or by_exact or _direction(piloted, winner) > 0 else \
             attacks.REVERSED + winner.attack
         final = replace(spec, attack=attack, canary=winner.canary, level=winner.level, trials=trials, trial_stream=0,
@@ -123,7 +126,7 @@ def run(spec: game.AuditSpec, budget: Budget, *, out: str | Path = "results", jo
             log.info(f"portfolio: certifying {winner.label} on {trials:,} fresh trials ({why})")
         result = game.run_audit(final, out=out, jobs=jobs, progress=progress, fresh=fresh,  # a weak signal: the
                                 sequential=not (family or by_exact),  # whole budget, not a stop once settled
-                                shared=shared, family=family)
+                                shared=shared, family=family, fp_fraction=prior)
     finally:
         release_shared()
     unreached = pilot_plan.unreached(pilot_plan.cover_order(pool, _waiting), rows,
@@ -135,6 +138,7 @@ def run(spec: game.AuditSpec, budget: Budget, *, out: str | Path = "results", jo
               "winner": {"level": winner.level, "attack": winner.attack, "canary": winner.canary,
                          "certified_as": attack},
               "why": why, "estimator": estimator, "estimator_why": estimator_why, "certification_trials": trials, "certification_sizing": sizing,
+              "prior_fp_fraction": prior,
               "replay": {"pilots": {_label(r): r["trials"] for r in rows if "trials" in r},
                          "certification_trials": trials},
               "setups_built": shared.counts(), "wall_s": time.time() - t0}
@@ -283,6 +287,18 @@ def _pilots(spec: game.AuditSpec, pool: list[Candidate], meter: Meter, claim: ta
             log.info(f"pilot {cand.label}: held-out ε_lb {stat['heldout_eps_lb']:.3f}, AUC {stat['heldout_auc']:.3f} "
                      f"({n} trials, {time.time() - start:.0f}s)")
     return rows
+
+
+def _prior_fraction(piloted: list[dict[str, Any]], winner: Candidate, claim: targets.Claim, trials: int,
+                    spec: game.AuditSpec, shared: SharedSetup, probes: dict[str, targets.Release | None]
+                    ) -> float | None:
+    """The OUT false-positive share at which the winner's exact loss is expected to certify the most on
+    `trials` trials, from its pair's record alone (:func:`audit.stats.pair_prior.prior_fraction`)."""
+    row = next(r for r in piloted if (r["level"], r["attack"], r["canary"]) == (winner.level, winner.attack,
+                                                                                winner.canary))
+    found = pair_prior.prior_fraction(row["record"]["canary"], _steps(shared, probes), trials // 2,
+                                      trials - trials // 2, claim.delta, spec.confidence)
+    return None if found is None else found[0]
 
 
 def _waiting(cand: Candidate) -> bool:

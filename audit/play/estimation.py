@@ -98,12 +98,13 @@ def plan_estimator(spec: AuditSpec, claim: targets.Claim, attack: Any, probe: Ca
 
 
 def estimate(spec: AuditSpec, claim: targets.Claim, attack: Any, probe: Callable[[], Any], pair: Any,
-              check: declared.DeclaredCheck | None, out_s: np.ndarray, in_s: np.ndarray
-              ) -> tuple[estimators.Estimate, str, str]:
+              check: declared.DeclaredCheck | None, out_s: np.ndarray, in_s: np.ndarray,
+              fp_fraction: float | None = None) -> tuple[estimators.Estimate, str, str]:
     """The run's estimate on all its trials, why that estimator (:func:`plan_estimator`), and the
     declared-model policy note. :data:`AUTO_SHAPE`: the Gaussian shape is tested on held-out
     trials and gdp runs on the rest, or cp on all trials when the test rejects
-    (:func:`audit.stats.shape_check.auto_estimate`)."""
+    (:func:`audit.stats.shape_check.auto_estimate`). `fp_fraction`: where the plan is cp, its one test at
+    this OUT false-positive share, fixed before any trial by the caller (:func:`audit.stats.pair_prior.prior_fraction`)."""
     from audit.stats.shape_check import auto_estimate
 
     kw = dict(delta=claim.delta, confidence=spec.confidence)
@@ -111,6 +112,10 @@ def estimate(spec: AuditSpec, claim: targets.Claim, attack: Any, probe: Callable
     if method == AUTO_SHAPE:
         est, method, why = auto_estimate(out_s, in_s, claim_is_gdp=True, seed=spec.seed, **kw)
         return est, f"auto: {why}", policy
+    if fp_fraction is not None and method == Method.CP and prior is None:
+        return estimators.estimate(out_s, in_s, method=method, fp_fraction=fp_fraction, seed=spec.seed, **kw), \
+            (f"{why}; cp at one false-positive share fixed before any trial ({fp_fraction:.4g} of the OUT trials, "
+             "from the pair's declared law at this trial count): its whole β on that test"), policy
     return estimators.estimate(out_s, in_s, method=method, threshold=prior, **kw), why, policy
 
 

@@ -56,7 +56,7 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
               on_chunk: Callable[[int], None] | None = None, pipeline: bool | None = None,
               fresh: bool = False, sequential: bool = False, setup: RunSetup | None = None,
               shared: SharedSetup | None = None, exact: bool = True, family: bool | int = False,
-              save: bool = True) -> Result:
+              save: bool = True, fp_fraction: float | None = None) -> Result:
     """Play (or resume) the games of `spec`, estimate, and write the result. Returns the result.
 
     Stored trials are reused only for the same options and the same code (:func:`audit.records.store.run_key`);
@@ -71,6 +71,8 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
     fit where the sampler checks pass, cp beside it (:mod:`audit.stats.family_fit`; fixed budget, not sequential);
     `save`: write the result to the store and as ``out/<run_id>.json``; a pilot's result is kept inside
     its run's result instead (:func:`audit.plan.portfolio.run`), its trials stay in the store.
+    `fp_fraction`: where the run's estimator is cp, its one test at this OUT false-positive share, fixed
+    before any trial (:func:`audit.stats.pair_prior.prior_fraction`; fixed budget, not sequential).
     an int is the number of releases the sampler checks read (True: :data:`audit.stats.family_fit.SAMPLER_RELEASES`).
 
     The whole run uses one torch thread, as its trials always did (``TrialSetup.threads``); the
@@ -82,7 +84,7 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
         return _run_audit(spec, out=out, jobs=jobs, backend=backend, scheduler=scheduler, progress=progress,
                           on_chunk=on_chunk, pipeline=pipeline, fresh=fresh, sequential=sequential,
                           setup=shared.setup if shared is not None else setup, shared=shared, exact=exact,
-                          family=family, save=save)
+                          family=family, save=save, fp_fraction=fp_fraction)
 
 
 def charged_pair(canary: Any, spec: AuditSpec, graph: Any, target: targets.Target, claim: targets.Claim
@@ -228,13 +230,16 @@ def _prepare(spec: AuditSpec, *, out: Path, jobs: int, pipeline: bool | None, fr
 def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, scheduler: str | None,
                progress: bool, on_chunk: Callable[[int], None] | None, pipeline: bool | None, fresh: bool,
                sequential: bool, setup: RunSetup | None, shared: SharedSetup | None = None,
-               exact: bool = True, family: bool | int = False, save: bool = True) -> Result:
+               exact: bool = True, family: bool | int = False, save: bool = True,
+               fp_fraction: float | None = None) -> Result:
     if spec.mode == Mode.ONE_RUN:
         from audit.play.one_run_audit import run_one_run  # it builds on this module's setup and result
 
         return run_one_run(spec, out=out, progress=progress, setup=setup)
     if family and sequential:
         raise ValueError("the subsampled-Gaussian family fit certifies a fixed budget, not a sequential run")
+    if fp_fraction is not None and sequential:
+        raise ValueError("cp at an a-priori false-positive share certifies a fixed budget, not a sequential run")
     t0 = time.time()
     out = Path(out)
     game = _prepare(spec, out=out, jobs=jobs, pipeline=pipeline, fresh=fresh, sequential=sequential, setup=setup,
@@ -278,7 +283,7 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
         rows = game.store.trials(game.key, limit=spec.trials)
         if not sequential:
             check = game.checked()
-        est, why, policy = estimate(spec, claim, game.attack, probe, pair, check, *worlds(rows))
+        est, why, policy = estimate(spec, claim, game.attack, probe, pair, check, *worlds(rows), fp_fraction=fp_fraction)
         record: dict[str, Any] = {"on": False, **({"why_not": why_not} if sequential else {})}
         if family:
             est, why, family_record = family_estimate(spec, claim, game.sampler, rows, est, why)

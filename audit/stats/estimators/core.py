@@ -42,7 +42,7 @@ import numpy as np
 from attacks.metrics import auc, roc, tpr_at_fpr  # noqa: F401 (re-exported)
 from attacks.metrics import candidate_thresholds as _candidate_thresholds
 from attacks.metrics import rates_at as _rates_at
-from audit.stats.estimators.cp_every_trial import (HIGHER, REVERSED, REVERSED_SHARE as _REVERSED_SHARE,  # noqa: F401
+from audit.stats.estimators.cp_every_trial import (HIGHER, REVERSED, cp_at_rank, REVERSED_SHARE as _REVERSED_SHARE,  # noqa: F401
                                                    count_grid, cp_both_tails, cp_grid_max)
 from audit.stats.estimators.fixed_threshold import (bayes_bounds as _bayes_bounds, cp_bound, cp_lower,  # noqa: F401
                                                     cp_point_upper, cp_upper, cp_upper_vec, eps_from_rates,
@@ -159,7 +159,8 @@ def split_indices(n: int, select_fraction: float, seed: int) -> tuple[np.ndarray
 # ---------------------------------------------------------------------------------------------
 def estimate(scores_out: Sequence[float], scores_in: Sequence[float], *, delta: float,
              method: str = "cp", confidence: float = 0.95, select_fraction: float | None = None,
-             threshold: float | None = None, seed: int = 0, samples: int = 1_000_000) -> Estimate:
+             threshold: float | None = None, seed: int = 0, samples: int = 1_000_000,
+             fp_fraction: float | None = None) -> Estimate:
     """An ε lower bound from OUT-world and IN-world scores (higher = IN).
 
     Args:
@@ -175,6 +176,10 @@ def estimate(scores_out: Sequence[float], scores_in: Sequence[float], *, delta: 
             the held-out split instead); ignored when `threshold` is given.
         threshold: an explicit threshold chosen before seeing these scores (then all trials count).
         seed: seed of the score-independent split.
+        fp_fraction: ``cp`` only: a share of the OUT trials allowed above the threshold, fixed before
+            any score is seen (e.g. from the declared law of an exact loss, :mod:`audit.stats.pair_prior`):
+            the one count of :func:`~audit.stats.estimators.cp_every_trial.cp_at_rank`, all trials count
+            and the whole β goes to that one test in the attack's own order.
         samples: Monte-Carlo draws of the ``bayes`` posterior (fixed seed).
     """
     out = check_scores(scores_out, "scores_out")
@@ -188,6 +193,15 @@ def estimate(scores_out: Sequence[float], scores_in: Sequence[float], *, delta: 
     if method in EXTENSIONS:  # the trade-off (f-DP) estimators of audit.stats.estimators.trade_off
         return EXTENSIONS[method].estimate(out, inn, delta=delta, confidence=confidence)
     beta = 1.0 - confidence
+    if method == Method.CP and fp_fraction is not None:
+        lb, t, fp, fn = cp_at_rank(out, inn, delta, beta, fp_fraction, seed)
+        n_out, n_in = out.size, inn.size
+        lo = cp_at_rank(out, inn, delta, beta / 2, fp_fraction, seed)[0]
+        hi = float(cp_point_upper(fp, fn, n_out, n_in, delta, beta / 2))
+        counts = {"fp": fp, "tn": n_out - fp, "fn": fn, "tp": n_in - fn, "n_out": n_out, "n_in": n_in}
+        maxc = max_certifiable_eps("cp", n_out, n_in, delta=delta, confidence=confidence)
+        return Estimate(lb, (min(lo, lb), max(hi, lb)), "cp", t, maxc, confidence, delta, counts=counts,
+                        direction=HIGHER)
     if method == Method.CP and threshold is None and select_fraction is None:
         # every trial counts: a fixed grid of OUT-rank thresholds, Bonferroni-corrected (cp_every_trial.cp_grid),
         # on the scores with their ties broken at random (cp_every_trial._tie_broken)

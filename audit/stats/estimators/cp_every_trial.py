@@ -1,11 +1,13 @@
 """``cp`` on every trial (:mod:`audit.stats.estimators.core`'s default ``cp``): a grid of OUT-rank
 thresholds fixed before any score is seen, one exact joint test of (FPR, TPR) per threshold, Bonferroni
 over the grid (:func:`cp_grid`), on both orders of the score (:func:`cp_both_tails`), ties broken at
-random (:func:`_tie_broken`); and the bound a perfect attack would get (:func:`cp_grid_max`).
+random (:func:`_tie_broken`); the same test at one count fixed a priori (:func:`cp_at_rank`); and the
+bound a perfect attack would get (:func:`cp_grid_max`).
 """
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -174,6 +176,24 @@ def _tie_broken(out: np.ndarray, inn: np.ndarray, seed: int
         return float(ranked[min(int(np.ceil(t)), ranked.size - 1)]) if np.isfinite(t) else t
 
     return keys[:out.size], keys[out.size:], boundary
+
+
+def cp_at_rank(out: np.ndarray, inn: np.ndarray, delta: float, beta: float, fraction: float, seed: int = 0
+               ) -> tuple[float, float, int, int]:
+    """:func:`cp_grid`'s test at one count fixed before any score is seen: k = ⌊fraction · n_out⌋ OUT
+    false positives, the attack's own order ("s ≥ t says IN"), the whole β on that one test (no grid, no
+    reversed order to pay for). Ties are broken at random as in :func:`cp_both_tails`. Returns (ε lower
+    bound, threshold as a score, FP, FN). Valid for any `fraction` that does not depend on these scores
+    (cp_grid's argument with |K| = 1); a fraction picked on them is not (tests/test_cp_at_rank.py)."""
+    if not 0.0 <= fraction < 1.0:
+        raise ValueError(f"the a-priori false-positive fraction must be in [0, 1), got {fraction!r}")
+    key_out, key_in, boundary = _tie_broken(out, inn, seed)
+    n0, n1 = key_out.size, key_in.size
+    k = min(int(math.floor(fraction * n0)), n0 - 1)
+    threshold = np.nextafter(np.sort(key_out)[n0 - 1 - k], np.inf)
+    fp, fn = (int(c[0]) for c in _rates_at(key_out, key_in, np.array([threshold])))
+    eps = float(mix_eps(np.array([n1 - fn]), np.array([k]), n0, n1, delta, beta)[0])
+    return eps, boundary(threshold), fp, fn
 
 
 def cp_grid_max(n_out: int, n_in: int, delta: float, beta: float) -> float:
