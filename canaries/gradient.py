@@ -194,13 +194,15 @@ class DiracNode(DiracGradient):
             g.canary_node = z
             g.canary_whole_node = True
         info = dict(pair.info)
+        recorded = bool(getattr(target, "records_node_scale", lambda: False)())
         info.update({
-            "canary": self.name, "node": z,
+            "canary": self.name, "node": z, "node_scale_recorded": recorded,
             "node_chosen_by": (f"public structure, before any run: argmax over training nodes of E(1+2K)^2, "
                                f"K ~ Bin(training out-neighbours, min(1, M/outdeg)); z = {z}: {t_z} training "
                                f"out-neighbours, keep probability {p_z:.3g}, E(1+2K)^2 = {exposure:.3g}"),
             "inclusion": "whole node: k_t = 1[z central] + 2·(other stars keeping z) times C·e_j, k_t recorded "
-                         "in the trace (canary_scale) in both worlds",
+                         "in the trace (canary_scale) in both worlds" if recorded else
+                         "C·e_j on z's own sampling coin: the target takes no whole-node canary (it records no k_t)",
             "node_training_out_degree": t_z, "node_keep_probability": p_z,
         })
         return CanaryPair(g0, g1, info)

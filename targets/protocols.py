@@ -241,6 +241,13 @@ class NeighbourSampling(Protocol):
         target that does not sample neighbours (the default)."""
         return 1
 
+    def records_node_scale(self) -> bool:
+        """Whether a whole-node canary (``canaries.gradient.DiracNode``) enters this target's trace as the
+        node's whole contribution k_t·g and each step records k_t (``canary_scale``) in both worlds, a
+        reading the target's accountant charges (HeterPoisson). Default False: the canary is then a fixed
+        gradient on the node's own sampling coin, which no step reveals."""
+        return False
+
 
 class Catalogued(Protocol):
     """The bug catalogue (``python -m audit regress``) and the attacks' contract fixtures."""

@@ -89,7 +89,7 @@ def test_the_share_must_be_a_fraction():
 # the declared law of the exact loss on a pair, and the share it fixes
 # ---------------------------------------------------------------------------------------------------------------
 NODE = {"noise": "gaussian", "noise_std": 15.93, "sampling_rate": 0.5, "magnitude": 0.5, "node": 85,
-        "node_training_out_degree": 2, "node_keep_probability": 0.5}
+        "node_training_out_degree": 2, "node_keep_probability": 0.5, "node_scale_recorded": True}
 
 
 def test_the_declared_law_is_the_exact_loss_given_the_node_scales():
@@ -134,3 +134,30 @@ def test_the_declared_law_is_the_law_of_the_trial_scores(tmp_path):
     assert ks_2samp(out_s, out_d).pvalue > 1e-3 and ks_2samp(in_s, in_d).pvalue > 1e-3
     wrong = pair_prior.law_scores({**r.canary, "magnitude": 1.5 * r.canary["magnitude"]}, 3, n=50_000)
     assert min(ks_2samp(out_s, wrong[0]).pvalue, ks_2samp(in_s, wrong[1]).pvalue) < 1e-3
+
+
+def test_a_node_whose_scales_no_step_records_is_a_fixed_gradient_on_its_own_coin():
+    """DPSGD-GCN takes no whole-node canary: dirac-node is C·e_j on z's Poisson coin, which no step reveals, so its
+    exact ε is the subsampled Gaussian's (the k-revealed figure, 4.61 on the opposed-rows twin, exceeded its claim
+    of 2) and the law of the exact loss is the Poisson mixture's."""
+    from audit.stats.estimators import subsampled_curve
+
+    hidden = {**NODE, "node_scale_recorded": False}
+    assert pair_prior.exact_from_record(hidden, 3, 0.003305) == pytest.approx(
+        subsampled_curve.epsilon(15.93 / 0.5, 0.5, 3, 0.003305))
+    assert pair_prior.exact_from_record(NODE, 3, 0.003305) > pair_prior.exact_from_record(hidden, 3, 0.003305)
+    fixed = {k: v for k, v in NODE.items() if not k.startswith("node")}
+    assert np.allclose(pair_prior.law_scores(hidden, 3, n=1000)[1], pair_prior.law_scores(fixed, 3, n=1000)[1])
+
+
+def test_only_a_target_that_records_the_scales_says_so(make_csbm):
+    from canaries.gradient import DiracNode
+    from targets.dpsgd_gcn import DPSGDGCN
+    from targets.heterpoisson import HeterPoisson
+
+    graph = make_csbm(n=120, seed=0)
+    for target, recorded in ((HeterPoisson(epsilon=2.0, hidden=8, steps=3, sampling_rate=0.5, noise="gaussian"), True),
+                             (DPSGDGCN(epsilon=2.0, sampling_rate=0.5), False)):
+        pair = DiracNode(probe=False).worlds(graph, np.random.default_rng(0), target)
+        assert pair.recorded("node_scale_recorded") is recorded
+        assert ("k_t recorded" in pair.recorded("inclusion")) is recorded

@@ -352,7 +352,7 @@ def _trace_pld(target: Any, pair: Any, delta: float, seed: int) -> PairEpsilon |
     law = PairLaw.of(pair)
     gc = getattr(pair.g1, "canary_gradient", None)
     q = law.sampling_rate
-    if law.node is not None:  # a whole node, its k_t's law from public structure; a planted bug moves that law
+    if law.node_scales:  # a whole node, its k_t's law from public structure; a planted bug moves that law
         from audit.stats import node_curve
         planted = getattr(getattr(target, "config", None), "bug", None) is not None
         return None if planted else node_curve.of_pair(

@@ -33,7 +33,7 @@ def exact_from_record(record: dict[str, Any] | None, steps: int, delta: float) -
             or not (isinstance(magnitude, (int, float)) and magnitude > 0) or not 0.0 < delta < 1.0 or steps < 1:
         return None
     try:
-        if law.node is None:
+        if not law.node_scales:
             return subsampled_curve.epsilon(std / magnitude, q, steps, delta)
         t_z, p_z = record.get("node_training_out_degree"), record.get("node_keep_probability")
         if t_z is None or p_z is None:
@@ -64,7 +64,7 @@ def law_scores(record: dict[str, Any] | None, steps: int, n: int = LAW_DRAWS, se
         return None
     rng = np.random.default_rng([int(seed), 0x1A_4D])
     mu2 = (float(magnitude) / std) ** 2
-    if law.node is not None:
+    if law.node_scales:
         t_z, p_z = record.get("node_training_out_degree"), record.get("node_keep_probability")
         if t_z is None or p_z is None:
             return None

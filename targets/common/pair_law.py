@@ -23,6 +23,8 @@ class PairLaw:
     clip_norm: float | None = None
     #: the pair names a node (a whole-node or hub canary): its k_t is drawn with the batch
     node: int | None = None
+    #: the trace records the whole node's per-step scale k_t in both worlds (``Target.records_node_scale``)
+    node_scale_recorded: bool = False
     #: what the sampler checks found (``poisson (checked)``, ``not poisson: ...``); "" where not run
     sampler: str = ""
     directed: bool = False
@@ -41,6 +43,7 @@ class PairLaw:
             return None if stated(key) is None else float(stated(key))
         return cls(noise=stated("noise"), noise_std=num("noise_std"), sampling_rate=num("sampling_rate"),
                    clip_norm=num("clip_norm"), node=None if stated("node") is None else int(stated("node")),
+                   node_scale_recorded=bool(stated("node_scale_recorded")),
                    sampler=str(stated("sampler") or ""), directed=bool(stated("directed")))
 
     @property
@@ -53,6 +56,12 @@ class PairLaw:
         """The canary enters a step with a presence or a scale drawn with the batch: Poisson sampling at
         q < 1, or a whole node (its k_t). A score of such a trace is a mixture over that draw."""
         return self.subsampled or self.node is not None
+
+    @property
+    def node_scales(self) -> bool:
+        """A whole node whose k_t every step records (its exact ε is :mod:`audit.stats.node_curve`'s, k revealed);
+        a node the trace does not scale is a fixed gradient on its own coin."""
+        return self.node is not None and self.node_scale_recorded
 
     @property
     def not_poisson(self) -> bool:

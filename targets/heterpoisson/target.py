@@ -172,6 +172,9 @@ class HeterPoisson(Target[HeterPoissonConfig]):
     def neighbour_sample_size(self) -> int:
         return self.config.neighbors
 
+    def records_node_scale(self) -> bool:
+        return True  # canary_whole_node: k_t injected and recorded; Theorem 2 charges k revealed
+
     def outdegrees(self, graph: Any) -> torch.Tensor:
         deg = getattr(graph, "public_outdeg", None)
         if deg is not None:
