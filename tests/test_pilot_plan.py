@@ -90,10 +90,10 @@ def test_with_no_signal_the_exact_loss_on_the_pair_of_most_exact_eps_wins():
             _row("gradient-projection", 0.61, 0.52, level="trace", canary="split-gradient")]
     winner, why = portfolio_choice.choose(rows, portfolio.Candidate("trace", "gradient-lrt", "dirac-gradient"))
     assert (winner.attack, winner.canary) == ("gradient-lrt", "dirac-node")
-    assert portfolio_choice.BY_EXACT in why and "0.0943" in why
+    assert portfolio_choice.BY_EXACT in why and "0.0943" in why and winner.by_exact_eps == 0.0943
     certified = [{**rows[0], "heldout_eps_lb": 0.05}] + rows[1:]  # a pilot that certifies still wins
-    assert portfolio_choice.choose(certified, portfolio.Candidate("trace", "gradient-lrt", "dirac-node"))[0].canary \
-        == "dirac-gradient"
+    chosen = portfolio_choice.choose(certified, portfolio.Candidate("trace", "gradient-lrt", "dirac-node"))[0]
+    assert chosen.canary == "dirac-gradient" and chosen.by_exact_eps is None
 
 
 def test_the_record_fixes_the_pairs_exact_eps():
@@ -101,7 +101,7 @@ def test_the_record_fixes_the_pairs_exact_eps():
     from audit.stats.estimators import subsampled_curve
 
     base = {"noise": "gaussian", "noise_std": 15.93, "sampling_rate": 0.5, "clip_norm": 0.5, "magnitude": 0.5}
-    node = {**base, "node": 172, "node_training_out_degree": 4, "node_keep_probability": 0.2}
+    node = {**base, "node": 172, "node_training_out_degree": 4, "node_keep_probability": 0.2, "node_scale_recorded": True}
     assert pair_prior.exact_from_record(base, 3, 0.0033) == pytest.approx(subsampled_curve.epsilon(31.86, 0.5, 3, 0.0033))
     assert pair_prior.exact_from_record(node, 3, 0.0033) == pytest.approx(
         node_curve.epsilon(noise_std=15.93, magnitude=0.5, q=0.5, t=4, p=0.2, steps=3, delta=0.0033)[0])

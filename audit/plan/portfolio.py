@@ -114,7 +114,7 @@ def run(spec: game.AuditSpec, budget: Budget, *, out: str | Path = "results", jo
         trials, sizing = trial_sizing.certification_trials(meter, winner, piloted, claim, spec)
         # the family fit picks the score's orientation on its own selection share; an exact loss chosen by its
         # pair's ε (no pilot showed a signal) keeps its own (higher = IN), not a pilot's noise
-        by_exact = BY_EXACT in why
+        by_exact = winner.by_exact_eps is not None
         # that pair's declared law fixes, before any trial, the one false-positive share cp tests at this size
         prior = _prior_fraction(piloted, winner, claim, trials, spec, shared, probes) if by_exact and not family \
             else None

@@ -33,6 +33,9 @@ class Candidate:
     canary: str
     #: why the target's declarations put it early (:func:`candidates`); empty where nothing did
     pointed_by: str = field(default="", compare=False)
+    #: the pair's exact ε where :func:`audit.plan.portfolio_choice.choose` chose it by that ε (no pilot showed a
+    #: signal): the certificate then plays the whole budget in the score's own order; None otherwise
+    by_exact_eps: float | None = field(default=None, compare=False)
 
     @property
     def label(self) -> str:

@@ -107,7 +107,7 @@ def choose(piloted: list[dict[str, Any]], first: Candidate) -> tuple[Candidate, 
         exact = [r for r in piloted if (r.get("pair_exact_eps") or 0.0) > 0]
         if exact:  # the most powerful test (an exact loss) of the pair with the most ε, chosen before any trial
             best = max(exact, key=lambda r: r["pair_exact_eps"])
-            return Candidate(best["level"], best["attack"], best["canary"]), (
+            return Candidate(best["level"], best["attack"], best["canary"], by_exact_eps=best["pair_exact_eps"]), (
                 f"no pilot of {len(piloted)} certified anything on its held-out half: {BY_EXACT}, "
                 f"{best['pair_exact_eps']:.4g} (from the pair's record, before any trial)")
         best = pilot_plan.by_auc_lower(piloted)
