@@ -14,7 +14,8 @@ import torch
 
 from audit.plan import portfolio
 from audit.plan.budget import Budget
-from audit.play import game
+from audit.play import game, trial_runner
+from canaries import base as canaries
 from targets.base import one_torch_thread
 from targets.gaussian import GaussianMechanism
 
@@ -91,3 +92,23 @@ def test_a_default_run_computes_everything_on_one_thread(tmp_path, monkeypatch):
     assert {name for name, _, _ in seen} == {"fit", "noiseless"}
     assert all(torch_n == 1 and set(blas) == {1} for _, torch_n, blas in seen), \
         sorted({(name, torch_n, blas) for name, torch_n, blas in seen})
+
+
+def test_a_chunk_of_trials_pins_one_thread_where_no_run_block_is_open(monkeypatch):
+    """A worker process plays its chunks outside any run's block (jobs > 1): the chunk pins torch
+    and BLAS to the setup's one thread itself."""
+    seen: list[tuple[int, tuple[int, ...]]] = []
+    fit = GaussianMechanism.fit
+
+    def recording(self, *args, **kwargs):
+        seen.append((torch.get_num_threads(), tuple(blas_threads())))
+        return fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(GaussianMechanism, "fit", recording)
+    graph, target, _ = game.setup_run(game.AuditSpec(target="gaussian", dataset=SMALL))
+    pair = canaries.make("random-edge").worlds(graph, np.random.default_rng(0), target)
+    setup = trial_runner.TrialSetup("gaussian", target.config, pair, graph, "mechanism-lrt", 1, batch=1)
+    with two_threads():
+        rows = trial_runner.play_chunk(setup, list(range(6)))
+    assert len(rows) == 6 and len(seen) == 6
+    assert all(torch_n == 1 and set(blas) == {1} for torch_n, blas in seen), seen

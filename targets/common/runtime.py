@@ -68,6 +68,14 @@ def one_torch_thread() -> Iterator[None]:
         torch.set_num_threads(before)
 
 
+def pin_threads(n: int) -> None:
+    """Set torch's intra-op threads and every loaded BLAS's to `n`, not restored: what a worker
+    process's trials run on (in process, the run's :func:`one_torch_thread` restores the caller's)."""
+    import scipy.linalg  # noqa: F401 - as in one_torch_thread
+    torch.set_num_threads(n)
+    threadpoolctl.threadpool_limits(limits=n, user_api="blas")
+
+
 def split_accuracies(pred: torch.Tensor, graph: Any) -> dict[str, float]:
     """Accuracy of the predicted classes `pred` (one per node, CPU) on the graph's train, val and
     test masks (NaN for an empty mask)."""
