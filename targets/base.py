@@ -27,7 +27,7 @@ from targets.common.probe import (SampledStep, StepDeclaration, StepMap, TightPa
                                   derived_step_maps, mechanism_declarations)
 from targets.common.registry import Registry  # noqa: F401
 from targets.common.runtime import (GLOBAL_RNG_LOCK, child_generator, noise_generator, one_torch_thread,  # noqa: F401
-                                    resolve_device, seeded, split_accuracies)
+                                    pin_threads, resolve_device, seeded, split_accuracies)
 from targets.common.value_enum import Level, Unit  # noqa: F401
 from targets.config import TargetConfig  # noqa: F401
 from targets.core import CORE_MEMBERS, C, TargetCore  # noqa: F401

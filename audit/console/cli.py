@@ -69,8 +69,7 @@ def cmd_run(args: argparse.Namespace) -> ExitCode:
     attacks = [a.strip() for a in args.attack.split(",")]
     with one_torch_thread():  # as run_audit would build it: every run below plays on this setup
         setup = setup_run(spec)
-    if attacks == ["auto"]:
-        attacks = auto_attacks(setup.target, setup.graph)
+        attacks = auto_attacks(setup.target, setup.graph) if attacks == ["auto"] else attacks
     specs = []
     for a in attacks:
         one = replace(spec, attack=a)

@@ -87,10 +87,18 @@ DEFAULT_BUDGET = Budget(units=120.0)
 def run(spec: game.AuditSpec, budget: Budget, *, out: str | Path = "results", jobs: int = 1,
         progress: bool = True, fresh: bool = False) -> Result:
     """Pilot every candidate the budget allows, choose on held-out pilot trials, certify the winner
-    on stream 0. The result's ``portfolio`` records every candidate, its statistic and the choice."""
-    t0 = time.time()
+    on stream 0. The result's ``portfolio`` records every candidate, its statistic and the choice.
+
+    All of it on one thread (:func:`targets.one_torch_thread`), as each pilot and the certification
+    run: the probe release and the pilots' pairs too (a worst-case canary's search reads the target's
+    noiseless map, whose floats would otherwise follow the machine's thread count)."""
     with targets.one_torch_thread():
-        shared = SharedSetup(game.setup_run(spec))
+        return _run(spec, budget, out=out, jobs=jobs, progress=progress, fresh=fresh)
+
+
+def _run(spec: game.AuditSpec, budget: Budget, *, out: str | Path, jobs: int, progress: bool, fresh: bool) -> Result:
+    t0 = time.time()
+    shared = SharedSetup(game.setup_run(spec))
     graph, target, claim = shared.setup
     pool, skipped = candidates(target, graph)
     if not pool:

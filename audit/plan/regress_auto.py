@@ -30,7 +30,7 @@ from audit.stats import pair_epsilon
 from audit.plan.budget import Budget
 from audit.stats.pair_epsilon import PairEpsilon
 from canaries import base as canaries
-from targets.base import Level
+from targets.base import Level, one_torch_thread
 from targets.common.catalogue import FINDING
 
 
@@ -124,18 +124,20 @@ def fails(row: dict[str, Any], *, tolerate_false_alarms: bool = False) -> bool:
 def correct_ceiling(entry: catalogue.Entry, canary: dict[str, Any], level: str, *, seed: int) -> PairEpsilon:
     """The exact ε of `entry`'s configuration without its bug, on the pair the default played
     (`canary`: the result's record; an edge canary's pair is rebuilt from its edge), at the mechanism
-    view, which bounds the played `level` unless that is the trace (module docstring)."""
-    spec = replace(spec_of(entry, seed), bug=None)
-    graph, target, claim = game.setup_run(spec)
-    if level == Level.TRACE or Level.MECHANISM not in target.levels:
-        return pair_epsilon.not_computable(claim.delta, f"played at the {level} view, which the correct system's "
-                                                        "mechanism view does not bound")
-    name = "edge:{}-{}".format(*canary["edge"]) if "edge" in canary else canary.get("canary", "?")
-    pair, target, claim, _ = game.charged_pair(canaries.make(name), spec, graph, target, claim)
-    check = declared.check_declared(target, pair, seed=seed, attack=(Level.MECHANISM,), graph=graph,
-                                    n=game.DECLARED_CHECK_N)
-    return pair_epsilon.of_run(target, pair, level=Level.MECHANISM, delta=claim.delta, confidence=spec.confidence,
-                               seed=seed, declared_ok=pair_epsilon.declared_state(check))
+    view, which bounds the played `level` unless that is the trace (module docstring).
+    On one thread (:func:`targets.base.one_torch_thread`), as the default's run that played the pair."""
+    with one_torch_thread():
+        spec = replace(spec_of(entry, seed), bug=None)
+        graph, target, claim = game.setup_run(spec)
+        if level == Level.TRACE or Level.MECHANISM not in target.levels:
+            return pair_epsilon.not_computable(claim.delta, f"played at the {level} view, which the correct system's "
+                                                            "mechanism view does not bound")
+        name = "edge:{}-{}".format(*canary["edge"]) if "edge" in canary else canary.get("canary", "?")
+        pair, target, claim, _ = game.charged_pair(canaries.make(name), spec, graph, target, claim)
+        check = declared.check_declared(target, pair, seed=seed, attack=(Level.MECHANISM,), graph=graph,
+                                        n=game.DECLARED_CHECK_N)
+        return pair_epsilon.of_run(target, pair, level=Level.MECHANISM, delta=claim.delta, confidence=spec.confidence,
+                                   seed=seed, declared_ok=pair_epsilon.declared_state(check))
 
 
 def beyond_finding(eps_lb: float | str, ceiling: PairEpsilon) -> dict[str, Any]:

@@ -181,8 +181,8 @@ def play_chunk(setup: TrialSetup, indices: list[int]) -> list[tuple[int, int, fl
     true, or when ``setup.pipeline`` says so, the scoring of one batch runs in a worker thread
     while the next batch trains.
     """
-    if setup.threads:
-        torch.set_num_threads(setup.threads)
+    if setup.threads:  # in a worker process too, where no run's block is open
+        targets.pin_threads(setup.threads)
     target, attack = worker_objects(setup)
 
     def fit(bit: int, batch: list[int]) -> list[Any]:

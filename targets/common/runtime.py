@@ -7,6 +7,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import threadpoolctl
 import torch
 
 
@@ -36,17 +37,43 @@ def seeded(rng: torch.Generator) -> Iterator[None]:
         yield
 
 
+#: per thread: how many :func:`one_torch_thread` blocks are open, and the BLAS limits its outermost set
+_BLAS_HOLD = threading.local()
+
+
 @contextlib.contextmanager
 def one_torch_thread() -> Iterator[None]:
-    """Run a block on one intra-op torch thread (a parallel kernel splits its range by the size of
-    its input, so one thread keeps a run's floats independent of what it is stacked with); the
-    caller's thread count is restored after."""
+    """Run a block on one thread: one intra-op torch thread, and one thread in every BLAS library the
+    process has loaded (numpy's and scipy's OpenBLAS or MKL, through threadpoolctl). A parallel
+    kernel splits its range by the size of its input and a threaded BLAS sums in the order its
+    threads split the work, so one thread keeps a run's floats independent of what it is stacked
+    with and of the machine's thread count (``OMP_NUM_THREADS``). The caller's settings are restored
+    after. The BLAS limits are set and restored by a thread's outermost block (nested blocks cost
+    nothing more); a pthreads OpenBLAS has one process-wide pool, which threadpoolctl lets only one
+    thread limit at a time, so a worker thread's block inside the main thread's keeps its limit."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)
+    depth = getattr(_BLAS_HOLD, "depth", 0)
+    if depth == 0:  # scanning the loaded libraries costs ~1 ms: the outermost block only
+        import scipy.linalg  # noqa: F401 - scipy's own BLAS, loaded now so that it is limited too
+        _BLAS_HOLD.limits = threadpoolctl.threadpool_limits(limits=1, user_api="blas")
+    _BLAS_HOLD.depth = depth + 1
     try:
         yield
     finally:
+        _BLAS_HOLD.depth = depth
+        if depth == 0:
+            _BLAS_HOLD.limits.restore_original_limits()
+            _BLAS_HOLD.limits = None
         torch.set_num_threads(before)
+
+
+def pin_threads(n: int) -> None:
+    """Set torch's intra-op threads and every loaded BLAS's to `n`, not restored: what a worker
+    process's trials run on (in process, the run's :func:`one_torch_thread` restores the caller's)."""
+    import scipy.linalg  # noqa: F401 - as in one_torch_thread
+    torch.set_num_threads(n)
+    threadpoolctl.threadpool_limits(limits=n, user_api="blas")
 
 
 def split_accuracies(pred: torch.Tensor, graph: Any) -> dict[str, float]:
