@@ -150,9 +150,12 @@ def test_the_played_pairs_exact_epsilon_is_the_subsampled_gaussian_pld(csbm):
     assert got.value <= got.interval[1] == pytest.approx(curve.epsilon(sigma, 0.5, 3, delta, pessimistic=True))
     assert "not checked" in " ".join(got.caveats)   # no sampler check ran for this pair
     assert "PLD" in pair_epsilon.slack_line(2.0, got, 0.0)
-    pair.info["node"] = 3   # a whole node: k_t drawn with the batch, not this family
+    pair.info["node"] = 3   # a node whose k_t no step records rides its own coin: still this family
     assert pair_epsilon.of_run(target, pair, level=Level.TRACE, delta=delta, confidence=0.95, seed=0,
-                               declared_ok=True).value is None
+                               declared_ok=True).value == pytest.approx(got.value)
+    pair.info["node_scale_recorded"] = True   # a whole node with k_t recorded: not this family (node_curve's,
+    assert pair_epsilon.of_run(target, pair, level=Level.TRACE, delta=delta, confidence=0.95, seed=0,  # whose
+                               declared_ok=True).value is None  # law this record does not state)
 
 
 def _meter(budget, units=0.0, trials=0, probe=None):
