@@ -210,3 +210,31 @@ def test_the_portfolio_table_says_the_fit_was_refused_as_budget_limited():
               "estimator": "cp", "estimator_why": "budget-limited: measuring the sampler needs 100 releases"}
     assert "estimator: cp (budget-limited: measuring the sampler needs 100 releases)" in portfolio.render(record)
     assert "estimator:" not in portfolio.render({**record, "estimator": "auto", "estimator_why": "gdp: valid"})
+
+
+def test_a_trace_that_does_not_record_the_canarys_inclusion_refuses_the_fit_instead_of_failing_the_run(small_csbm):
+    """A user's own trace (tests/user_targets/poisson_sgd.py) need not record ``TraceStep.canary_in``: the sampler
+    is then unmeasured, so the family fit is refused (cp certifies) and the gradient scores stop reading the rest of
+    the batch, where before the whole default run stopped with a usage error at its first trace pilot."""
+    from pathlib import Path
+
+    from audit.play import estimation
+    from audit.play.run_spec import AuditSpec
+    from canaries import base as canaries
+    from targets.api import load_file
+    from targets.common.pair_law import PairLaw
+
+    user = Path(__file__).with_name("user_targets") / "poisson_sgd.py"
+    target = load_file(str(user)).PoissonSGD(epsilon=2.0)
+    pair = canaries.make("dirac-gradient").worlds(small_csbm, np.random.default_rng(0), target)
+    spec = AuditSpec(target=f"{user}:PoissonSGD", seed=0)
+    sampler = estimation.measure_sampler(spec, target, pair, releases=20)
+    assert not sampler.check.ok and sampler.check.failures == (family_fit.UNRECORDED,)
+    assert sampler.steps == 5 and sampler.declared_q == pytest.approx(0.3)
+    assert pair.info["sampler"].startswith("unmeasured") and PairLaw.of(pair.info).not_poisson
+    from audit.stats import estimators
+
+    rng = np.random.default_rng(1)
+    cp = estimators.estimate(rng.normal(0, 1, 400), rng.normal(0.5, 1, 400), method="cp", delta=1e-5)
+    got, why, record = estimation.family_estimate(spec, target.claim(small_csbm), sampler, [], cp, "chosen")
+    assert got is cp and record["refused"] == family_fit.UNRECORDED and "fit refused: unmeasured" in why

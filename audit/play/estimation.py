@@ -25,8 +25,9 @@ def measure_sampler(spec: AuditSpec, target: targets.Target, pair: Any, releases
 
     sampler = family_fit.measure_sampler(target, pair, seed=spec.seed, confidence=spec.confidence,
                                          releases=None if releases is True else int(releases))
+    failures = "; ".join(sampler.check.failures)
     pair.info["sampler"] = "poisson (checked)" if sampler.check.ok else \
-        f"not poisson: {'; '.join(sampler.check.failures)}"
+        failures if failures.startswith("unmeasured") else f"not poisson: {failures}"
     return sampler
 
 

@@ -8,7 +8,8 @@ and the certificate read by :mod:`audit.stats.estimators.subsampled_fit` with cp
   realised batch size (``DPSGDTrace.sampling_record``). :func:`audit.stats.sampler_check.check_sampler`
   measures q (a Clopper–Pearson interval at β_q = :data:`Q_SHARE`·β), the batch-size variance
   against Binomial(N, q) (N = the trace's expected batch over its declared q) and the independence
-  of inclusions across steps. Where a check fails, the fit is refused and the run says which.
+  of inclusions across steps. Where a check fails, the fit is refused and the run says which; a trace that
+  does not record the canary's inclusion (a user's own trace may not) fails as unmeasured, never trusted.
 * **The accounting.** A trace releasing more steps than its accountant charged
   (``DPSGDTrace.accounted_steps``; GAP's ``poisson-loader-steps``) is said (:func:`accounting_check`); the
   fit reads the steps the trace releases, so it certifies against the real T.
@@ -69,6 +70,15 @@ def accounting_check(trace: Any) -> str | None:
     return None
 
 
+#: the failure a trace without the canary's inclusions gets: the sampler cannot be measured, so it is not trusted
+UNRECORDED = ("unmeasured: the trace does not record the canary's inclusion at every step (TraceStep.canary_in), "
+              "so the sampler cannot be checked")
+
+
+def _unmeasured(trials: int, steps: int) -> SamplerCheck:
+    return SamplerCheck((0.0, 1.0), 0.0, trials, steps, float("nan"), float("nan"), float("nan"), (UNRECORDED,))
+
+
 def measure_sampler(target: Any, pair: Any, *, seed: int, confidence: float, releases: int | None = None) -> Sampler:
     """The sampler checks on `releases` (default :data:`SAMPLER_RELEASES`) IN-world releases of the pair."""
     releases = releases or SAMPLER_RELEASES
@@ -78,11 +88,11 @@ def measure_sampler(target: Any, pair: Any, *, seed: int, confidence: float, rel
     traces = [r.view(Level.TRACE) for r in fits]
     records = [t.sampling_record() for t in traces]
     inclusions = [r["canary_in"] for r in records]
-    if any(x is None for row in inclusions for x in row):
-        raise ValueError("the trace does not record the canary's inclusion at every step")
     first = traces[0]
     q = float(first.sampling_rate)
     population = int(round(float(first.expected_batch) / q)) if q > 0 else 0
+    if any(x is None for row in inclusions for x in row):
+        return Sampler(len(first), q, population, _unmeasured(len(traces), len(first)), accounting_check(first))
     level = Q_SHARE * (1.0 - confidence)
     check = check_sampler(inclusions, [r["batch_size"] for r in records], population=population,
                           declared_q=q, q_level=level)

@@ -25,7 +25,7 @@ class PairLaw:
     node: int | None = None
     #: the trace records the whole node's per-step scale k_t in both worlds (``Target.records_node_scale``)
     node_scale_recorded: bool = False
-    #: what the sampler checks found (``poisson (checked)``, ``not poisson: ...``); "" where not run
+    #: what the sampler checks found (``poisson (checked)``, ``not poisson: ...``, ``unmeasured: ...``); "" where not run
     sampler: str = ""
     directed: bool = False
 
@@ -65,8 +65,8 @@ class PairLaw:
 
     @property
     def not_poisson(self) -> bool:
-        """The sampler checks failed: the rest of the batch may reveal the canary."""
-        return self.sampler.startswith("not poisson")
+        """The sampler checks failed or could not run: the rest of the batch may reveal the canary."""
+        return self.sampler.startswith(("not poisson", "unmeasured"))
 
     @property
     def poisson_checked(self) -> bool:

@@ -1,0 +1,34 @@
+"""The user's Poisson-subsampled DP-SGD target (tests/user_targets/poisson_sgd.py), loaded by file path through
+the public API: the contract checks of ``audit.testing`` on the correct trainer and on its planted bug, and the
+released trace against the law its claim states (the bug's noise is half the claimed std)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from audit.testing import check_target
+from targets.api import Level, load_file
+
+FILE = Path(__file__).with_name("user_targets") / "poisson_sgd.py"
+
+
+@pytest.mark.parametrize("cls", ["PoissonSGD", "HalfNoise"])
+def test_the_sgd_user_target_keeps_the_contract(cls):
+    assert {"calibration", "determinism", "fit_batch", "levels"} <= set(check_target(f"{FILE}:{cls}"))
+
+
+@pytest.mark.parametrize("cls, factor", [("PoissonSGD", 1.0), ("HalfNoise", 0.5)])
+def test_the_trace_releases_its_claimed_law_or_the_planted_bug(cls, factor, small_csbm):
+    target = getattr(load_file(str(FILE)), cls)(epsilon=2.0)
+    claim = target.claim(small_csbm)
+    law = claim.trace_law()
+    assert claim.epsilon <= 2.0 and law.sampling_rate == 0.3 and law.noise == "gaussian"
+    trace = target.fit(small_csbm, torch.Generator().manual_seed(0)).view(Level.TRACE)
+    assert len(trace) == 5 and trace.dim == target.dimension(small_csbm)
+    noise = torch.cat([s.noisy - s.clean for s in trace])
+    assert noise.std().item() == pytest.approx(factor * law.noise_std, rel=0.1)
+    sizes = [s.central.numel() for s in trace]
+    train = int(small_csbm.train_mask.sum())
+    assert all(0 < b < train for b in sizes) and len(set(sizes)) > 1  # Poisson batches vary in size
