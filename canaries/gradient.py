@@ -194,7 +194,7 @@ class DiracNode(DiracGradient):
             g.canary_node = z
             g.canary_whole_node = True
         info = dict(pair.info)
-        recorded = bool(getattr(target, "records_node_scale", lambda: False)())
+        recorded = bool(target.records_node_scale())
         info.update({
             "canary": self.name, "node": z, "node_scale_recorded": recorded,
             "node_chosen_by": (f"public structure, before any run: argmax over training nodes of E(1+2K)^2, "

@@ -15,6 +15,7 @@ Bonferroni grid. A wrong declaration moves the count, which costs power, never v
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -25,20 +26,40 @@ from targets.common.noise import NoiseLaw
 from targets.common.pair_law import PairLaw
 
 
-def exact_from_record(record: dict[str, Any] | None, steps: int, delta: float) -> float | None:
-    """The pair's exact ε at `delta` over `steps` steps, or None where its record does not fix it."""
+@dataclass(frozen=True)
+class _Declared:
+    """What a pair's record declares of the trace law its exact loss is scored under."""
+
+    q: float
+    std: float
+    magnitude: float
+    #: a whole node whose k_t the trace records: (t_z, p_z) of :func:`audit.stats.node_curve.scale_law`
+    node: tuple[int, float] | None
+
+
+def _declared(record: dict[str, Any] | None, steps: int) -> _Declared | None:
+    """The record's Gaussian trace law (0 < q ≤ 1, a positive std and canary norm, and a whole node's k_t law
+    where the trace records k_t), or None where the record does not fix it."""
     law = PairLaw.of(record or {})
     q, std, magnitude = law.sampling_rate, law.noise_std, (record or {}).get("magnitude")
-    if law.noise != NoiseLaw.GAUSSIAN or not (q is not None and 0.0 < q < 1.0) or not (std and std > 0) \
-            or not (isinstance(magnitude, (int, float)) and magnitude > 0) or not 0.0 < delta < 1.0 or steps < 1:
+    if law.noise != NoiseLaw.GAUSSIAN or not (q is not None and 0.0 < q <= 1.0) or not (std and std > 0) \
+            or not (isinstance(magnitude, (int, float)) and magnitude > 0) or steps < 1:
+        return None
+    if not law.node_scales:
+        return _Declared(q, std, float(magnitude), None)
+    t_z, p_z = record.get("node_training_out_degree"), record.get("node_keep_probability")
+    return None if t_z is None or p_z is None else _Declared(q, std, float(magnitude), (int(t_z), float(p_z)))
+
+
+def exact_from_record(record: dict[str, Any] | None, steps: int, delta: float) -> float | None:
+    """The pair's exact ε at `delta` over `steps` steps, or None where its record does not fix it."""
+    law = _declared(record, steps)
+    if law is None or not law.q < 1.0 or not 0.0 < delta < 1.0:
         return None
     try:
-        if not law.node_scales:
-            return subsampled_curve.epsilon(std / magnitude, q, steps, delta)
-        t_z, p_z = record.get("node_training_out_degree"), record.get("node_keep_probability")
-        if t_z is None or p_z is None:
-            return None
-        return node_curve.epsilon(noise_std=std, magnitude=float(magnitude), q=q, t=int(t_z), p=float(p_z),
+        if law.node is None:
+            return subsampled_curve.epsilon(law.std / law.magnitude, law.q, steps, delta)
+        return node_curve.epsilon(noise_std=law.std, magnitude=law.magnitude, q=law.q, t=law.node[0], p=law.node[1],
                                   steps=steps, delta=delta)[0]
     except ValueError:
         return None
@@ -57,18 +78,13 @@ def law_scores(record: dict[str, Any] | None, steps: int, n: int = LAW_DRAWS, se
     record does not fix it. A whole node: given k_t the loss is Gaussian, N(±m/2, m), m = (C/s)²·Σ_t k_t²
     (:mod:`audit.stats.node_curve`). A fixed vector: ℓ_t ~ N(−μ²/2, μ²) without it, N(+μ²/2, μ²) with it
     (each step with probability q in the IN world), μ = C/s."""
-    law = PairLaw.of(record or {})
-    q, std, magnitude = law.sampling_rate, law.noise_std, (record or {}).get("magnitude")
-    if law.noise != NoiseLaw.GAUSSIAN or not (q is not None and 0.0 < q <= 1.0) or not (std and std > 0) \
-            or not (isinstance(magnitude, (int, float)) and magnitude > 0) or steps < 1:
+    law = _declared(record, steps)
+    if law is None:
         return None
     rng = np.random.default_rng([int(seed), 0x1A_4D])
-    mu2 = (float(magnitude) / std) ** 2
-    if law.node_scales:
-        t_z, p_z = record.get("node_training_out_degree"), record.get("node_keep_probability")
-        if t_z is None or p_z is None:
-            return None
-        values, probs, _ = node_curve.scale_law(q, int(t_z), float(p_z))
+    q, mu2 = law.q, (law.magnitude / law.std) ** 2
+    if law.node is not None:
+        values, probs, _ = node_curve.scale_law(q, *law.node)
         k = rng.choice(values, size=(2, n, steps), p=probs / probs.sum())
         m = mu2 * (k ** 2).sum(axis=2)
         z = rng.standard_normal((2, n))
