@@ -88,6 +88,10 @@ class DiracGradient(Canary):
         gc = self.vector(d, j, magnitude)
         g1 = copy.copy(graph)
         g1.canary_gradient = gc
+        if Level.TRACE in target.levels:
+            unread = canary_unread(target, graph, g1, law.sampling_rate)
+            if unread:
+                raise ValueError(unread)
         info = {
             "canary": self.name, "coordinate": j, "magnitude": magnitude, "dimension": d,
             "chosen_by": chosen_by,
@@ -106,6 +110,37 @@ class DiracGradient(Canary):
 
     def describe(self, d: int) -> dict[str, Any]:
         return {}
+
+
+#: seeds of the fits :func:`canary_unread` compares (apart from every trial's, probe's and check's)
+_READ_CHECK_SEEDS = tuple(0x5EAD0 + i for i in range(4))
+
+
+def canary_unread(target: Any, graph: Data, g1: Data, q: float | None) -> str | None:
+    """Why the target's trace ignores ``graph.canary_gradient``, or None: the two worlds fitted on the same
+    generator release the same trace, at a step that records the canary in (``TraceStep.canary_in``) or, where
+    no step records it, on every one of :data:`_READ_CHECK_SEEDS` while the chance that the canary's coins all
+    came up empty there, (1 − q)^(T·fits), is below 1e-3. A target that declares ``dimension`` but never adds the
+    canary would otherwise play two identical worlds, and the pair's exact ε would be the declared law's."""
+    identical = 0
+    for seed in _READ_CHECK_SEEDS:
+        t0, t1 = (target.fit(g, torch.Generator().manual_seed(seed)).view(Level.TRACE) for g in (graph, g1))
+        if len(t0) == 0:
+            return None
+        if len(t0) != len(t1) or any(not torch.equal(a.noisy, b.noisy) for a, b in zip(t0, t1)):
+            return None
+        identical += 1
+        if any(step.canary_in for step in t1):
+            break
+        if any(step.canary_in is not None for step in t1):
+            continue  # recorded, and the coins all came up empty: another seed
+        empty = (1.0 - float(q)) ** (len(t1) * identical) if q is not None and 0 < q < 1 else 0.0
+        if empty < 1e-3:
+            break
+    else:
+        return None
+    return (f"the target declares dimension(graph) but its trace does not read graph.canary_gradient: both worlds "
+            f"release the same trace on {identical} shared seed(s) (docs/your-target.md, 'A DP-SGD trace view')")
 
 
 class SpreadGradient(DiracGradient):

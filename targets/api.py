@@ -26,11 +26,14 @@ from targets.common.accounting import (calibrate_decreasing, check_delta, check_
 from targets.common.probe import StepDeclaration
 from targets.common.registry import load_file
 from targets.common.runtime import child_generator, noise_generator, seeded
+from targets.common.trace import DPSGDTrace, TraceStep
 
 __all__ = [
     # the contract
     "Target", "TargetConfig", "Claim", "TraceLaw", "Release", "MechanismStep", "Lazy", "StepDeclaration",
     "Level", "Unit",
+    # a DP-SGD target's trace view (docs/your-target.md: what the gradient canaries and gradient-lrt read)
+    "DPSGDTrace", "TraceStep",
     # the typed claim's parts, and the core with its optional protocols
     "GaussianStep", "LaplaceStep", "NoiseStep", "Sampled", "Composed", "Series", "Unstated", "ClaimFieldMissing",
     "TargetCore", "Batching", "Preprocessing", "Probing", "Witnessing", "GradientCanary", "NeighbourSampling",

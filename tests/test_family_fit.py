@@ -213,7 +213,8 @@ def test_the_portfolio_table_says_the_fit_was_refused_as_budget_limited():
 
 
 def test_a_trace_that_does_not_record_the_canarys_inclusion_refuses_the_fit_instead_of_failing_the_run(small_csbm):
-    """A user's own trace (tests/user_targets/poisson_sgd.py) need not record ``TraceStep.canary_in``: the sampler
+    """A user's own trace (tests/user_targets/poisson_sgd.py, one that reads the canary) need not record
+    ``TraceStep.canary_in``: the sampler
     is then unmeasured, so the family fit is refused (cp certifies) and the gradient scores stop reading the rest of
     the batch, where before the whole default run stopped with a usage error at its first trace pilot."""
     from pathlib import Path
@@ -225,9 +226,9 @@ def test_a_trace_that_does_not_record_the_canarys_inclusion_refuses_the_fit_inst
     from targets.common.pair_law import PairLaw
 
     user = Path(__file__).with_name("user_targets") / "poisson_sgd.py"
-    target = load_file(str(user)).PoissonSGD(epsilon=2.0)
+    target = load_file(str(user)).UnrecordedPoissonSGD(epsilon=2.0)
     pair = canaries.make("dirac-gradient").worlds(small_csbm, np.random.default_rng(0), target)
-    spec = AuditSpec(target=f"{user}:PoissonSGD", seed=0)
+    spec = AuditSpec(target=f"{user}:UnrecordedPoissonSGD", seed=0)
     sampler = estimation.measure_sampler(spec, target, pair, releases=20)
     assert not sampler.check.ok and sampler.check.failures == (family_fit.UNRECORDED,)
     assert sampler.steps == 5 and sampler.declared_q == pytest.approx(0.3)

@@ -349,6 +349,29 @@ def test_a_linear_score_is_kept_where_only_the_std_is_off():
     assert portfolio_choice.act_on_deviation("trace", "noise std differs", pool, rows)[0].attack == "gradient-projection"
 
 
+def _scale_off_check(scale_passed: bool = False) -> dict:
+    tests = [{"name": n, "passed": True} for n in ("shape-ks", "kurtosis", "world-scale", "entry-mean", "global-mean")]
+    return {"checked": True, "deviations": [], "steps": [{"status": "pass" if scale_passed else "fail", "law": "gaussian",
+                                                         "tests": tests + [{"name": "scale", "passed": scale_passed}]}]}
+
+
+def test_a_score_is_kept_on_a_family_pair_where_only_the_std_is_off():
+    """What the check found (the std off) is exploited, not dropped: on a Poisson(q < 1) pair the family fit
+    covers, the exact mixture score stays (the fit leaves the scale unknown); without the family, a mixture
+    score is not linear in the release and goes; with another failure than the std, nothing is kept."""
+    from audit.plan.portfolio_validity import kept_though_the_model_failed as kept
+
+    sampled = {"canary": "dirac-gradient", "noise": "gaussian", "noise_std": 2.0, "sampling_rate": 0.3}
+    family = "T Poisson(q)-subsampled Gaussian steps"
+    assert kept("gradient-lrt", _scale_off_check(), sampled, family)
+    assert not kept("gradient-lrt", _scale_off_check(), sampled, None)
+    assert kept("gradient-lrt", _scale_off_check(), {**sampled, "sampling_rate": 1.0}, None)  # linear at q = 1
+    shape_off = _scale_off_check()
+    shape_off["steps"][0]["tests"][0]["passed"] = False
+    assert not kept("gradient-lrt", shape_off, sampled, family)
+    assert not kept("gradient-lrt", _scale_off_check(scale_passed=True), sampled, family)  # nothing failed
+
+
 def test_the_default_acts_on_a_deviation_end_to_end(tmp_path):
     """A user target that releases the rows of non-training nodes without noise: the check names the
     deviation, the exact LLR is set aside, and the certificate rests on a score that does not use the

@@ -28,7 +28,9 @@ PINNED = {"Target", "TargetConfig", "Claim", "TraceLaw", "Release", "MechanismSt
           # the typed claim's parts and the contract's protocols (issue #46)
           "GaussianStep", "LaplaceStep", "NoiseStep", "Sampled", "Composed", "Series", "Unstated", "ClaimFieldMissing",
           "TargetCore", "Batching", "Preprocessing", "Probing", "Witnessing", "GradientCanary", "NeighbourSampling",
-          "Catalogued", "implements"}
+          "Catalogued", "implements",
+          # a DP-SGD target's trace view (issue #45: a user's trace no longer imports targets.common.trace)
+          "DPSGDTrace", "TraceStep"}
 #: each hook's parameters (self left out), in order
 HOOK_PARAMS = {"claim": ["graph"], "fit": ["graph", "rng"], "fit_batch": ["graph", "rngs"], "prepare": ["graph"],
                "cached_work": [], "noiseless": ["graph"], "declared_steps": ["graph"], "preprocess": ["graph"],

@@ -14,7 +14,7 @@ from targets.api import Level, load_file
 FILE = Path(__file__).with_name("user_targets") / "poisson_sgd.py"
 
 
-@pytest.mark.parametrize("cls", ["PoissonSGD", "HalfNoise"])
+@pytest.mark.parametrize("cls", ["PoissonSGD", "HalfNoise", "InformedPoissonSGD", "InformedHalfNoise"])
 def test_the_sgd_user_target_keeps_the_contract(cls):
     assert {"calibration", "determinism", "fit_batch", "levels"} <= set(check_target(f"{FILE}:{cls}"))
 
@@ -32,3 +32,23 @@ def test_the_trace_releases_its_claimed_law_or_the_planted_bug(cls, factor, smal
     sizes = [s.central.numel() for s in trace]
     train = int(small_csbm.train_mask.sum())
     assert all(0 < b < train for b in sizes) and len(set(sizes)) > 1  # Poisson batches vary in size
+
+
+def test_a_trace_that_ignores_its_gradient_canary_cannot_build_the_pair_and_one_that_reads_it_can(small_csbm):
+    """``PoissonSGD`` declares ``dimension`` but never adds ``graph.canary_gradient``: its two worlds would be one
+    law, and the pair's exact ε the declared law's. The pair is refused and says why; the informed trainer, which
+    adds the canary on its own coin and records it, builds it, and its worlds differ where the coin is up."""
+    import numpy as np
+
+    from canaries import base as canaries
+
+    module = load_file(str(FILE))
+    with pytest.raises(ValueError, match="does not read graph.canary_gradient"):
+        canaries.make("dirac-gradient").worlds(small_csbm, np.random.default_rng(0), module.PoissonSGD(epsilon=2.0))
+    informed = module.InformedPoissonSGD(epsilon=2.0)
+    pair = canaries.make("dirac-gradient").worlds(small_csbm, np.random.default_rng(0), informed)
+    t0, t1 = (informed.fit(g, torch.Generator().manual_seed(3)).view(Level.TRACE) for g in (pair.g0, pair.g1))
+    assert [s.canary_in for s in t0] == [False] * 5 and any(s.canary_in for s in t1)
+    first = next(t for t, s in enumerate(t1) if s.canary_in)  # the same batches and noise until the canary enters
+    assert all(torch.equal(a.noisy, b.noisy) for a, b in zip(t0.steps[:first], t1.steps[:first]))
+    assert not torch.equal(t0[first].noisy, t1[first].noisy)

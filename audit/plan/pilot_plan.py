@@ -71,7 +71,7 @@ def unreached(candidates: Iterable[Any], rows: list[dict[str, Any]], new_meter: 
     every candidate up to its first one in `candidates` (the coverage order) played at full size
     on a fresh meter's declared costs (an upper figure: duplicates are counted), in trials where the
     budget is a trial count, else in work units (beside a time budget, what the declared costs say)."""
-    played = {str(r["level"]) for r in rows if "trials" in r}
+    played = {str(r["level"]) for r in rows if "trials" in r or str(r.get("status", "")).startswith("failed")}
     order = list(candidates)
     views = [v for v in dict.fromkeys(str(c.level) for c in order) if v not in played]
     if not views:

@@ -57,6 +57,7 @@ from audit.plan.portfolio_choice import (BY_EXACT, FAMILY, act_on_deviation as _
                                          direction as _direction, estimator as _estimator, heldout_statistic)
 from audit.plan.portfolio_validity import (deviation as _deviation, failed_tests as _failed_tests,  # noqa: F401
                                            family_valid as _family_valid, gdp_valid as _gdp_valid,
+                                           kept_though_the_model_failed as _kept,
                                            only_scale_off as _only_scale_off)
 from audit.play import game, trial_sizing
 from audit.play.shared_setup import SharedSetup
@@ -112,7 +113,8 @@ def _run(spec: game.AuditSpec, budget: Budget, *, out: str | Path, jobs: int, pr
     try:
         rows = _pilots(spec, pool, meter, claim, shared, out=out, jobs=jobs, fresh=fresh, progress=progress)
         piloted = [r for r in rows if r["status"] == PILOTED]
-        barred = {(r["level"], r["attack"], r["canary"]) for r in rows if "declared model failed" in r["status"]}
+        barred = {(r["level"], r["attack"], r["canary"]) for r in rows
+                  if "declared model failed" in r["status"] or r["status"].startswith("failed")}
         winner, why = _choose(piloted, next((c for c in pool if (c.level, c.attack, c.canary) not in barred), pool[0]))
         estimator, estimator_why = _estimator(spec, piloted, winner)
         family = estimator == FAMILY
@@ -244,6 +246,7 @@ def _pilots(spec: game.AuditSpec, pool: list[Candidate], meter: Meter, claim: ta
     seen: dict[tuple[Any, ...], dict[str, Any]] = {}  # (view, attack, pair) → the row of the pilot that played it
     checks: dict[tuple[Any, ...], Any] = {}      # (view, pair) → its declared-model check's record
     probes: dict[str, targets.Release | None] = {}
+    unbuilt: dict[tuple[Any, ...], str] = {}     # (view, canary, error) → the first candidate whose pair failed so
     while pool:
         cand = pool.pop(pilot_plan.next_index(pool, tried, _waiting))
         tried.add(pilot_plan.family(cand))
@@ -255,6 +258,14 @@ def _pilots(spec: game.AuditSpec, pool: list[Candidate], meter: Meter, claim: ta
             continue
         pilot = replace(spec, attack=cand.attack, canary=cand.canary, level=cand.level, trials=n, trial_stream=1,
                         estimator="cp")
+        try:  # a pair that cannot be built costs nothing and says why (e.g. a trace that ignores its canary)
+            _pair_key(pilot, cand, shared, out)
+        except Exception as err:  # noqa: BLE001 - recorded, not fatal
+            why = f"{type(err).__name__}: {err}"
+            first = unbuilt.setdefault((cand.level, cand.canary, why), cand.label)
+            rows.append({**row, "status": f"failed: the pair cannot be built: {why}"[:300] if first == cand.label
+                         else f"failed: the pair cannot be built (as for {first})"})
+            continue
         same = _duplicate(pilot, cand, shared, out, seen, checks, probes)
         if same:
             rows.append({**row, "status": f"not piloted: {same}"})
@@ -288,9 +299,8 @@ def _pilots(spec: game.AuditSpec, pool: list[Candidate], meter: Meter, claim: ta
         failed = _deviation(result.declared)
         if failed and cand.level not in acted:
             acted.add(cand.level)
-            scale_only = _only_scale_off(result.declared)
-            pool = _act_on_deviation(cand.level, failed, pool, rows, keep=lambda name: scale_only and attacks.make(
-                name).linear_in_release(result.canary), tests=_failed_tests(result.declared))
+            pool = _act_on_deviation(cand.level, failed, pool, rows, keep=lambda name: _kept(
+                name, result.declared, result.canary, family), tests=_failed_tests(result.declared))
         if progress:
             log.info(f"pilot {cand.label}: held-out ε_lb {stat['heldout_eps_lb']:.3f}, AUC {stat['heldout_auc']:.3f} "
                      f"({n} trials, {time.time() - start:.0f}s)")

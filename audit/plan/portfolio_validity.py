@@ -34,6 +34,20 @@ def family_valid(claim: targets.Claim, level: str, declared: dict[str, Any] | No
     return "T Poisson(q)-subsampled Gaussian steps of a fixed gradient canary under the declared Gaussian noise"
 
 
+def kept_though_the_model_failed(attack: str, declared: dict[str, Any] | None, canary: dict[str, Any] | None,
+                                 family: str | None) -> bool:
+    """Whether a score that reads the declared model stays in the running after the check failed: only
+    where the check found the noise std off and nothing else (:func:`only_scale_off`), and either the
+    score is linear in the release (each world's score is then a Gaussian of one variance: gdp stays
+    valid) or the pair is one the family fit covers (`family`, :func:`family_valid`), whose scale it
+    leaves unknown, so any score stays a test of the family, certified by the fit or by cp. What the check
+    found is then exploited, not dropped: the score at the declared std is still the family's strongest
+    test up to that scale (the per-step log-ratio is rescaled inside the sampling mixture)."""
+    if not only_scale_off(declared):
+        return False
+    return bool(family) or attacks.make(attack).linear_in_release(canary or {})
+
+
 def gdp_valid(claim: targets.Claim, attack: str, declared: dict[str, Any] | None,
                canary: dict[str, Any] | None = None) -> str | None:
     """Why ``gdp`` is a valid estimator for this candidate, or None: the claim is μ-GDP (it then

@@ -19,6 +19,7 @@ lower one: the two bracket the exact ε.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections import Counter
@@ -54,8 +55,8 @@ def scale_law(q: float, t: int, p: float, tail: float = 1e-12) -> tuple[np.ndarr
 
 def _gaussian_delta(eps: float, mu: np.ndarray) -> np.ndarray:
     mu = np.maximum(mu, 1e-300)
-    with np.errstate(over="ignore", invalid="ignore"):
-        d = norm.cdf(-eps / mu + mu / 2) - np.exp(eps) * norm.cdf(-eps / mu - mu / 2)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # e^ε·Φ(·) in logs: no ∞·0 at large ε
+        d = norm.cdf(-eps / mu + mu / 2) - np.exp(eps + norm.logcdf(-eps / mu - mu / 2))
     return np.where(mu > 1e-200, np.maximum(d, 0.0), 0.0)
 
 
@@ -72,6 +73,39 @@ def _composed(values: np.ndarray, probs: np.ndarray, steps: int) -> tuple[np.nda
         sq.append(sum(values[i] ** 2 for i in combo))
         pr.append(math.exp(log_multi + sum(logp[i] for i in combo)))
     return np.asarray(sq), np.asarray(pr)
+
+
+@functools.lru_cache(maxsize=256)
+def composed_law(q: float, t: int, p: float, steps: int, tail: float = 1e-12) -> tuple[np.ndarray, np.ndarray, float]:
+    """(Σ_t k_t², probability, the truncated mass over all steps) of the pair's `steps` steps (cached)."""
+    values, probs, cut = scale_law(q, t, p, tail)
+    sq, pr = _composed(values, probs, steps)
+    return sq, pr, min(1.0, steps * cut)
+
+
+def profile(sigma: float, q: float, t: int, p: float, steps: int, eps: np.ndarray) -> np.ndarray:
+    """δ(ε) at noise scale σ = std / canary norm, with the truncated mass added (an over-estimate: the
+    safe side for a trade-off curve)."""
+    sq, pr, cut = composed_law(q, t, p, steps)
+    mu = np.sqrt(sq) / sigma
+    e = np.asarray(eps, float)
+    return np.minimum(1.0, np.array([float((pr * _gaussian_delta(float(x), mu)).sum()) for x in e.ravel()]) + cut
+                      ).reshape(e.shape)
+
+
+@functools.lru_cache(maxsize=4096)
+def _lines(sigma: float, q: float, t: int, p: float, steps: int) -> tuple[np.ndarray, np.ndarray]:
+    from audit.stats.estimators import subsampled_curve
+
+    return subsampled_curve.duality_lines(lambda eps: profile(sigma, q, t, p, steps, eps))
+
+
+def tradeoff(sigma: float, q: float, t: int, p: float, steps: int) -> Callable[[np.ndarray], np.ndarray]:
+    """A lower bound on the pair's trade-off curve at noise scale σ (the ε–δ duality on :func:`profile`);
+    it rises with σ (each Gaussian term's δ falls as its μ = √(Σk²)/σ does)."""
+    from audit.stats.estimators import subsampled_curve
+
+    return subsampled_curve.curve_from_lines(*_lines(float(sigma), float(q), int(t), float(p), int(steps)))
 
 
 def delta_of(eps: float, *, noise_std: float, magnitude: float, q: float, t: int, p: float, steps: int,

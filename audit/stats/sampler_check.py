@@ -86,3 +86,47 @@ def check_sampler(canary_in: Sequence[Sequence[bool]], batch_size: Sequence[Sequ
         failures.append(f"the canary's inclusions are not independent across steps (dispersion {dispersion:.4g} "
                         f"on {n - 1} degrees of freedom)")
     return SamplerCheck((lo, hi), q_level, n, steps, var, expected, dispersion, tuple(failures), tuple(notes))
+
+
+def check_node_scales(scales: Sequence[Sequence[float]], *, values: np.ndarray, probs: np.ndarray,
+                      alpha: float = ALPHA) -> tuple[str, ...]:
+    """The failures (empty where none) of a whole node's recorded per-step scales k_t (releases × steps)
+    against the declared law (`values`, `probs`: :func:`audit.stats.node_curve.scale_law`): a value the law
+    does not have; the pooled counts against the law by Pearson's χ² (cells of expected count < 5 merged
+    into the largest value's), at level `alpha`; the count of nonzero steps per release against
+    Binomial(T, P(k ≠ 0)), P declared, by a dispersion test as :func:`check_sampler`'s (steps independent)."""
+    k = np.asarray(scales, float)
+    if k.ndim != 2 or k.size == 0:
+        return ("unmeasured: no recorded whole-node scales (TraceStep.canary_scale)",)
+    values, probs = np.asarray(values, float), np.asarray(probs, float) / float(np.sum(probs))
+    index = np.array([np.flatnonzero(np.isclose(values, x))[:1] for x in k.ravel()], dtype=object)
+    unknown = sorted({float(x) for x, i in zip(k.ravel(), index) if len(i) == 0})
+    if unknown:
+        return (f"node scale: recorded k_t values {unknown[:5]} the declared law does not have",)
+    counts = np.bincount([int(i[0]) for i in index], minlength=values.size).astype(float)
+    expected = probs * k.size
+    order = np.argsort(values)
+    obs, exp_, acc_o, acc_e = [], [], 0.0, 0.0
+    for i in order:  # merge small cells upward (the tail of large k)
+        acc_o, acc_e = acc_o + counts[i], acc_e + expected[i]
+        if acc_e >= 5:
+            obs.append(acc_o)
+            exp_.append(acc_e)
+            acc_o, acc_e = 0.0, 0.0
+    if acc_e > 0 and exp_:
+        obs[-1], exp_[-1] = obs[-1] + acc_o, exp_[-1] + acc_e
+    failures = []
+    if len(exp_) >= 2:
+        stat = float(((np.array(obs) - np.array(exp_)) ** 2 / np.array(exp_)).sum())
+        if chi2.sf(stat, len(exp_) - 1) < alpha:
+            failures.append(f"node scale: the recorded k_t do not follow the declared law (χ² {stat:.1f} on "
+                            f"{len(exp_) - 1} df)")
+    p_in = 1.0 - float(probs[np.isclose(values, 0.0)].sum())
+    steps = k.shape[1]
+    if steps > 1 and 0.0 < p_in < 1.0 and k.shape[0] > 1:
+        per_run = (k != 0).sum(axis=1)
+        stat = float(((per_run - steps * p_in) ** 2).sum() / (steps * p_in * (1 - p_in)))
+        if _two_sided(stat, k.shape[0], alpha):  # p known: χ²(n)
+            failures.append(f"node scale: the steps holding z are not independent across steps (dispersion "
+                            f"{stat:.1f} on {k.shape[0]} df)")
+    return tuple(failures)

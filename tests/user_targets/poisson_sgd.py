@@ -7,8 +7,8 @@ expected batch q·N. The claim is the RDP of T Poisson-subsampled Gaussian steps
 (``subsampled_gaussian_rdp``, add/remove one training node) converted by ``rdp_to_dp``; σ is calibrated
 to the configured ε by ``calibrate_decreasing``.
 
-Views: ``trace`` (every step's noisy clipped sum; the trace type is ``targets.common.trace.DPSGDTrace``,
-which docs/extending.md names: ``targets.api`` does not export it) and ``weights`` (the final parameters).
+Views: ``trace`` (every step's noisy clipped sum, a ``targets.api.DPSGDTrace``) and ``weights`` (the final
+parameters).
 
 ``HalfNoise`` is the planted bug: the same trainer adds noise of std σC/2 while its claim is unchanged.
 """
@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import torch
 
-from targets.api import (Claim, Composed, GaussianStep, Level, Release, Sampled, Target, TargetConfig, TraceLaw,
-                         Unit, calibrate_decreasing, rdp_to_dp, subsampled_gaussian_rdp)
-from targets.common.trace import DPSGDTrace, TraceStep
+from targets.api import (Claim, Composed, DPSGDTrace, GaussianStep, Level, Release, Sampled, Target, TargetConfig,
+                         TraceLaw, TraceStep, Unit, calibrate_decreasing, child_generator, rdp_to_dp,
+                         subsampled_gaussian_rdp)
 
 #: integer orders (dp_accounting's fractional-order series does not converge at q = 0.3 and small α)
 ORDERS = [2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 32, 48, 64, 128, 256]
@@ -71,6 +71,10 @@ class PoissonSGD(Target):
     def dimension(self, graph) -> int:
         return (graph.x.shape[1] + 1) * (int(graph.y.max()) + 1)
 
+    def _canary_plan(self, graph, rng: torch.Generator):
+        """Per step, (the canary's coin, the vector added): this trainer never reads a gradient canary."""
+        return None
+
     def fit(self, graph, rng: torch.Generator) -> Release:
         c = self.config
         x = graph.x.float()
@@ -82,7 +86,8 @@ class PoissonSGD(Target):
         expected = c.sampling_rate * train.numel()
         trace = DPSGDTrace(noise="gaussian", noise_std=std, clip_norm=c.clip_norm, sampling_rate=c.sampling_rate,
                            expected_batch=expected, accounted_steps=c.steps)
-        for _ in range(c.steps):
+        plan = self._canary_plan(graph, rng)
+        for t in range(c.steps):
             coins = torch.rand(train.numel(), generator=rng) < c.sampling_rate
             batch = train[coins]
             xb, yb = x[batch], graph.y[batch]
@@ -92,8 +97,11 @@ class PoissonSGD(Target):
             norms = grads.norm(dim=1, keepdim=True).clamp_min(1e-12)
             clipped = grads * torch.clamp(c.clip_norm / norms, max=1.0)
             clean = clipped.sum(0)
+            canary_in, g = plan(t) if plan is not None else (None, None)
+            if g is not None:
+                clean = clean + g
             noisy = clean + self.noise_factor * std * torch.randn(clean.shape, generator=rng)
-            trace.steps.append(TraceStep(noisy=noisy, central=batch, clean=clean))
+            trace.steps.append(TraceStep(noisy=noisy, central=batch, clean=clean, canary_in=canary_in))
             w = w - c.lr * noisy.reshape(w.shape) / expected
         return Release(trace=trace, weights={"w": w})
 
@@ -103,3 +111,43 @@ class HalfNoise(PoissonSGD):
 
     name = "user-poisson-sgd-half-noise"
     noise_factor = 0.5
+
+
+
+class InformedPoissonSGD(PoissonSGD):
+    """The same trainer reading the gradient canary as docs/your-target.md says: ``graph.canary_gradient``
+    (world 1 only) is added unclipped to each step's clipped sum where its own Poisson(q) coin says so, the
+    coins drawn from a generator split off the run's generator first, in both worlds; ``canary_in`` says
+    whether the step's clean sum holds the canary."""
+
+    name = "user-poisson-sgd-informed"
+
+    def _canary_plan(self, graph, rng: torch.Generator):
+        c = self.config
+        coins = torch.rand(c.steps, generator=child_generator(rng)) < c.sampling_rate
+        canary = getattr(graph, "canary_gradient", None)
+
+        def at(t: int):  # canary_in: whether this step's clean sum holds the canary (never in world 0)
+            if canary is None or not coins[t]:
+                return False, None
+            g = torch.as_tensor(canary, dtype=torch.float32)
+            return True, (g[t] if g.dim() == 2 else g)
+
+        return at
+
+
+class InformedHalfNoise(InformedPoissonSGD):
+    """The planted bug on the canary-reading trainer: noise of std σC/2, the claim still that of σC."""
+
+    name = "user-poisson-sgd-informed-half-noise"
+    noise_factor = 0.5
+
+
+class UnrecordedPoissonSGD(InformedPoissonSGD):
+    """Reads the gradient canary but records no ``canary_in`` (the docs allow it: the sampler is then unmeasured)."""
+
+    name = "user-poisson-sgd-unrecorded"
+
+    def _canary_plan(self, graph, rng: torch.Generator):
+        informed = super()._canary_plan(graph, rng)
+        return lambda t: (None, informed(t)[1])

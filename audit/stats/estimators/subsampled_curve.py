@@ -68,27 +68,35 @@ def profile(sigma: float, q: float, steps: int, eps: np.ndarray) -> np.ndarray:
     return np.asarray(_pld(float(sigma), float(q), int(steps), True).get_delta_for_epsilon(eps), float)
 
 
-@functools.lru_cache(maxsize=4096)
-def _duality_lines(sigma: float, q: float, steps: int) -> tuple[np.ndarray, np.ndarray]:
-    """(e^ε, 1 − δ(ε)) on a grid of ε ≥ 0 up to where δ(ε) < ``_DELTA_FLOOR``."""
+def duality_lines(profile_at: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(e^ε, 1 − δ(ε)) on a grid of ε ≥ 0 up to where δ(ε) < ``_DELTA_FLOOR``, for any privacy profile δ(ε)
+    (an over-estimate of δ only lowers the curve :func:`curve_from_lines` draws: the safe side)."""
     hi = 1.0
-    while profile(sigma, q, steps, np.array([hi]))[0] > _DELTA_FLOOR and hi < 200:
+    while profile_at(np.array([hi]))[0] > _DELTA_FLOOR and hi < 200:
         hi *= 2
     eps = np.linspace(0.0, hi, _EPS_GRID)
-    return np.exp(eps), 1.0 - profile(sigma, q, steps, eps)
+    return np.exp(eps), 1.0 - profile_at(eps)
 
 
-def tradeoff(sigma: float, q: float, steps: int) -> Callable[[np.ndarray], np.ndarray]:
-    """A lower bound f on the mechanism's trade-off curve (module docstring): f(α) ≤ the smallest
-    type-II error of any test at type-I error α, in either order of the two worlds."""
-    growth, mass = _duality_lines(float(sigma), float(q), int(steps))
-
+def curve_from_lines(growth: np.ndarray, mass: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """The ε–δ duality's lower bound on a symmetric trade-off curve from :func:`duality_lines`."""
     def f(alpha: np.ndarray) -> np.ndarray:
         a = np.clip(np.asarray(alpha, float), 0.0, 1.0)[..., None]
         lines = np.maximum(mass - growth * a, (mass - a) / growth)
         return np.clip(lines.max(axis=-1), 0.0, 1.0)
 
     return f
+
+
+@functools.lru_cache(maxsize=4096)
+def _duality_lines(sigma: float, q: float, steps: int) -> tuple[np.ndarray, np.ndarray]:
+    return duality_lines(lambda eps: profile(sigma, q, steps, eps))
+
+
+def tradeoff(sigma: float, q: float, steps: int) -> Callable[[np.ndarray], np.ndarray]:
+    """A lower bound f on the mechanism's trade-off curve (module docstring): f(α) ≤ the smallest
+    type-II error of any test at type-I error α, in either order of the two worlds."""
+    return curve_from_lines(*_duality_lines(float(sigma), float(q), int(steps)))
 
 
 def sigma_for_epsilon(eps: float, q: float, steps: int, delta: float) -> float:

@@ -23,7 +23,7 @@ noise multiplier σ unknown (the family). cp stays the assumption-free floor bes
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,38 +50,61 @@ class Box:
     fnr_ub: np.ndarray
 
 
+#: σ ↦ a lower bound on the family's trade-off curve at noise scale σ (the family's other parameters fixed)
+CurveOf = Callable[[float], Callable[[np.ndarray], np.ndarray]]
+
+
+def _subsampled(q: float, steps: int) -> CurveOf:
+    return lambda sigma: curve.tradeoff(sigma, q, steps)
+
+
+def rejects_of(curve_of: CurveOf, sigma: float, box: Box) -> bool:
+    """Whether σ is rejected: some threshold's bounds fall below the family's curve at σ."""
+    return bool(np.any(curve_of(sigma)(box.fpr_ub) > box.fnr_ub + 1e-12))
+
+
 def rejects(sigma: float, q: float, steps: int, box: Box) -> bool:
-    """Whether σ is rejected: some threshold's bounds fall below the family's curve."""
-    return bool(np.any(curve.tradeoff(sigma, q, steps)(box.fpr_ub) > box.fnr_ub + 1e-12))
+    """:func:`rejects_of` for T Poisson(q)-subsampled Gaussian steps."""
+    return rejects_of(_subsampled(q, steps), sigma, box)
 
 
-def sigma_hat(q: float, steps: int, box: Box) -> float | None:
-    """The smallest grid σ that `box` rejects (binary search; None when it rejects none)."""
+def sigma_hat_of(curve_of: CurveOf, box: Box) -> float | None:
+    """The smallest grid σ that `box` rejects (binary search; None when it rejects none). Valid for any
+    family whose curve rises with σ."""
     lo, hi = 0, len(_SIGMAS) - 1   # invariant: hi rejected; lo not rejected, or the first
-    if not rejects(_SIGMAS[hi], q, steps, box):
+    if not rejects_of(curve_of, _SIGMAS[hi], box):
         return None
-    if rejects(_SIGMAS[lo], q, steps, box):
+    if rejects_of(curve_of, _SIGMAS[lo], box):
         return float(_SIGMAS[lo])
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if rejects(_SIGMAS[mid], q, steps, box) else (mid, hi)
+        lo, hi = (lo, mid) if rejects_of(curve_of, _SIGMAS[mid], box) else (mid, hi)
     return float(_SIGMAS[hi])
 
 
-def _box(out: np.ndarray, inn: np.ndarray, thresholds: np.ndarray, beta: float) -> Box:
+def sigma_hat(q: float, steps: int, box: Box) -> float | None:
+    """:func:`sigma_hat_of` for T Poisson(q)-subsampled Gaussian steps."""
+    return sigma_hat_of(_subsampled(q, steps), box)
+
+
+def box_of(out: np.ndarray, inn: np.ndarray, thresholds: np.ndarray, beta: float) -> Box:
+    """Clopper–Pearson upper bounds at β/(2k) on both error rates at the k thresholds (jointly at 1 − β)."""
     fp, fn = rates_at(out, inn, thresholds)
     k = len(thresholds)
     return Box(_e.cp_upper_vec(np.asarray(fp), out.size, beta / (2 * k)),
                _e.cp_upper_vec(np.asarray(fn), inn.size, beta / (2 * k)))
 
 
-def _model_sigma(auc: float, q: float, steps: int) -> float:
+_box = box_of
+
+
+def _model_sigma(curve_of: CurveOf, auc: float) -> float:
     """The smallest grid σ whose curve's area 1 − ∫f is ≤ the pilot's AUC (binary search; the area
     falls as σ grows): a plug-in for the threshold choice only."""
     alphas = np.linspace(0.0, 1.0, 201)
 
     def below(i: int) -> bool:
-        return 1.0 - float(np.trapezoid(curve.tradeoff(_SIGMAS[i], q, steps)(alphas), alphas)) <= auc
+        return 1.0 - float(np.trapezoid(curve_of(_SIGMAS[i])(alphas), alphas)) <= auc
 
     lo, hi = 0, len(_SIGMAS) - 1
     if below(lo) or not below(hi):
@@ -92,21 +115,21 @@ def _model_sigma(auc: float, q: float, steps: int) -> float:
     return float(_SIGMAS[hi])
 
 
-def _pilot_choice(out: np.ndarray, inn: np.ndarray, n_out: int, n_in: int, q: float, steps: int,
-                  beta: float) -> tuple[float, np.ndarray]:
+def pilot_choice(curve_of: CurveOf, out: np.ndarray, inn: np.ndarray, n_out: int, n_in: int,
+                 beta: float) -> tuple[float, np.ndarray]:
     """(orientation, k thresholds) from the pilot alone: the orientation of the larger AUC; a σ whose
     curve has the pilot's AUC; the k false-positive rates at which that curve's error pair, bounded
     as the certifying trials would bound it, rejects the smallest σ; the thresholds are the pilot's
     OUT quantiles at those rates (model-based, so the pilot's noise does not pick its luckiest tail)."""
     auc = _e.auc(out, inn)
     sign = 1.0 if auc >= 0.5 else -1.0
-    f = curve.tradeoff(_model_sigma(max(auc, 1.0 - auc), q, steps), q, steps)
+    f = curve_of(_model_sigma(curve_of, max(auc, 1.0 - auc)))
     b = beta / (2 * _THRESHOLDS)
     scored = []
     for a in _PILOT_RATES[_PILOT_RATES * min(n_out, n_in) >= 1]:
         fpr_ub = _e.cp_upper(int(round(a * n_out)), n_out, b)
         fnr_ub = _e.cp_upper(int(round(float(f(np.array([a]))[0]) * n_in)), n_in, b)
-        s = sigma_hat(q, steps, Box(np.array([fpr_ub]), np.array([fnr_ub])))
+        s = sigma_hat_of(curve_of, Box(np.array([fpr_ub]), np.array([fnr_ub])))
         scored.append((s if s is not None else math.inf, float(a)))
     rates = [a for _, a in sorted(scored)[:_THRESHOLDS]]
     return sign, np.unique(np.quantile(sign * out, 1.0 - np.array(rates)))
@@ -146,7 +169,7 @@ def fit(scores_out: Sequence[float], scores_in: Sequence[float], *, delta: float
         raise ValueError("the subsampled-Gaussian fit needs at least 13 trials per world")
     grid = _q_cells(q_lo, q_hi)
     q_pilot = float(grid[len(grid) // 2])  # any q serves the choice; a lattice one shares curves
-    sign, thresholds = _pilot_choice(out[so], inn[si], eo.size, ei.size, q_pilot, steps, b)
+    sign, thresholds = pilot_choice(_subsampled(q_pilot, steps), out[so], inn[si], eo.size, ei.size, b)
     box = _box(sign * out[eo], sign * inn[ei], thresholds, b)
     eps, sig, pess = math.inf, None, math.inf
     for lo, hi in zip(grid[:-1], grid[1:]):

@@ -1,0 +1,82 @@
+"""A curve fit for a whole node's gradient canary on a Gaussian DP-SGD trace that records its per-step scale
+k_t (HeterPoisson's unit; :mod:`audit.stats.node_curve`): Nasr et al. 2023's fit, as
+:mod:`audit.stats.estimators.subsampled_fit` runs it, with the family's curve the k_t mixture's.
+
+Assumption (the family): given k_t each step is a Gaussian mechanism of sensitivity k_t·C, k_t drawn
+from the declared sampler's law (q, and z's training out-degree t and keep probability p, from public
+structure) in both worlds and revealed; only the noise scale σ = std / C is unknown. The law is checked
+against the k_t the trace records (:func:`audit.stats.sampler_check.check_node_scales`) before the fit
+may run, not estimated: that check failing refuses the fit. cp stays the assumption-free floor beside it.
+
+The steps are those of :mod:`~audit.stats.estimators.subsampled_fit`: thresholds and orientation on a
+seeded pilot share; Clopper–Pearson upper bounds on both error rates at the k thresholds (jointly at
+1 − β); σ̂ the smallest grid σ whose curve lies above a bounded error pair (the curve rises with σ, so
+with confidence 1 − β the true σ < σ̂); ε_lb = the exact ε at σ̂ with the law's truncated tail left out
+(the lower of :func:`audit.stats.node_curve.epsilon`'s two figures, the safe side). The curve is the ε–δ
+duality's lower bound on a finite ε grid, its δ with the truncated tail added (both only lower it).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+import audit.stats.estimators.core as _e
+from audit.stats import node_curve
+from audit.stats.estimators import subsampled_fit as _fit
+from targets.common.accounting import check_delta
+
+METHOD = "node-gaussian-fit"
+ASSUMPTION = ("T Gaussian steps given the whole node's recorded k_t, k_t of the declared sampler's law (checked "
+              "against the recorded k_t), only the noise scale unknown")
+
+
+def fit(scores_out: Sequence[float], scores_in: Sequence[float], *, delta: float, steps: int, q: float, t: int,
+        p: float, confidence: float = 0.95, select_fraction: float = _fit._SELECT_FRACTION,
+        seed: int = 0) -> "_e.Estimate":
+    """ε lower bound of the module docstring for the pair of :func:`audit.stats.node_curve.epsilon`'s
+    (q, t, p) over `steps` released steps."""
+    out = _e.check_scores(scores_out, "scores_out")
+    inn = _e.check_scores(scores_in, "scores_in")
+    check_delta(delta)
+    beta = 1.0 - _e.check_confidence(confidence)
+    if not (0.0 < q <= 1.0) or not (0.0 <= p <= 1.0) or int(t) != t or t < 0 or int(steps) != steps or steps < 1:
+        raise ValueError(f"need 0 < q <= 1, 0 <= p <= 1, t >= 0 and steps >= 1, got q={q}, p={p}, t={t}, "
+                         f"steps={steps}")
+    if not (0.0 < select_fraction < 1.0):
+        raise ValueError(f"select_fraction must be in (0, 1), got {select_fraction!r}")
+    so, eo = _e.split_indices(out.size, select_fraction, seed)
+    si, ei = _e.split_indices(inn.size, select_fraction, seed + 1)
+    if min(so.size, si.size, eo.size, ei.size) < 10:
+        raise ValueError("the whole-node fit needs at least 13 trials per world")
+    curve_of = curve_family(q, int(t), p, int(steps))
+    sign, thresholds = _fit.pilot_choice(curve_of, out[so], inn[si], eo.size, ei.size, beta)
+    box = _fit._box(sign * out[eo], sign * inn[ei], thresholds, beta)  # the family fit's box (its mutants too)
+    sig = _fit.sigma_hat_of(curve_of, box)
+    eps = 0.0 if sig is None else epsilon_at(sig, q, int(t), p, int(steps), delta)
+    counts = {"n_out": int(eo.size), "n_in": int(ei.size), "pilot_out": int(so.size), "pilot_in": int(si.size),
+              "steps": int(steps), "thresholds": _fit._THRESHOLDS, "sigma_hat": sig, "q": [q, q],
+              "node_law": {"t": int(t), "p": float(p)}}
+    ceiling = max_certifiable(eo.size, ei.size, q=q, t=int(t), p=p, steps=int(steps), delta=delta, beta=beta)
+    return _e.Estimate(eps, (eps, math.inf), METHOD, float(sign * thresholds[0]), ceiling, confidence, delta,
+                       counts=counts, assumption=ASSUMPTION, direction=_e.HIGHER if sign > 0 else _e.REVERSED)
+
+
+def curve_family(q: float, t: int, p: float, steps: int) -> _fit.CurveOf:
+    """σ ↦ the lower bound on the pair's trade-off curve at noise scale σ."""
+    return lambda sigma: node_curve.tradeoff(sigma, q, t, p, steps)
+
+
+def epsilon_at(sigma: float, q: float, t: int, p: float, steps: int, delta: float) -> float:
+    """The pair's exact ε at δ and noise scale σ, its truncated tail left out (a lower figure)."""
+    return max(0.0, node_curve.epsilon(noise_std=sigma, magnitude=1.0, q=q, t=t, p=p, steps=steps, delta=delta)[0])
+
+
+def max_certifiable(n_out: int, n_in: int, *, q: float, t: int, p: float, steps: int, delta: float,
+                    beta: float) -> float:
+    """The ε_lb a perfect attack's box (no error at any threshold) would give with these trial counts."""
+    b = beta / (2 * _fit._THRESHOLDS)
+    box = _fit.Box(np.full(_fit._THRESHOLDS, _e.cp_upper(0, n_out, b)), np.full(_fit._THRESHOLDS, _e.cp_upper(0, n_in, b)))
+    s = _fit.sigma_hat_of(curve_family(q, t, p, steps), box)
+    return 0.0 if s is None else epsilon_at(s, q, t, p, steps, delta)
