@@ -43,14 +43,20 @@ def test_family_refused_at_delta_zero_off_the_trace_and_on_a_failed_check():
     assert portfolio_validity.family_valid(_claim(), Level.TRACE, failed, _RECORD) is None
 
 
-def test_the_estimator_choice_goes_to_the_fit_where_valid_and_not_worse():
+def test_the_estimator_choice_goes_to_the_fit_where_valid_and_not_below_gdp():
+    """cp's held-out bound on a pilot does not move the choice (a user's DP-SGD trainer at half its std: a pilot's cp
+    0.076 against the fit's 0.008 sent the certificate to sequential cp, which stopped at 424 trials for futility,
+    where the fit certifies 1.06-1.36 > 1 at its budget); a valid gdp that beats the fit's pilot bound does."""
     row = {"level": Level.TRACE, "attack": "gradient-lrt", "canary": "dirac-gradient", "heldout_eps_lb": 0.0,
            "heldout_gdp_eps_lb": 0.0, "gdp_valid": None, "family_valid": "yes", "heldout_family_eps_lb": 0.0,
            "heldout_auc": 0.6}
     winner = portfolio.Candidate(Level.TRACE, "gradient-lrt", "dirac-gradient")
     spec = type("S", (), {"estimator": "auto"})()
     assert portfolio_choice.estimator(spec, [row], winner)[0] == portfolio.FAMILY
-    assert portfolio_choice.estimator(spec, [{**row, "heldout_eps_lb": 0.3}], winner)[0] == "auto"
+    assert portfolio_choice.estimator(spec, [{**row, "heldout_eps_lb": 0.3}], winner)[0] == portfolio.FAMILY
+    gdp = {**row, "gdp_valid": "the claim is μ-GDP", "heldout_gdp_eps_lb": 0.3}
+    assert portfolio_choice.estimator(spec, [gdp], winner)[0] == "gdp"
+    assert portfolio_choice.estimator(spec, [{**gdp, "heldout_family_eps_lb": 0.4}], winner)[0] == portfolio.FAMILY
     assert portfolio_choice.estimator(spec, [{**row, "family_valid": None}], winner)[0] == "auto"
     assert portfolio_choice.rank({**row, "heldout_family_eps_lb": 0.7}) == (0.7, 0.6)
     assert portfolio_choice.rank({**row, "heldout_family_eps_lb": 0.7, "family_valid": None}) == (0.0, 0.6)
