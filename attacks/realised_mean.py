@@ -17,7 +17,8 @@ holds trials out, and on any other release the score is merely weak, never inval
 
 :meth:`RealisedMeanLRT.applies_to` reads one probe release (no canary): it compares the likelihood
 of the probe's trace under the declared release (``clean + N(0, s²I)``) and under the realised-mean
-one (``(clean + N(0, s²I))·E/B``). Where the latter wins by :data:`MARGIN` nats the attack is a
+one (``(clean + N(0, s²I))·E/B``), each with one common factor on its std fitted (so a std that is merely
+off, which the declared check names, does not point here). Where the latter wins by :data:`MARGIN` nats the attack is a
 candidate, piloted early; elsewhere (every correct target, and q = 1, where B = E in the probe) it is
 not. A target that records no batches or clean sums is not one it applies to.
 """
@@ -59,12 +60,21 @@ def probe_margin(trace) -> float | None:
     if law is None:
         return None
     std, expected = law
-    total = 0.0
-    for st in trace:
-        y, clean = st.noisy.double(), st.clean.double()
-        lam = expected / max(int(st.central.numel()), 1)
-        total += _gauss_loglik(y, clean * lam, std * lam) - _gauss_loglik(y, clean, std)
-    return total
+    lams = [expected / max(int(st.central.numel()), 1) for st in trace]
+    realised = _profiled_loglik([(st.noisy.double(), st.clean.double() * lam, std * lam) for st, lam in zip(trace, lams)])
+    declared = _profiled_loglik([(st.noisy.double(), st.clean.double(), std) for st in trace])
+    return realised - declared
+
+
+def _profiled_loglik(steps: list[tuple[torch.Tensor, torch.Tensor, float]]) -> float:
+    """The Gaussian log-likelihood of (release, mean, std) steps with one common factor κ on every std at its
+    maximum, κ̂² = mean of the squared standardised residuals: the two models are compared whatever the noise's
+    overall scale, so a std that is merely off (a trace at half its declared noise) does not read as a
+    realised-batch division, which moves the steps' means and their relative scales."""
+    n = sum(y.numel() for y, _, _ in steps)
+    ss = sum(float(((y - m) ** 2).sum()) / scale**2 for y, m, scale in steps)
+    return float(-sum(y.numel() * math.log(scale) for y, _, scale in steps) - 0.5 * n * math.log(max(ss / n, 1e-300))
+                 - 0.5 * n)
 
 
 class RealisedMeanLRT(Attack):

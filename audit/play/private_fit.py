@@ -38,9 +38,11 @@ class FittedAccuracy:
 
 
 def fit_accuracy(target: targets.Target, dataset: str, *, root: str | None, seed: int) -> FittedAccuracy:
-    """Load `dataset`, preprocess it as `target` does, fit once with generator seed `seed`."""
-    graph = preprocessed(target, datasets.load(dataset, root=root, seed=seed))
-    claim = target.claim(graph)
-    t0 = time.time()
-    release = target.fit(graph, torch.Generator().manual_seed(seed))
-    return FittedAccuracy(claim, targets.resolve(release.accuracy), time.time() - t0)
+    """Load `dataset`, preprocess it as `target` does, fit once with generator seed `seed`; on one thread
+    (:func:`targets.one_torch_thread`), as every audit's fit, so the figure does not follow the machine's thread count."""
+    with targets.one_torch_thread():
+        graph = preprocessed(target, datasets.load(dataset, root=root, seed=seed))
+        claim = target.claim(graph)
+        t0 = time.time()
+        release = target.fit(graph, torch.Generator().manual_seed(seed))
+        return FittedAccuracy(claim, targets.resolve(release.accuracy), time.time() - t0)
