@@ -57,8 +57,7 @@ from audit.plan.portfolio_choice import (BY_EXACT, FAMILY, act_on_deviation as _
                                          direction as _direction, estimator as _estimator, heldout_statistic)
 from audit.plan.portfolio_validity import (deviation as _deviation, failed_tests as _failed_tests,  # noqa: F401
                                            family_valid as _family_valid, gdp_valid as _gdp_valid,
-                                           kept_though_the_model_failed as _kept,
-                                           only_scale_off as _only_scale_off)
+                                           kept_though_the_model_failed as _kept)
 from audit.play import game, trial_sizing
 from audit.play.shared_setup import SharedSetup
 from audit.play.trial_runner import release_shared
@@ -259,14 +258,14 @@ def _pilots(spec: game.AuditSpec, pool: list[Candidate], meter: Meter, claim: ta
         pilot = replace(spec, attack=cand.attack, canary=cand.canary, level=cand.level, trials=n, trial_stream=1,
                         estimator="cp")
         try:  # a pair that cannot be built costs nothing and says why (e.g. a trace that ignores its canary)
-            _pair_key(pilot, cand, shared, out)
+            key = _pair_key(pilot, cand, shared, out)
         except Exception as err:  # noqa: BLE001 - recorded, not fatal
             why = f"{type(err).__name__}: {err}"
             first = unbuilt.setdefault((cand.level, cand.canary, why), cand.label)
             rows.append({**row, "status": f"failed: the pair cannot be built: {why}"[:300] if first == cand.label
                          else f"failed: the pair cannot be built (as for {first})"})
             continue
-        same = _duplicate(pilot, cand, shared, out, seen, checks, probes)
+        same = _duplicate(cand, key, shared, seen, checks, probes)
         if same:
             rows.append({**row, "status": f"not piloted: {same}"})
             continue
@@ -279,7 +278,6 @@ def _pilots(spec: game.AuditSpec, pool: list[Candidate], meter: Meter, claim: ta
             rows.append({**row, "status": f"failed: {type(err).__name__}: {err}"[:300],
                          "seconds": time.time() - start})
             continue
-        key = _pair_key(pilot, cand, shared, out)
         checks.setdefault((cand.level, key), result.declared)
         with Store(result.store) as store:
             out_s, in_s = game.worlds(store.trials(result.key, limit=n))
@@ -336,15 +334,10 @@ def _pair_key(pilot: game.AuditSpec, cand: Candidate, shared: SharedSetup, out: 
                                                          out=out))
 
 
-def _duplicate(pilot: game.AuditSpec, cand: Candidate, shared: SharedSetup, out: str | Path,
-               seen: dict[tuple[Any, ...], dict[str, Any]], checks: dict[tuple[Any, ...], Any],
-               probes: dict[str, targets.Release | None]) -> str | None:
-    """Why the candidate would play what a pilot still in the running played (:mod:`audit.plan.pilot_plan`),
-    or None."""
-    try:
-        key = _pair_key(pilot, cand, shared, out)
-    except Exception:  # noqa: BLE001 - a pair that cannot be built: the pilot records the failure
-        return None
+def _duplicate(cand: Candidate, key: tuple[Any, ...], shared: SharedSetup, seen: dict[tuple[Any, ...], dict[str, Any]],
+               checks: dict[tuple[Any, ...], Any], probes: dict[str, targets.Release | None]) -> str | None:
+    """Why the candidate, whose resolved pair is `key` (:func:`_pair_key`), would play what a pilot still in the
+    running played (:mod:`audit.plan.pilot_plan`), or None."""
     same = seen.get((cand.level, cand.attack, key))
     if same is not None and same["status"] == PILOTED:
         return f"the same pair and score as {_label(same)} (one pair, the same trials)"

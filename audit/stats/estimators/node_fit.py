@@ -20,8 +20,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-import numpy as np
-
 import audit.stats.estimators.core as _e
 from audit.stats import node_curve
 from audit.stats.estimators import subsampled_fit as _fit
@@ -44,12 +42,7 @@ def fit(scores_out: Sequence[float], scores_in: Sequence[float], *, delta: float
     if not (0.0 < q <= 1.0) or not (0.0 <= p <= 1.0) or int(t) != t or t < 0 or int(steps) != steps or steps < 1:
         raise ValueError(f"need 0 < q <= 1, 0 <= p <= 1, t >= 0 and steps >= 1, got q={q}, p={p}, t={t}, "
                          f"steps={steps}")
-    if not (0.0 < select_fraction < 1.0):
-        raise ValueError(f"select_fraction must be in (0, 1), got {select_fraction!r}")
-    so, eo = _e.split_indices(out.size, select_fraction, seed)
-    si, ei = _e.split_indices(inn.size, select_fraction, seed + 1)
-    if min(so.size, si.size, eo.size, ei.size) < 10:
-        raise ValueError("the whole-node fit needs at least 13 trials per world")
+    so, eo, si, ei = _fit.split_trials(out.size, inn.size, select_fraction, seed, "the whole-node fit")
     curve_of = curve_family(q, int(t), p, int(steps))
     sign, thresholds = _fit.pilot_choice(curve_of, out[so], inn[si], eo.size, ei.size, beta)
     box = _fit._box(sign * out[eo], sign * inn[ei], thresholds, beta)  # the family fit's box (its mutants too)
@@ -76,7 +69,5 @@ def epsilon_at(sigma: float, q: float, t: int, p: float, steps: int, delta: floa
 def max_certifiable(n_out: int, n_in: int, *, q: float, t: int, p: float, steps: int, delta: float,
                     beta: float) -> float:
     """The ε_lb a perfect attack's box (no error at any threshold) would give with these trial counts."""
-    b = beta / (2 * _fit._THRESHOLDS)
-    box = _fit.Box(np.full(_fit._THRESHOLDS, _e.cp_upper(0, n_out, b)), np.full(_fit._THRESHOLDS, _e.cp_upper(0, n_in, b)))
-    s = _fit.sigma_hat_of(curve_family(q, t, p, steps), box)
+    s = _fit.sigma_hat_of(curve_family(q, t, p, steps), _fit.perfect_box(n_out, n_in, beta))
     return 0.0 if s is None else epsilon_at(s, q, t, p, steps, delta)

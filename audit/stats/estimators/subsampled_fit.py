@@ -87,7 +87,7 @@ def sigma_hat(q: float, steps: int, box: Box) -> float | None:
     return sigma_hat_of(_subsampled(q, steps), box)
 
 
-def box_of(out: np.ndarray, inn: np.ndarray, thresholds: np.ndarray, beta: float) -> Box:
+def _box(out: np.ndarray, inn: np.ndarray, thresholds: np.ndarray, beta: float) -> Box:
     """Clopper–Pearson upper bounds at β/(2k) on both error rates at the k thresholds (jointly at 1 − β)."""
     fp, fn = rates_at(out, inn, thresholds)
     k = len(thresholds)
@@ -95,7 +95,24 @@ def box_of(out: np.ndarray, inn: np.ndarray, thresholds: np.ndarray, beta: float
                _e.cp_upper_vec(np.asarray(fn), inn.size, beta / (2 * k)))
 
 
-_box = box_of
+
+def perfect_box(n_out: int, n_in: int, beta_box: float) -> Box:
+    """The box of a perfect attack (no error at any of the k thresholds) on these certifying trial counts."""
+    b = beta_box / (2 * _THRESHOLDS)
+    return Box(np.full(_THRESHOLDS, _e.cp_upper(0, n_out, b)), np.full(_THRESHOLDS, _e.cp_upper(0, n_in, b)))
+
+
+def split_trials(n_out: int, n_in: int, select_fraction: float, seed: int, what: str
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(selection OUT, certifying OUT, selection IN, certifying IN) indices: a seeded `select_fraction` of each
+    world picks the thresholds, the rest certifies; an error where either part has fewer than 10 trials."""
+    if not (0.0 < select_fraction < 1.0):
+        raise ValueError(f"select_fraction must be in (0, 1), got {select_fraction!r}")
+    so, eo = _e.split_indices(n_out, select_fraction, seed)
+    si, ei = _e.split_indices(n_in, select_fraction, seed + 1)
+    if min(so.size, si.size, eo.size, ei.size) < 10:
+        raise ValueError(f"{what} needs at least 13 trials per world")
+    return so, eo, si, ei
 
 
 def _model_sigma(curve_of: CurveOf, auc: float) -> float:
@@ -160,13 +177,8 @@ def fit(scores_out: Sequence[float], scores_in: Sequence[float], *, delta: float
         raise ValueError(f"the sampling rate (interval) must lie in (0, 1], got {q!r}")
     if not (0.0 <= q_level < beta):
         raise ValueError(f"q_level must be in [0, β = {beta:g}), got {q_level!r}")
-    if not (0.0 < select_fraction < 1.0):
-        raise ValueError(f"select_fraction must be in (0, 1), got {select_fraction!r}")
     b = beta - q_level
-    so, eo = _e.split_indices(out.size, select_fraction, seed)
-    si, ei = _e.split_indices(inn.size, select_fraction, seed + 1)
-    if min(so.size, si.size, eo.size, ei.size) < 10:
-        raise ValueError("the subsampled-Gaussian fit needs at least 13 trials per world")
+    so, eo, si, ei = split_trials(out.size, inn.size, select_fraction, seed, "the subsampled-Gaussian fit")
     grid = _q_cells(q_lo, q_hi)
     q_pilot = float(grid[len(grid) // 2])  # any q serves the choice; a lattice one shares curves
     sign, thresholds = pilot_choice(_subsampled(q_pilot, steps), out[so], inn[si], eo.size, ei.size, b)
@@ -197,9 +209,7 @@ def max_certifiable(n_out: int, n_in: int, *, q: tuple[float, float], steps: int
     """An upper bound on the ε_lb the fit can report with `n_out` + `n_in` certifying trials: a perfect
     attack's box (no error at any of the k thresholds) inverted in one cell [q_lo, q_hi] of the q grid
     (the fit reports the minimum over its cells, so one cell's figure bounds it from above)."""
-    b = beta_box / (2 * _THRESHOLDS)
-    box = Box(np.full(_THRESHOLDS, _e.cp_upper(0, n_out, b)), np.full(_THRESHOLDS, _e.cp_upper(0, n_in, b)))
-    s = sigma_hat(q[1], steps, box)
+    s = sigma_hat(q[1], steps, perfect_box(n_out, n_in, beta_box))
     return 0.0 if s is None else max(0.0, curve.epsilon(s, q[0], steps, delta, pessimistic=False))
 
 
