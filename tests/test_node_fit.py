@@ -11,12 +11,28 @@ drawn from the pair's exact law, with the mutants that must fail it.
 | bound × 1.1 | the size check |
 | the box's bounds on the wrong side (lower CP bounds: the inversion the wrong way) | the size check |
 | the declared q trusted when the true q is twice it | the size check, and the k_t law check refuses that law |
+
+The fit at an a-priori share (``node_fit.fit_at_share``, the default's), the share from the declared law
+(``pair_prior.prior_fraction``) at the check's size:
+
+| check | trials per world | reps | β | limit | P(fail \| rate 2β) |
+|---|---|---|---|---|---|
+| σ = 3 as above | 20,000 | 80 | 0.2 | 25 | 0.933 |
+| HeterPoisson's played pair (seed 0's: σ = 31.85, exact ε 0.0943 at δ = 0.0033) | 50,000 | 80 | 0.2 | 25 | 0.933 |
+
+| mutant | fails |
+|---|---|
+| bound × 1.1 | the σ = 3 check |
+| the plug-in (σ̂ the smallest σ whose curve lies above the observed error pair: no confidence) | both checks |
+| the declared q trusted when the true q is twice it | not the size check (30% of 30 draws exceed at β = 0.2, limit 31%): the k_t check at the default's 400 releases refuses that law (20 of 20) |
+| at the same share, never below cp_at_rank's figure on the same trials | (a property, 20 draws) |
 """
 import numpy as np
 import pytest
 
 from audit.stats import node_curve, pair_prior
 from audit.stats.estimators import node_fit
+from audit.stats.estimators.cp_every_trial import cp_at_rank
 from audit.stats.sampler_check import check_node_scales
 from mutants import box_on_the_wrong_side, inflate_bound
 from size import DELTA, SizeLimits, count_exceedances, stable_seed
@@ -47,6 +63,44 @@ class NodeCheck(SizeLimits):
         return count_exceedances(draw, self.reps, self.beta, f"{name} (node-gaussian-fit)")
 
 
+class NodeShareCheck(NodeCheck):
+    """:func:`node_fit.fit_at_share` at the share the declared law fixes for this size (no trial seen)."""
+
+    def __init__(self, sigma: float = 3.0, n: int = 20_000, reps: int = 80, confidence: float = 0.8,
+                 fitted_q: float = LAW["q"], delta: float = DELTA):
+        super().__init__(sigma, n, reps, confidence, fitted_q)
+        self.delta = delta
+
+    def run(self, name: str) -> int:
+        exact = node_curve.epsilon(noise_std=self.sigma, magnitude=1.0, q=LAW["q"], t=LAW["t"], p=LAW["p"],
+                                   steps=LAW["steps"], delta=self.delta)[0]
+        fraction = pair_prior.prior_fraction(_record(self.sigma, self.fitted_q), LAW["steps"], self.n, self.n,
+                                             self.delta, self.confidence)[0]
+        seed = stable_seed("size-node-fit-at-share", name)
+
+        def draw(r: int) -> tuple[float, float]:
+            out, inn = pair_prior.law_scores(_record(self.sigma), LAW["steps"], n=self.n, seed=seed + r)
+            e = node_fit.fit_at_share(out, inn, delta=self.delta, confidence=self.confidence, seed=r,
+                                      fraction=fraction, **{**LAW, "q": self.fitted_q})
+            return e.eps_lb, exact
+
+        return count_exceedances(draw, self.reps, self.beta, f"{name} (node-gaussian-fit-at-share)")
+
+
+#: HeterPoisson's played pair on seed 0 (benchmarks/heterpoisson_power.md §7): noise std / canary norm, δ
+HP_SIGMA, HP_DELTA = 15.927469240038253 / 0.5, 0.003305
+
+
+def plug_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fit at a share with no confidence: σ rejected wherever its curve's TPR bound at V's median lies below
+    the observed TPR (the point estimate, not the Beta–Binomial test)."""
+    def point(rates, tp, n_in, w):
+        median = int(np.searchsorted(np.cumsum(w), 0.5))
+        return np.array([0.0 if rates[0, median] < tp[0] / n_in else 1.0])
+
+    monkeypatch.setattr(node_fit._cp, "binomial_tail_mix", point)
+
+
 def test_the_curve_rises_with_sigma_and_lies_below_a_gaussian_of_the_largest_k():
     alphas = np.array([1e-3, 0.01, 0.1, 0.5])
     lo, hi = (node_fit.curve_family(**LAW)(s)(alphas) for s in (4.0, 8.0))
@@ -71,6 +125,24 @@ def test_a_strong_signal_certifies_most_of_the_exact_epsilon():
     e = node_fit.fit(out, inn, delta=DELTA, **LAW)
     exact = node_curve.epsilon(noise_std=6.0, magnitude=1.0, delta=DELTA, **LAW)[0]
     assert 0.6 * exact < e.eps_lb <= exact < e.max_certifiable_eps + 5
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_at_a_share_the_fit_never_reports_less_than_cp_on_the_same_trials(seed):
+    out, inn = pair_prior.law_scores(_record(HP_SIGMA), LAW["steps"], n=20_000, seed=100 + seed)
+    fraction = [0.05, 0.1, 0.2, 0.45][seed % 4]
+    fit = node_fit.fit_at_share(out, inn, delta=HP_DELTA, fraction=fraction, seed=seed, **LAW)
+    cp = cp_at_rank(out, inn, HP_DELTA, 0.05, fraction, seed)[0]
+    assert fit.eps_lb >= cp - 1e-6 and fit.method == node_fit.METHOD_AT_SHARE
+    assert fit.counts["fp"] == int(np.floor(fraction * out.size)) and fit.assumption == node_fit.ASSUMPTION
+
+
+def test_at_a_share_no_signal_certifies_nothing_and_bad_shares_are_refused():
+    rng = np.random.default_rng(1)
+    e = node_fit.fit_at_share(rng.standard_normal(3000), rng.standard_normal(3000), delta=1e-5, fraction=0.1, **LAW)
+    assert e.eps_lb == 0.0 and e.counts["sigma_hat"] is None and e.max_certifiable_eps > 0
+    with pytest.raises(ValueError, match="a-priori false-positive fraction"):
+        node_fit.fit_at_share(np.zeros(100), np.ones(100), delta=1e-5, fraction=1.0, **LAW)
 
 
 @pytest.mark.parametrize("kwargs, match", [({"q": 0.0}, "0 < q"), ({"steps": 0}, "steps"),
@@ -125,3 +197,43 @@ def test_declared_q_trusted_fails():
     """The k_t law of q = 0.25 fitted to a pair whose q is 0.5 (the k_t law check refuses it before any fit)."""
     with pytest.raises(AssertionError, match="exceeded the true ε"):
         NodeCheck(fitted_q=0.25).run("sigma=3")
+
+
+@pytest.mark.slow
+def test_at_a_share_size_at_the_truth():
+    NodeShareCheck().run("sigma=3")
+
+
+@pytest.mark.slow
+def test_at_a_share_size_on_heterpoissons_played_pair():
+    NodeShareCheck(sigma=HP_SIGMA, n=50_000, delta=HP_DELTA).run("heterpoisson seed 0")
+
+
+@pytest.mark.slow
+def test_at_a_share_inflated_bound_fails(monkeypatch):
+    inflate_bound(monkeypatch, node_fit.METHOD_AT_SHARE, 1.1)
+    with pytest.raises(AssertionError, match="exceeded the true ε"):
+        NodeShareCheck().run("sigma=3")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("check", [NodeShareCheck(), NodeShareCheck(sigma=HP_SIGMA, n=50_000, delta=HP_DELTA)],
+                         ids=["sigma=3", "heterpoisson"])
+def test_at_a_share_the_plug_in_fails(monkeypatch, check):
+    plug_in(monkeypatch)
+    with pytest.raises(AssertionError, match="exceeded the true ε"):
+        check.run("plug-in")
+
+
+def test_the_defaults_k_law_check_refuses_twice_the_declared_q():
+    """At the share, the declared q = 0.25 trusted on a pair of q = 0.5 exceeds the truth on 30% of draws at β = 0.2
+    (30 draws at σ = 3): anti-conservative, but under the size check's limit (31%). The default never fits without
+    the k_t check, which refuses that law on the releases it reads (and passes the true law)."""
+    from audit.stats import node_family
+
+    n = node_family.NODE_RELEASES
+    declared = node_curve.scale_law(0.25, LAW["t"], LAW["p"])[:2]
+    truth = node_curve.scale_law(0.5, LAW["t"], LAW["p"])[:2]
+    refused = sum(bool(check_node_scales(_scales(0.5, n, s), values=declared[0], probs=declared[1])) for s in range(20))
+    passed = sum(not check_node_scales(_scales(0.5, n, s), values=truth[0], probs=truth[1]) for s in range(20))
+    assert refused == 20 and passed >= 19

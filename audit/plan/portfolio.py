@@ -64,7 +64,7 @@ from audit.play.trial_runner import release_shared
 from audit.records.log import get as _logger
 from audit.records.result import Result
 from audit.records.store import Store
-from audit.stats import family_fit, pair_prior
+from audit.stats import family_fit, node_family, pair_prior
 from targets import base as targets
 from targets.base import Level
 
@@ -120,10 +120,16 @@ def _run(spec: game.AuditSpec, budget: Budget, *, out: str | Path, jobs: int, pr
         if family:  # the sampler checks' releases, sized from what is left and paid before the certification is sized
             family, refused = meter.sampler_releases(target.trial_cost(Level.TRACE))
             estimator, estimator_why = (estimator, estimator_why) if family else ("cp", refused)
-        trials, sizing = trial_sizing.certification_trials(meter, winner, piloted, claim, spec)
         # the family fit picks the score's orientation on its own selection share; an exact loss chosen by its
         # pair's ε (no pilot showed a signal) keeps its own (higher = IN), not a pilot's noise
         by_exact = winner.by_exact_eps is not None
+        node_releases = 0  # a whole node's exact loss: its k_t law checked on releases of their own, paid first
+        if by_exact and not family and node_family.law_of(_row_of(piloted, winner)["record"]["canary"]) is not None:
+            node_releases, refused = meter.node_releases(target.trial_cost(Level.TRACE))
+            estimator_why += f"; {refused}" if refused else (
+                "; the whole-node family fit at the a-priori share where the node's k_t check passes, cp at that "
+                "share beside it")
+        trials, sizing = trial_sizing.certification_trials(meter, winner, piloted, claim, spec)
         # that pair's declared law fixes, before any trial, the one false-positive share cp tests at this size
         prior = _prior_fraction(piloted, winner, claim, trials, spec, shared, probes) if by_exact and not family \
             else None
@@ -135,7 +141,8 @@ def _run(spec: game.AuditSpec, budget: Budget, *, out: str | Path, jobs: int, pr
             log.info(f"portfolio: certifying {winner.label} on {trials:,} fresh trials ({why})")
         result = game.run_audit(final, out=out, jobs=jobs, progress=progress, fresh=fresh,  # a weak signal: the
                                 sequential=not (family or by_exact),  # whole budget, not a stop once settled
-                                shared=shared, family=family, fp_fraction=prior)
+                                shared=shared, family=family, fp_fraction=prior,
+                                node_check=node_releases if prior is not None else 0)
     finally:
         release_shared()
     unreached = pilot_plan.unreached(pilot_plan.cover_order(pool, _waiting), rows,
@@ -147,7 +154,7 @@ def _run(spec: game.AuditSpec, budget: Budget, *, out: str | Path, jobs: int, pr
               "winner": {"level": winner.level, "attack": winner.attack, "canary": winner.canary,
                          "certified_as": attack},
               "why": why, "estimator": estimator, "estimator_why": estimator_why, "certification_trials": trials, "certification_sizing": sizing,
-              "prior_fp_fraction": prior,
+              "prior_fp_fraction": prior, "node_check_releases": node_releases,
               "replay": {"pilots": {_label(r): r["trials"] for r in rows if "trials" in r},
                          "certification_trials": trials},
               "setups_built": shared.counts(), "wall_s": time.time() - t0}
@@ -222,17 +229,38 @@ class Meter:
         here at `cost` units (declared seconds) per release: :data:`~audit.stats.family_fit.SAMPLER_SHARE` of
         what is left, at most ``SAMPLER_RELEASES``; or (0, why) where fewer than ``MIN_SAMPLER_RELEASES`` fit."""
         unit, left = self.budget.currency, self.left()
-        cost = 1.0 if unit == Currency.TRIALS else cost
-        n = min(family_fit.SAMPLER_RELEASES, int(family_fit.SAMPLER_SHARE * max(left, 0.0) / cost))
-        if n < family_fit.MIN_SAMPLER_RELEASES:  # the length check still reads the probe release, at no cost
+        n = self._releases(cost, family_fit.SAMPLER_RELEASES, family_fit.MIN_SAMPLER_RELEASES)
+        if not n:  # the length check still reads the probe release, at no cost
             accounting = family_fit.accounting_check(self.probe().view(Level.TRACE))
+            cost = 1.0 if unit == Currency.TRIALS else cost
             return 0, (f"budget-limited: measuring the sampler needs {family_fit.MIN_SAMPLER_RELEASES} releases "
                        f"(~{family_fit.MIN_SAMPLER_RELEASES * cost:.3g} {unit}, at most {family_fit.SAMPLER_SHARE:g} "
                        f"of what is left), {max(left, 0.0):.3g} {unit} left; the subsampled-Gaussian fit is refused, "
                        "cp certifies" + (f"; {accounting}" if accounting else ""))
+        return n, None
+
+    def node_releases(self, cost: float) -> tuple[int, str | None]:
+        """How many releases the whole-node fit's k_t check reads (:mod:`audit.stats.node_family`), charged as
+        :meth:`sampler_releases`'s are, at most ``NODE_RELEASES``; or (0, why) where fewer than
+        ``MIN_NODE_RELEASES`` fit."""
+        unit, left = self.budget.currency, self.left()
+        n = self._releases(cost, node_family.NODE_RELEASES, node_family.MIN_NODE_RELEASES)
+        if not n:
+            return 0, (f"budget-limited: checking the node's k_t needs {node_family.MIN_NODE_RELEASES} releases, "
+                       f"{max(left, 0.0):.3g} {unit} left; the whole-node fit is refused, cp certifies")
+        return n, None
+
+    def _releases(self, cost: float, most: int, fewest: int) -> int:
+        """Releases at `cost` units each (one trial each in trials) that :data:`~audit.stats.family_fit.SAMPLER_SHARE`
+        of what is left buys, at most `most`, charged; 0 (nothing charged) where fewer than `fewest`."""
+        unit, left = self.budget.currency, self.left()
+        cost = 1.0 if unit == Currency.TRIALS else cost
+        n = min(most, int(family_fit.SAMPLER_SHARE * max(left, 0.0) / cost))
+        if n < fewest:
+            return 0
         self.units += n * cost if unit == Currency.UNITS else 0.0
         self.trials += n if unit == Currency.TRIALS else 0
-        return n, None
+        return n
 
 
 def _pilots(spec: game.AuditSpec, pool: list[Candidate], meter: Meter, claim: targets.Claim, shared: SharedSetup,
@@ -310,11 +338,16 @@ def _prior_fraction(piloted: list[dict[str, Any]], winner: Candidate, claim: tar
                     ) -> float | None:
     """The OUT false-positive share at which the winner's exact loss is expected to certify the most on
     `trials` trials, from its pair's record alone (:func:`audit.stats.pair_prior.prior_fraction`)."""
-    row = next(r for r in piloted if (r["level"], r["attack"], r["canary"]) == (winner.level, winner.attack,
-                                                                                winner.canary))
+    row = _row_of(piloted, winner)
     found = pair_prior.prior_fraction(row["record"]["canary"], _steps(shared, probes), trials // 2,
                                       trials - trials // 2, claim.delta, spec.confidence)
     return None if found is None else found[0]
+
+
+def _row_of(piloted: list[dict[str, Any]], winner: Candidate) -> dict[str, Any]:
+    """The winner's pilot row."""
+    return next(r for r in piloted if (r["level"], r["attack"], r["canary"]) == (winner.level, winner.attack,
+                                                                                winner.canary))
 
 
 def _waiting(cand: Candidate) -> bool:

@@ -36,7 +36,8 @@ from audit.play.trial_runner import trial_seed
 from audit.records.result import Result, readable_name
 from audit.play.run_outcome import make_result, save_result
 from audit.play.run_spec import AuditSpec, RunSetup, build_target, setup_run, stream_seed
-from audit.play.estimation import declared_record, estimate, family_estimate, measure_sampler, plan_estimator
+from audit.play.estimation import (declared_record, estimate, family_estimate, measure_node_scales, measure_sampler,
+                                   node_estimate, plan_estimator)
 from audit.play.sequential_run import worlds
 from audit.play.trial_sizing import BUDGET_CAP, BUDGET_FLOOR, BUDGET_MARGIN, auto_trials  # noqa: F401 -- their old home
 from audit.records.store import Store, run_key
@@ -56,7 +57,7 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
               on_chunk: Callable[[int], None] | None = None, pipeline: bool | None = None,
               fresh: bool = False, sequential: bool = False, setup: RunSetup | None = None,
               shared: SharedSetup | None = None, exact: bool = True, family: bool | int = False,
-              save: bool = True, fp_fraction: float | None = None) -> Result:
+              save: bool = True, fp_fraction: float | None = None, node_check: int = 0) -> Result:
     """Play (or resume) the games of `spec`, estimate, and write the result. Returns the result.
 
     Stored trials are reused only for the same options and the same code (:func:`audit.records.store.run_key`);
@@ -69,11 +70,13 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
     `exact`: compute the exact ε of the played pair (:mod:`audit.stats.pair_epsilon`); a pilot, which is
     never reported, says "not computed" instead. `family`: certify with the subsampled-Gaussian family
     fit where the sampler checks pass, cp beside it (:mod:`audit.stats.family_fit`; fixed budget, not sequential);
+    an int is the number of releases the sampler checks read (True: :data:`audit.stats.family_fit.SAMPLER_RELEASES`).
     `save`: write the result to the store and as ``out/<run_id>.json``; a pilot's result is kept inside
     its run's result instead (:func:`audit.plan.portfolio.run`), its trials stay in the store.
     `fp_fraction`: where the run's estimator is cp, its one test at this OUT false-positive share, fixed
     before any trial (:func:`audit.stats.pair_prior.prior_fraction`; fixed budget, not sequential).
-    an int is the number of releases the sampler checks read (True: :data:`audit.stats.family_fit.SAMPLER_RELEASES`).
+    `node_check`: with `fp_fraction`, on a whole-node pair, the number of releases the k_t check reads before any
+    trial; where it passes, the whole-node fit at that share certifies, cp at it beside (:mod:`audit.stats.node_family`).
 
     The whole run uses one torch thread, as its trials always did (``TrialSetup.threads``); the
     caller's setting is restored after. The canary probe, the declared-model check and the setup
@@ -84,7 +87,7 @@ def run_audit(spec: AuditSpec, *, out: str | Path = "results", jobs: int = 1, ba
         return _run_audit(spec, out=out, jobs=jobs, backend=backend, scheduler=scheduler, progress=progress,
                           on_chunk=on_chunk, pipeline=pipeline, fresh=fresh, sequential=sequential,
                           setup=shared.setup if shared is not None else setup, shared=shared, exact=exact,
-                          family=family, save=save, fp_fraction=fp_fraction)
+                          family=family, save=save, fp_fraction=fp_fraction, node_check=node_check)
 
 
 def charged_pair(canary: Any, spec: AuditSpec, graph: Any, target: targets.Target, claim: targets.Claim
@@ -163,6 +166,7 @@ class Game:
     setup: TrialSetup
     shared: SharedSetup | None
     sampler: Any = None
+    node_scales: Any = None
     played: int = 0
 
     def trials(self, indices: list[int], jobs: int, backend: str, scheduler: str | None) -> Iterator[Rows]:
@@ -190,7 +194,8 @@ class Game:
 
 
 def _prepare(spec: AuditSpec, *, out: Path, jobs: int, pipeline: bool | None, fresh: bool, sequential: bool,
-             setup: RunSetup | None, shared: SharedSetup | None, family: bool | int, progress: bool) -> Game:
+             setup: RunSetup | None, shared: SharedSetup | None, family: bool | int, progress: bool,
+             node_check: int = 0) -> Game:
     """Everything before the first trial: the attack, view and pair, the charge, the sampler checks, the
     store's key and what it already holds, and the workers' setup (batched to fit the free memory)."""
     graph, target, claim = setup or setup_run(spec)
@@ -210,6 +215,7 @@ def _prepare(spec: AuditSpec, *, out: Path, jobs: int, pipeline: bool | None, fr
     if shared is not None:  # one target per config in this process: its per-world caches serve every run
         target = played_on.target = shared_target(played_on.target_cls, target.config)
     sampler = measure_sampler(spec, target, pair, family) if family else None
+    node_scales = measure_node_scales(spec, target, pair, node_check) if node_check else None
 
     store = Store(out / "audit.sqlite")
     code = provenance.code_identity(type(target), type(attack), type(canaries.make(played_on.canary)))
@@ -224,14 +230,15 @@ def _prepare(spec: AuditSpec, *, out: Path, jobs: int, pipeline: bool | None, fr
         trial_setup.batch = memory.batch
         if progress:
             log.info(memory.line(jobs))
-    return Game(spec, played_on, attack_name, attack, level, store, key, code, todo, trial_setup, shared, sampler)
+    return Game(spec, played_on, attack_name, attack, level, store, key, code, todo, trial_setup, shared, sampler,
+                node_scales)
 
 
 def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, scheduler: str | None,
                progress: bool, on_chunk: Callable[[int], None] | None, pipeline: bool | None, fresh: bool,
                sequential: bool, setup: RunSetup | None, shared: SharedSetup | None = None,
                exact: bool = True, family: bool | int = False, save: bool = True,
-               fp_fraction: float | None = None) -> Result:
+               fp_fraction: float | None = None, node_check: int = 0) -> Result:
     if spec.mode == Mode.ONE_RUN:
         from audit.play.one_run_audit import run_one_run  # it builds on this module's setup and result
 
@@ -240,10 +247,12 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
         raise ValueError("the subsampled-Gaussian family fit certifies a fixed budget, not a sequential run")
     if fp_fraction is not None and sequential:
         raise ValueError("cp at an a-priori false-positive share certifies a fixed budget, not a sequential run")
+    if node_check and fp_fraction is None:
+        raise ValueError("the whole-node fit certifies at an a-priori false-positive share: give fp_fraction")
     t0 = time.time()
     out = Path(out)
     game = _prepare(spec, out=out, jobs=jobs, pipeline=pipeline, fresh=fresh, sequential=sequential, setup=setup,
-                    shared=shared, family=family, progress=progress)
+                    shared=shared, family=family, progress=progress, node_check=node_check)
     consumers: list[Callable[[Rows], None]] = [game.keep]
     bar = None
     if progress and game.todo:
@@ -287,6 +296,8 @@ def _run_audit(spec: AuditSpec, *, out: str | Path, jobs: int, backend: str, sch
         record: dict[str, Any] = {"on": False, **({"why_not": why_not} if sequential else {})}
         if family:
             est, why, family_record = family_estimate(spec, claim, game.sampler, rows, est, why)
+        elif game.node_scales is not None:
+            est, why, family_record = node_estimate(spec, claim, game.node_scales, rows, est, why, fp_fraction)
     else:
         rows, est, why, policy, record = seq.rows, seq.estimate, seq.why, seq.policy, seq.record
     result = _conclude(game, rows, est, why, policy, record, check, seq, exact=exact, wall=time.time() - t0,

@@ -204,7 +204,6 @@ def estimate(scores_out: Sequence[float], scores_in: Sequence[float], *, delta: 
                         direction=HIGHER)
     if method == Method.CP and threshold is None and select_fraction is None:
         # every trial counts: a fixed grid of OUT-rank thresholds, Bonferroni-corrected (cp_every_trial.cp_grid),
-        # on the scores with their ties broken at random (cp_every_trial._tie_broken)
         # on the scores with their ties broken at random (cp_every_trial._tie_broken), both orders (cp_both_tails)
         lb, t, fp, fn, direction = cp_both_tails(out, inn, delta, beta, seed)
         lo = cp_both_tails(out, inn, delta, beta / 2, seed)[0]

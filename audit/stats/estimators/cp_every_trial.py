@@ -65,10 +65,15 @@ def mix_p_value(eps: np.ndarray, tp: np.ndarray, n_in: int, w: np.ndarray, q: np
 
     An upper Riemann sum over `mix_nodes`' bins (the tail is increasing in V), so never below the
     exact value."""
+    return binomial_tail_mix(np.minimum(1.0, np.exp(eps)[:, None] * q + delta), tp, n_in, w)
+
+
+def binomial_tail_mix(rates: np.ndarray, tp: np.ndarray, n_in: int, w: np.ndarray) -> np.ndarray:
+    """Σ_j w_j · P(Bin(n_in, rates[i, j]) ≥ tp[i]) per row i: a true-positive count's tail mixed over the
+    quadrature bins of V (`w` their masses, `rates` the TPR bound at each bin's upper end)."""
     from scipy.special import betainc
-    p = np.minimum(1.0, np.exp(eps)[:, None] * q + delta)
-    t = np.asarray(tp, dtype=float)[:, None]
-    s = betainc(np.maximum(t, 1.0), np.maximum(n_in - t + 1.0, 1e-300), p)
+    t = np.asarray(tp, dtype=float).reshape(-1, 1)
+    s = betainc(np.maximum(t, 1.0), np.maximum(n_in - t + 1.0, 1e-300), np.clip(rates, 0.0, 1.0))
     s = np.where(t <= 0, 1.0, np.where(t > n_in, 0.0, s))
     return (s * w).sum(axis=1)
 

@@ -8,7 +8,16 @@ structure) in both worlds and revealed; only the noise scale σ = std / C is unk
 against the k_t the trace records (:func:`audit.stats.sampler_check.check_node_scales`) before the fit
 may run, not estimated: that check failing refuses the fit. cp stays the assumption-free floor beside it.
 
-The steps are those of :mod:`~audit.stats.estimators.subsampled_fit`: thresholds and orientation on a
+Two ways to read the trials:
+
+* :func:`fit_at_share` (the default's, where the pair's declared law fixes the score's law before any trial:
+  :func:`audit.stats.pair_prior.prior_fraction`): one threshold at an OUT false-positive share fixed a priori,
+  the attack's own order, and one exact joint test per σ, cp_at_rank's with the family's curve in place of
+  the (ε, δ) line. On every trial, with the whole β; at the same share it never reports less than cp.
+* :func:`fit`: thresholds and orientation chosen on a seeded share of the trials, as
+  :mod:`~audit.stats.estimators.subsampled_fit` does (for a score whose law nothing fixes).
+
+:func:`fit`'s steps are those of :mod:`~audit.stats.estimators.subsampled_fit`: thresholds and orientation on a
 seeded pilot share; Clopper–Pearson upper bounds on both error rates at the k thresholds (jointly at
 1 − β); σ̂ the smallest grid σ whose curve lies above a bounded error pair (the curve rises with σ, so
 with confidence 1 − β the true σ < σ̂); ε_lb = the exact ε at σ̂ with the law's truncated tail left out
@@ -20,12 +29,18 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
+
 import audit.stats.estimators.core as _e
+from attacks.metrics import rates_at
+from audit.stats.estimators import cp_every_trial as _cp
 from audit.stats import node_curve
 from audit.stats.estimators import subsampled_fit as _fit
 from targets.common.accounting import check_delta
 
 METHOD = "node-gaussian-fit"
+METHOD_AT_SHARE = "node-gaussian-fit-at-share"
+_REFINE = 12  # bisections of σ̂ between the grid's neighbours (ratio 1.005 → about 1e-6)
 ASSUMPTION = ("T Gaussian steps given the whole node's recorded k_t, k_t of the declared sampler's law (checked "
               "against the recorded k_t), only the noise scale unknown")
 
@@ -39,9 +54,7 @@ def fit(scores_out: Sequence[float], scores_in: Sequence[float], *, delta: float
     inn = _e.check_scores(scores_in, "scores_in")
     check_delta(delta)
     beta = 1.0 - _e.check_confidence(confidence)
-    if not (0.0 < q <= 1.0) or not (0.0 <= p <= 1.0) or int(t) != t or t < 0 or int(steps) != steps or steps < 1:
-        raise ValueError(f"need 0 < q <= 1, 0 <= p <= 1, t >= 0 and steps >= 1, got q={q}, p={p}, t={t}, "
-                         f"steps={steps}")
+    _check_law(q, t, p, steps)
     so, eo, si, ei = _fit.split_trials(out.size, inn.size, select_fraction, seed, "the whole-node fit")
     curve_of = curve_family(q, int(t), p, int(steps))
     sign, thresholds = _fit.pilot_choice(curve_of, out[so], inn[si], eo.size, ei.size, beta)
@@ -54,6 +67,55 @@ def fit(scores_out: Sequence[float], scores_in: Sequence[float], *, delta: float
     ceiling = max_certifiable(eo.size, ei.size, q=q, t=int(t), p=p, steps=int(steps), delta=delta, beta=beta)
     return _e.Estimate(eps, (eps, math.inf), METHOD, float(sign * thresholds[0]), ceiling, confidence, delta,
                        counts=counts, assumption=ASSUMPTION, direction=_e.HIGHER if sign > 0 else _e.REVERSED)
+
+
+def fit_at_share(scores_out: Sequence[float], scores_in: Sequence[float], *, delta: float, steps: int, q: float,
+                 t: int, p: float, fraction: float, confidence: float = 0.95, seed: int = 0) -> "_e.Estimate":
+    """The family fit at one OUT false-positive share fixed before any trial (`fraction`: it must not depend on
+    these scores), "s ≥ t says IN", every trial, the whole β on one joint test per σ.
+
+    As in :func:`audit.stats.estimators.cp_every_trial.cp_grid`: the threshold is the OUT order statistic
+    leaving k = ⌊fraction·n_out⌋ above it, so FPR ≤ V ~ Beta(k + 1, n_out − k); given it, TP ~ Bin(n_in, TPR),
+    and at noise scale σ the family's curve f_σ gives TPR ≤ 1 − f_σ(FPR) ≤ 1 − f_σ(V). So
+    P(Bin(n_in, 1 − f_σ(V)) ≥ TP), V mixed over its Beta law, is a valid p-value for σ. It falls as σ grows
+    (f_σ rises), so the rejected σ are upward closed: σ̂ = the smallest rejected grid σ, and with confidence
+    1 − β the true σ < σ̂; ε_lb = the exact ε at σ̂ (its lower figure). A (ε, δ) mechanism's curve lies above
+    the line 1 − δ − e^ε·α, so wherever cp_at_rank at this share rejects ε, this test rejects the σ of that
+    ε: at the same share the fit reports at least cp's figure (σ̂ is bisected to ~1e-6 between grid points)."""
+    out = _e.check_scores(scores_out, "scores_out")
+    inn = _e.check_scores(scores_in, "scores_in")
+    check_delta(delta)
+    beta = 1.0 - _e.check_confidence(confidence)
+    _check_law(q, t, p, steps)
+    if not 0.0 <= fraction < 1.0:
+        raise ValueError(f"the a-priori false-positive fraction must be in [0, 1), got {fraction!r}")
+    key_out, key_in, boundary = _cp._tie_broken(out, inn, seed)
+    n0, n1 = key_out.size, key_in.size
+    k = min(int(math.floor(fraction * n0)), n0 - 1)
+    threshold = np.nextafter(np.sort(key_out)[n0 - 1 - k], np.inf)
+    fp, fn = (int(c[0]) for c in rates_at(key_out, key_in, np.array([threshold])))
+    w, v = _cp.mix_nodes(n0, (k,))
+    curve_of = curve_family(q, int(t), p, int(steps))
+
+    def rejected(sigma: float) -> bool:
+        return float(_cp.binomial_tail_mix(1.0 - curve_of(sigma)(v[0])[None, :], np.array([n1 - fn]), n1, w)[0]) \
+            <= beta
+
+    sig = _fit.smallest_rejected(rejected, refine=_REFINE)
+    eps = 0.0 if sig is None else epsilon_at(sig, q, int(t), p, int(steps), delta)
+    counts = {"n_out": int(n0), "n_in": int(n1), "fp": fp, "fn": fn, "fp_fraction": float(fraction),
+              "steps": int(steps), "sigma_hat": sig, "q": [q, q], "node_law": {"t": int(t), "p": float(p)}}
+    perfect = _fit.smallest_rejected(lambda sigma: float(_cp.binomial_tail_mix(
+        1.0 - curve_of(sigma)(v[0])[None, :], np.array([n1]), n1, w)[0]) <= beta, refine=_REFINE)
+    ceiling = 0.0 if perfect is None else epsilon_at(perfect, q, int(t), p, int(steps), delta)
+    return _e.Estimate(eps, (eps, math.inf), METHOD_AT_SHARE, float(boundary(threshold)), ceiling, confidence, delta,
+                       counts=counts, assumption=ASSUMPTION, direction=_e.HIGHER)
+
+
+def _check_law(q: float, t: int, p: float, steps: int) -> None:
+    if not (0.0 < q <= 1.0) or not (0.0 <= p <= 1.0) or int(t) != t or t < 0 or int(steps) != steps or steps < 1:
+        raise ValueError(f"need 0 < q <= 1, 0 <= p <= 1, t >= 0 and steps >= 1, got q={q}, p={p}, t={t}, "
+                         f"steps={steps}")
 
 
 def curve_family(q: float, t: int, p: float, steps: int) -> _fit.CurveOf:

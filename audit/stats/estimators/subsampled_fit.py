@@ -71,15 +71,26 @@ def rejects(sigma: float, q: float, steps: int, box: Box) -> bool:
 def sigma_hat_of(curve_of: CurveOf, box: Box) -> float | None:
     """The smallest grid σ that `box` rejects (binary search; None when it rejects none). Valid for any
     family whose curve rises with σ."""
+    return smallest_rejected(lambda sigma: rejects_of(curve_of, sigma, box))
+
+
+def smallest_rejected(rejected: Callable[[float], bool], refine: int = 0) -> float | None:
+    """The smallest σ of the fit's grid that `rejected` rejects, for a test whose rejections are upward closed in σ
+    (every σ above a rejected one is rejected: binary search); None when it rejects none. `refine` > 0 bisects
+    that many more times between the grid neighbours (still a rejected σ, closer to the boundary)."""
     lo, hi = 0, len(_SIGMAS) - 1   # invariant: hi rejected; lo not rejected, or the first
-    if not rejects_of(curve_of, _SIGMAS[hi], box):
+    if not rejected(float(_SIGMAS[hi])):
         return None
-    if rejects_of(curve_of, _SIGMAS[lo], box):
+    if rejected(float(_SIGMAS[lo])):
         return float(_SIGMAS[lo])
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if rejects_of(curve_of, _SIGMAS[mid], box) else (mid, hi)
-    return float(_SIGMAS[hi])
+        lo, hi = (lo, mid) if rejected(float(_SIGMAS[mid])) else (mid, hi)
+    below, above = float(_SIGMAS[lo]), float(_SIGMAS[hi])
+    for _ in range(refine):
+        mid = math.sqrt(below * above)
+        below, above = (below, mid) if rejected(mid) else (mid, above)
+    return above
 
 
 def sigma_hat(q: float, steps: int, box: Box) -> float | None:

@@ -1,0 +1,99 @@
+"""The whole-node family fit in a run (issue #45, HeterPoisson's unit): the node's per-step scales k_t measured
+on releases of their own, and the certificate read by :func:`audit.stats.estimators.node_fit.fit_at_share` with cp
+at the same a-priori share beside it.
+
+* **The law.** The pair's record declares it (:func:`law_of`): the sampling rate q, z's training out-degree t and
+  keep probability p (public structure), the Gaussian std and the canary's norm.
+* **The check.** Up to ``releases`` IN-world releases, each from a seed of its own (a namespace no trial, pilot,
+  declared check or sampler check uses), give the k_t every step records (``TraceStep.canary_scale``);
+  :func:`audit.stats.sampler_check.check_node_scales` tests them against the declared law. Where it fails, or the
+  trace records no k_t, the fit is refused and the run says why; cp certifies.
+* **The certificate.** On every trial, at the OUT false-positive share the pair's declared law fixed before any
+  trial (:func:`audit.stats.pair_prior.prior_fraction`); cp_at_rank at that share on the same trials is the
+  assumption-free floor reported beside it.
+
+Which runs use it is the portfolio's rule: an exact loss chosen by its whole-node pair's exact ε.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from audit.stats import estimators, node_curve
+from audit.stats.estimators import node_fit
+from audit.stats.sampler_check import check_node_scales
+from targets.base import Level
+
+#: the most IN-world releases the k_t check reads (T scales each)
+NODE_RELEASES = 400
+#: the fewest worth reading (3 steps each: 300 scales against the declared law)
+MIN_NODE_RELEASES = 100
+_NAMESPACE = 0x40DE5C  # seeds of the check's releases: apart from every trial's and check's
+
+
+@dataclass(frozen=True)
+class NodeLaw:
+    """The whole node's declared k_t law: q, t and p of :func:`audit.stats.node_curve.scale_law`."""
+
+    q: float
+    t: int
+    p: float
+
+
+def law_of(record: dict[str, Any] | None) -> NodeLaw | None:
+    """The record's whole-node law, or None where the pair is not a whole node on a Poisson(q < 1) Gaussian trace."""
+    from audit.stats import pair_prior
+
+    declared = pair_prior._declared(record, 1)
+    if declared is None or declared.node is None or not declared.q < 1.0:
+        return None
+    return NodeLaw(declared.q, *declared.node)
+
+
+@dataclass(frozen=True)
+class NodeScales:
+    """What the check's releases showed: the steps a trace releases, the law checked, the failures."""
+
+    steps: int
+    law: NodeLaw
+    releases: int
+    failures: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"steps": self.steps, "q": self.law.q, "t": self.law.t, "p": self.law.p, "releases": self.releases,
+                "failures": list(self.failures), "ok": self.ok}
+
+
+def measure(target: Any, pair: Any, law: NodeLaw, *, seed: int, releases: int) -> NodeScales:
+    """The k_t check on `releases` IN-world releases of the pair (k_t has one law in both worlds)."""
+    states = [np.random.SeedSequence([seed, _NAMESPACE, i]).generate_state(1, dtype=np.uint64)[0]
+              for i in range(releases)]
+    fits = target.fit_batch(pair.world(1), [torch.Generator().manual_seed(int(s) >> 1) for s in states])
+    traces = [r.view(Level.TRACE) for r in fits]
+    scales = [[getattr(step, "canary_scale", None) for step in trace] for trace in traces]
+    steps = len(traces[0])
+    if any(x is None for row in scales for x in row):
+        return NodeScales(steps, law, releases, ("unmeasured: the trace does not record the node's scale k_t at every "
+                                                 "step (TraceStep.canary_scale), so its law cannot be checked",))
+    values, probs, _ = node_curve.scale_law(law.q, law.t, law.p)
+    return NodeScales(steps, law, releases, check_node_scales(scales, values=values, probs=probs))
+
+
+def certify(out_s: np.ndarray, in_s: np.ndarray, scales: NodeScales, *, fraction: float, delta: float,
+            confidence: float, seed: int) -> tuple[estimators.Estimate, estimators.Estimate]:
+    """(the whole-node fit's estimate, cp's at the same share on the same trials). The k_t check must have passed."""
+    if not scales.ok:
+        raise ValueError(f"the whole-node fit is refused: {'; '.join(scales.failures)}")
+    law = scales.law
+    fit = node_fit.fit_at_share(out_s, in_s, delta=delta, steps=scales.steps, q=law.q, t=law.t, p=law.p,
+                                fraction=fraction, confidence=confidence, seed=seed)
+    cp = estimators.estimate(out_s, in_s, method="cp", delta=delta, confidence=confidence, fp_fraction=fraction,
+                             seed=seed)
+    return fit, cp
