@@ -18,7 +18,7 @@ The fit at an a-priori share (``node_fit.fit_at_share``, the default's), the sha
 | check | trials per world | reps | β | limit | P(fail \| rate 2β) |
 |---|---|---|---|---|---|
 | σ = 3 as above | 20,000 | 80 | 0.2 | 25 | 0.933 |
-| HeterPoisson's played pair (seed 0's: σ = 31.85, exact ε 0.0943 at δ = 0.0033) | 50,000 | 80 | 0.2 | 25 | 0.933 |
+| HeterPoisson's played pair (seed 0's: σ = 31.85, exact ε 0.0943 at δ = 0.0033) | 7,000 and 50,000 | 80 | 0.2 | 25 | 0.933 |
 
 | mutant | fails |
 |---|---|
@@ -205,8 +205,9 @@ def test_at_a_share_size_at_the_truth():
 
 
 @pytest.mark.slow
-def test_at_a_share_size_on_heterpoissons_played_pair():
-    NodeShareCheck(sigma=HP_SIGMA, n=50_000, delta=HP_DELTA).run("heterpoisson seed 0")
+@pytest.mark.parametrize("n", [7_000, 50_000])
+def test_at_a_share_size_on_heterpoissons_played_pair(n):
+    NodeShareCheck(sigma=HP_SIGMA, n=n, delta=HP_DELTA).run(f"heterpoisson seed 0, {n}")
 
 
 @pytest.mark.slow
@@ -237,3 +238,26 @@ def test_the_defaults_k_law_check_refuses_twice_the_declared_q():
     refused = sum(bool(check_node_scales(_scales(0.5, n, s), values=declared[0], probs=declared[1])) for s in range(20))
     passed = sum(not check_node_scales(_scales(0.5, n, s), values=truth[0], probs=truth[1]) for s in range(20))
     assert refused == 20 and passed >= 19
+
+
+def test_a_failed_k_law_check_refuses_the_fit_and_cp_certifies():
+    from audit.play import estimation
+    from audit.play.run_spec import AuditSpec
+    from audit.stats import estimators, node_family
+
+    law = node_family.NodeLaw(0.5, LAW["t"], LAW["p"])
+    failed = node_family.NodeScales(3, law, 400, ("node scale: the recorded k_t do not follow the declared law",))
+    out, inn = pair_prior.law_scores(_record(HP_SIGMA), LAW["steps"], n=2000, seed=5)
+    rows = [(i, 0, float(s)) for i, s in enumerate(out)] + [(2000 + i, 1, float(s)) for i, s in enumerate(inn)]
+    cp = estimators.estimate(out, inn, method="cp", delta=HP_DELTA, fp_fraction=0.2)
+    claim = type("Claim", (), {"delta": HP_DELTA})()
+    spec = AuditSpec(target="heterpoisson", epsilon=2.0)
+    est, why, record = estimation.node_estimate(spec, claim, failed, rows, cp, "auto", 0.2)
+    assert est is cp and "whole-node fit refused: node scale" in why and record["node_scales"]["ok"] is False
+    with pytest.raises(ValueError, match="refused"):
+        node_family.certify(out, inn, failed, fraction=0.2, delta=HP_DELTA, confidence=0.95, seed=0)
+    passed = node_family.NodeScales(3, law, 400, ())
+    est, why, record = estimation.node_estimate(spec, claim, passed, rows, cp, "auto", 0.2)
+    assert est.method == node_fit.METHOD_AT_SHARE and est.eps_lb >= cp.eps_lb - 1e-6 and "checked on 400" in why
+    est, why, _ = estimation.node_estimate(spec, claim, "no whole node", rows, cp, "auto", 0.2)
+    assert est is cp and "no whole node" in why

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from audit.stats import estimators, node_curve
+from audit.stats import estimators, node_curve, pair_prior
 from audit.stats.estimators import node_fit
 from audit.stats.sampler_check import check_node_scales
 from targets.base import Level
@@ -45,12 +45,10 @@ class NodeLaw:
 
 def law_of(record: dict[str, Any] | None) -> NodeLaw | None:
     """The record's whole-node law, or None where the pair is not a whole node on a Poisson(q < 1) Gaussian trace."""
-    from audit.stats import pair_prior
-
-    declared = pair_prior._declared(record, 1)
-    if declared is None or declared.node is None or not declared.q < 1.0:
+    law = pair_prior.declared(record, 1)
+    if law is None or law.node is None or not law.q < 1.0:
         return None
-    return NodeLaw(declared.q, *declared.node)
+    return NodeLaw(law.q, *law.node)
 
 
 @dataclass(frozen=True)

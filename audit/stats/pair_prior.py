@@ -27,7 +27,7 @@ from targets.common.pair_law import PairLaw
 
 
 @dataclass(frozen=True)
-class _Declared:
+class Declared:
     """What a pair's record declares of the trace law its exact loss is scored under."""
 
     q: float
@@ -37,7 +37,7 @@ class _Declared:
     node: tuple[int, float] | None
 
 
-def _declared(record: dict[str, Any] | None, steps: int) -> _Declared | None:
+def declared(record: dict[str, Any] | None, steps: int) -> Declared | None:
     """The record's Gaussian trace law (0 < q ≤ 1, a positive std and canary norm, and a whole node's k_t law
     where the trace records k_t), or None where the record does not fix it."""
     law = PairLaw.of(record or {})
@@ -46,14 +46,14 @@ def _declared(record: dict[str, Any] | None, steps: int) -> _Declared | None:
             or not (isinstance(magnitude, (int, float)) and magnitude > 0) or steps < 1:
         return None
     if not law.node_scales:
-        return _Declared(q, std, float(magnitude), None)
+        return Declared(q, std, float(magnitude), None)
     t_z, p_z = record.get("node_training_out_degree"), record.get("node_keep_probability")
-    return None if t_z is None or p_z is None else _Declared(q, std, float(magnitude), (int(t_z), float(p_z)))
+    return None if t_z is None or p_z is None else Declared(q, std, float(magnitude), (int(t_z), float(p_z)))
 
 
 def exact_from_record(record: dict[str, Any] | None, steps: int, delta: float) -> float | None:
     """The pair's exact ε at `delta` over `steps` steps, or None where its record does not fix it."""
-    law = _declared(record, steps)
+    law = declared(record, steps)
     if law is None or not law.q < 1.0 or not 0.0 < delta < 1.0:
         return None
     try:
@@ -78,7 +78,7 @@ def law_scores(record: dict[str, Any] | None, steps: int, n: int = LAW_DRAWS, se
     record does not fix it. A whole node: given k_t the loss is Gaussian, N(±m/2, m), m = (C/s)²·Σ_t k_t²
     (:mod:`audit.stats.node_curve`). A fixed vector: ℓ_t ~ N(−μ²/2, μ²) without it, N(+μ²/2, μ²) with it
     (each step with probability q in the IN world), μ = C/s."""
-    law = _declared(record, steps)
+    law = declared(record, steps)
     if law is None:
         return None
     rng = np.random.default_rng([int(seed), 0x1A_4D])
