@@ -24,7 +24,7 @@ The fit at an a-priori share (``node_fit.fit_at_share``, the default's), the sha
 |---|---|
 | bound × 1.1 | the σ = 3 check |
 | the plug-in (σ̂ the smallest σ whose curve lies above the observed error pair: no confidence) | both checks |
-| the declared q trusted when the true q is twice it | not the size check (30% of 30 draws exceed at β = 0.2, limit 31%): the k_t check at the default's 400 releases refuses that law (20 of 20) |
+| the declared q trusted when the true q is twice it | not the size check (30% of 30 draws exceed at β = 0.2, limit 31%): the k_t check refuses that law on its fewest releases (100: 40 of 40) |
 | at the same share, never below cp_at_rank's figure on the same trials | (a property, 20 draws) |
 """
 import numpy as np
@@ -229,15 +229,18 @@ def test_at_a_share_the_plug_in_fails(monkeypatch, check):
 def test_the_defaults_k_law_check_refuses_twice_the_declared_q():
     """At the share, the declared q = 0.25 trusted on a pair of q = 0.5 exceeds the truth on 30% of draws at β = 0.2
     (30 draws at σ = 3): anti-conservative, but under the size check's limit (31%). The default never fits without
-    the k_t check, which refuses that law on the releases it reads (and passes the true law)."""
+    the k_t check, which refuses that law on the fewest releases it reads (and passes the true law); half the
+    declared p is refused too."""
     from audit.stats import node_family
 
-    n = node_family.NODE_RELEASES
+    n = node_family.MIN_NODE_RELEASES
     declared = node_curve.scale_law(0.25, LAW["t"], LAW["p"])[:2]
     truth = node_curve.scale_law(0.5, LAW["t"], LAW["p"])[:2]
-    refused = sum(bool(check_node_scales(_scales(0.5, n, s), values=declared[0], probs=declared[1])) for s in range(20))
-    passed = sum(not check_node_scales(_scales(0.5, n, s), values=truth[0], probs=truth[1]) for s in range(20))
-    assert refused == 20 and passed >= 19
+    half_p = node_curve.scale_law(0.5, LAW["t"], LAW["p"] / 2)[:2]
+    draws = [_scales(0.5, n, s) for s in range(40)]
+    assert sum(bool(check_node_scales(k, values=declared[0], probs=declared[1])) for k in draws) == 40
+    assert sum(bool(check_node_scales(k, values=half_p[0], probs=half_p[1])) for k in draws) >= 32
+    assert sum(not check_node_scales(k, values=truth[0], probs=truth[1]) for k in draws) >= 38
 
 
 def test_a_failed_k_law_check_refuses_the_fit_and_cp_certifies():

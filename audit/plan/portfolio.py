@@ -229,7 +229,7 @@ class Meter:
         here at `cost` units (declared seconds) per release: :data:`~audit.stats.family_fit.SAMPLER_SHARE` of
         what is left, at most ``SAMPLER_RELEASES``; or (0, why) where fewer than ``MIN_SAMPLER_RELEASES`` fit."""
         unit, left = self.budget.currency, self.left()
-        n = self._releases(cost, family_fit.SAMPLER_RELEASES, family_fit.MIN_SAMPLER_RELEASES)
+        n = self._releases(cost, family_fit.SAMPLER_RELEASES, family_fit.MIN_SAMPLER_RELEASES, family_fit.SAMPLER_SHARE)
         if not n:  # the length check still reads the probe release, at no cost
             accounting = family_fit.accounting_check(self.probe().view(Level.TRACE))
             cost = 1.0 if unit == Currency.TRIALS else cost
@@ -241,21 +241,22 @@ class Meter:
 
     def node_releases(self, cost: float) -> tuple[int, str | None]:
         """How many releases the whole-node fit's k_t check reads (:mod:`audit.stats.node_family`), charged as
-        :meth:`sampler_releases`'s are, at most ``NODE_RELEASES``; or (0, why) where fewer than
-        ``MIN_NODE_RELEASES`` fit."""
+        :meth:`sampler_releases`'s are: :data:`~audit.stats.node_family.NODE_SHARE` of what is left, at most
+        ``NODE_RELEASES``; or (0, why) where fewer than ``MIN_NODE_RELEASES`` fit."""
         unit, left = self.budget.currency, self.left()
-        n = self._releases(cost, node_family.NODE_RELEASES, node_family.MIN_NODE_RELEASES)
+        n = self._releases(cost, node_family.NODE_RELEASES, node_family.MIN_NODE_RELEASES, node_family.NODE_SHARE)
         if not n:
-            return 0, (f"budget-limited: checking the node's k_t needs {node_family.MIN_NODE_RELEASES} releases, "
-                       f"{max(left, 0.0):.3g} {unit} left; the whole-node fit is refused, cp certifies")
+            return 0, (f"budget-limited: checking the node's k_t needs {node_family.MIN_NODE_RELEASES} releases (at "
+                       f"most {node_family.NODE_SHARE:g} of what is left), {max(left, 0.0):.3g} {unit} left; the "
+                       "whole-node fit is refused, cp certifies")
         return n, None
 
-    def _releases(self, cost: float, most: int, fewest: int) -> int:
-        """Releases at `cost` units each (one trial each in trials) that :data:`~audit.stats.family_fit.SAMPLER_SHARE`
-        of what is left buys, at most `most`, charged; 0 (nothing charged) where fewer than `fewest`."""
+    def _releases(self, cost: float, most: int, fewest: int, share: float) -> int:
+        """Releases at `cost` units each (one trial each in trials) that `share` of what is left buys, at most
+        `most`, charged; 0 (nothing charged) where fewer than `fewest`."""
         unit, left = self.budget.currency, self.left()
         cost = 1.0 if unit == Currency.TRIALS else cost
-        n = min(most, int(family_fit.SAMPLER_SHARE * max(left, 0.0) / cost))
+        n = min(most, int(share * max(left, 0.0) / cost))
         if n < fewest:
             return 0
         self.units += n * cost if unit == Currency.UNITS else 0.0

@@ -29,8 +29,13 @@ from targets.base import Level
 
 #: the most IN-world releases the k_t check reads (T scales each)
 NODE_RELEASES = 400
-#: the fewest worth reading (3 steps each: 300 scales against the declared law)
+#: the fewest worth reading: 100 releases of 3 steps refuse the law of twice the declared q on 100 of 100 draws,
+#: the law of half the declared p on 92, and the true law on none (tests/test_node_fit.py)
 MIN_NODE_RELEASES = 100
+#: the share of what is left of the budget the check may take: it pays nothing into the fit (a pass or a refusal),
+#: so every release beyond what the check needs is a certification trial lost (400 of 14,034 at 120u flipped a
+#: HeterPoisson seed's ε_lb from 0.0033 to 0)
+NODE_SHARE = 0.01
 _NAMESPACE = 0x40DE5C  # seeds of the check's releases: apart from every trial's and check's
 
 
