@@ -61,7 +61,7 @@ def certification_trials(meter: Any, winner: Any, piloted: list[dict[str, Any]],
                          spec: AuditSpec) -> tuple[int, str]:
     """The certification's trial budget (even, ≥ 8) and how it was sized, for the portfolio's winner
     (:class:`audit.plan.portfolio.Candidate`) after the pilots that its meter
-    (:class:`audit.plan.portfolio.Meter`) charged."""
+    (:class:`audit.plan.meter.Meter`) charged."""
     currency = meter.budget.currency
     if currency == Currency.TRIALS:
         n = max(8, int(meter.left()) // 2 * 2)

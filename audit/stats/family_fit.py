@@ -3,7 +3,7 @@ and the certificate read by :mod:`audit.stats.estimators.subsampled_fit` with cp
 
 * **The sampler.** Up to :data:`SAMPLER_RELEASES` releases of the IN world, each from a seed of its own (a
   namespace no trial, pilot or declared check uses), sized from what is left of the budget
-  (:meth:`audit.plan.portfolio.Meter.sampler_releases`: fewer releases give a wider interval on q, which the fit pays for; below
+  (:meth:`audit.plan.meter.Meter.sampler_releases`: fewer releases give a wider interval on q, which the fit pays for; below
   :data:`MIN_SAMPLER_RELEASES` the fit is refused as budget-limited), give per step the canary's inclusion and the
   realised batch size (``DPSGDTrace.sampling_record``). :func:`audit.stats.sampler_check.check_sampler`
   measures q (a Clopper–Pearson interval at β_q = :data:`Q_SHARE`·β), the batch-size variance
