@@ -85,6 +85,26 @@ def test_the_share_must_be_a_fraction():
         est.estimate(np.zeros(10), np.ones(10), delta=1e-5, method="cp", fp_fraction=1.0)
 
 
+
+def test_the_rank_threshold_leaves_exactly_k_false_positives_even_on_ties():
+    """:func:`at_rank` (shared by cp_at_rank and the whole-node fit at the share): k = ⌊fraction·n_out⌋ OUT scores
+    above the threshold, tied scores split at random, and cp_at_rank is mix_eps at those counts."""
+    from audit.stats.estimators import cp_every_trial as cp
+
+    rng = np.random.default_rng(3)
+    for out, inn in [(rng.standard_normal(997), rng.standard_normal(1003) + 1.0),
+                     (rng.integers(0, 2, 1000).astype(float), rng.integers(0, 2, 1000).astype(float))]:
+        for fraction in (0.0, 0.05, 0.37):
+            r = cp.at_rank(out, inn, fraction, seed=1)
+            assert (r.n_out, r.n_in, r.k) == (out.size, inn.size, math.floor(fraction * out.size))
+            assert r.fp == r.k and 0 <= r.fn <= inn.size
+            eps, threshold, fp, fn = cp.cp_at_rank(out, inn, 1e-5, 0.05, fraction, seed=1)
+            assert (threshold, fp, fn) == (r.threshold, r.fp, r.fn)
+            assert eps == pytest.approx(float(cp.mix_eps(np.array([r.n_in - r.fn]), np.array([r.k]), r.n_out,
+                                                         r.n_in, 1e-5, 0.05)[0]))
+    with pytest.raises(ValueError, match="false-positive fraction"):
+        cp.at_rank(np.zeros(5), np.ones(5), -0.1)
+
 # ---------------------------------------------------------------------------------------------------------------
 # the declared law of the exact loss on a pair, and the share it fixes
 # ---------------------------------------------------------------------------------------------------------------

@@ -262,5 +262,8 @@ def test_a_failed_k_law_check_refuses_the_fit_and_cp_certifies():
     passed = node_family.NodeScales(3, law, 400, ())
     est, why, record = estimation.node_estimate(spec, claim, passed, rows, cp, "auto", 0.2)
     assert est.method == node_fit.METHOD_AT_SHARE and est.eps_lb >= cp.eps_lb - 1e-6 and "checked on 400" in why
-    est, why, _ = estimation.node_estimate(spec, claim, "no whole node", rows, cp, "auto", 0.2)
-    assert est is cp and "no whole node" in why
+    undeclared = node_family.NodeScales.undeclared("no whole node")
+    est, why, record = estimation.node_estimate(spec, claim, undeclared, rows, cp, "auto", 0.2)
+    assert est is cp and "no whole node" in why and record["node_scales"]["q"] is None
+    with pytest.raises(ValueError, match="no whole node"):
+        node_family.certify(out, inn, undeclared, fraction=0.2, delta=HP_DELTA, confidence=0.95, seed=0)

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -15,6 +15,9 @@ from audit.play.sequential_run import AUTO_SHAPE, worlds
 from audit.stats import estimators
 from targets import base as targets
 from audit.stats.kinds import Method
+
+if TYPE_CHECKING:
+    from audit.stats.node_family import NodeScales
 
 
 def measure_sampler(spec: AuditSpec, target: targets.Target, pair: Any, releases: bool | int = True) -> Any:
@@ -50,32 +53,30 @@ def family_estimate(spec: AuditSpec, claim: targets.Claim, sampler: Any, rows: l
                  f"trials {cp.eps_lb:.4g}" + (f"; {sampler.accounting}" if sampler.accounting else "")), record
 
 
-def measure_node_scales(spec: AuditSpec, target: targets.Target, pair: Any, releases: int) -> Any:
+def measure_node_scales(spec: AuditSpec, target: targets.Target, pair: Any, releases: int) -> NodeScales:
     """The whole-node k_t check (:func:`audit.stats.node_family.measure`) on `releases` releases, before any
-    trial; a pair whose record declares no whole-node law is recorded as refused."""
+    trial: a :class:`~audit.stats.node_family.NodeScales`, refused where the pair's record declares no whole-node
+    law."""
     from audit.stats import node_family
 
     law = node_family.law_of(pair.info)
     if law is None:
-        return "the pair's record declares no whole node's k_t law on a Poisson(q < 1) Gaussian trace"
+        return node_family.NodeScales.undeclared()
     return node_family.measure(target, pair, law, seed=spec.seed, releases=int(releases))
 
 
-def node_estimate(spec: AuditSpec, claim: targets.Claim, scales: Any, rows: list[Any], cp: estimators.Estimate,
+def node_estimate(spec: AuditSpec, claim: targets.Claim, scales: NodeScales, rows: list[Any], cp: estimators.Estimate,
                   why: str, fraction: float) -> tuple[estimators.Estimate, str, dict[str, Any]]:
     """The run's estimate by the whole-node fit at the a-priori share where the k_t check passed, with cp at that
     share (`cp`, on the same trials) beside it; cp itself, and why the fit was refused, where it was not."""
     from audit.stats import node_family
 
-    record: dict[str, Any] = {"family": "whole node", "cp": cp.to_dict()}
-    refused = scales if isinstance(scales, str) else None if scales.ok else "; ".join(scales.failures)
-    if not isinstance(scales, str):
-        record["node_scales"] = scales.to_dict()
-    if refused:
-        record["refused"] = refused
-        return cp, f"{why}; the whole-node fit refused: {refused}", record
-    fit, _ = node_family.certify(*worlds(rows), scales, fraction=fraction, delta=claim.delta,
-                                 confidence=spec.confidence, seed=spec.seed)
+    record: dict[str, Any] = {"family": "whole node", "cp": cp.to_dict(), "node_scales": scales.to_dict()}
+    if scales.refusal:
+        record["refused"] = scales.refusal
+        return cp, f"{why}; the whole-node fit refused: {scales.refusal}", record
+    fit = node_family.certify(*worlds(rows), scales, fraction=fraction, delta=claim.delta,
+                              confidence=spec.confidence, seed=spec.seed)
     law = scales.law
     return fit, (f"the whole-node family fit at the same share (T = {scales.steps} steps, k_t = 1 w.p. q = {law.q:g} "
                  f"else 2·Bin({law.t}, q·{law.p:.4g}), checked on {scales.releases:,} releases); cp at that share "

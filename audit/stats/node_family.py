@@ -58,20 +58,32 @@ def law_of(record: dict[str, Any] | None) -> NodeLaw | None:
 
 @dataclass(frozen=True)
 class NodeScales:
-    """What the check's releases showed: the steps a trace releases, the law checked, the failures."""
+    """What the check's releases showed: the steps a trace releases, the law checked, the failures. A pair with no
+    declared whole-node law carries no law, no releases and the refusal (:meth:`undeclared`)."""
 
     steps: int
-    law: NodeLaw
+    law: NodeLaw | None
     releases: int
     failures: tuple[str, ...]
 
+    @classmethod
+    def undeclared(cls, why: str = "the pair's record declares no whole node's k_t law on a Poisson(q < 1) "
+                                   "Gaussian trace") -> "NodeScales":
+        return cls(0, None, 0, (why,))
+
     @property
     def ok(self) -> bool:
-        return not self.failures
+        return not self.failures and self.law is not None
+
+    @property
+    def refusal(self) -> str | None:
+        """Why the fit may not run, or None where the check passed."""
+        return None if self.ok else "; ".join(self.failures) or "no whole-node law"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"steps": self.steps, "q": self.law.q, "t": self.law.t, "p": self.law.p, "releases": self.releases,
-                "failures": list(self.failures), "ok": self.ok}
+        law = self.law
+        return {"steps": self.steps, "q": law and law.q, "t": law and law.t, "p": law and law.p,
+                "releases": self.releases, "failures": list(self.failures), "ok": self.ok}
 
 
 def measure(target: Any, pair: Any, law: NodeLaw, *, seed: int, releases: int) -> NodeScales:
@@ -90,13 +102,12 @@ def measure(target: Any, pair: Any, law: NodeLaw, *, seed: int, releases: int) -
 
 
 def certify(out_s: np.ndarray, in_s: np.ndarray, scales: NodeScales, *, fraction: float, delta: float,
-            confidence: float, seed: int) -> tuple[estimators.Estimate, estimators.Estimate]:
-    """(the whole-node fit's estimate, cp's at the same share on the same trials). The k_t check must have passed."""
+            confidence: float, seed: int) -> estimators.Estimate:
+    """The whole-node fit's estimate at the a-priori share (cp at that share, on the same trials, is the run's own
+    estimate and is reported beside it by the caller). The k_t check must have passed."""
     if not scales.ok:
-        raise ValueError(f"the whole-node fit is refused: {'; '.join(scales.failures)}")
+        raise ValueError(f"the whole-node fit is refused: {scales.refusal}")
     law = scales.law
-    fit = node_fit.fit_at_share(out_s, in_s, delta=delta, steps=scales.steps, q=law.q, t=law.t, p=law.p,
-                                fraction=fraction, confidence=confidence, seed=seed)
-    cp = estimators.estimate(out_s, in_s, method="cp", delta=delta, confidence=confidence, fp_fraction=fraction,
-                             seed=seed)
-    return fit, cp
+    assert law is not None  # scales.ok
+    return node_fit.fit_at_share(out_s, in_s, delta=delta, steps=scales.steps, q=law.q, t=law.t, p=law.p,
+                                 fraction=fraction, confidence=confidence, seed=seed)

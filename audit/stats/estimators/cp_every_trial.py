@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.stats import beta as beta_dist
@@ -183,13 +184,24 @@ def _tie_broken(out: np.ndarray, inn: np.ndarray, seed: int
     return keys[:out.size], keys[out.size:], boundary
 
 
-def cp_at_rank(out: np.ndarray, inn: np.ndarray, delta: float, beta: float, fraction: float, seed: int = 0
-               ) -> tuple[float, float, int, int]:
-    """:func:`cp_grid`'s test at one count fixed before any score is seen: k = ⌊fraction · n_out⌋ OUT
-    false positives, the attack's own order ("s ≥ t says IN"), the whole β on that one test (no grid, no
-    reversed order to pay for). Ties are broken at random as in :func:`cp_both_tails`. Returns (ε lower
-    bound, threshold as a score, FP, FN). Valid for any `fraction` that does not depend on these scores
-    (cp_grid's argument with |K| = 1); a fraction picked on them is not (tests/test_cp_at_rank.py)."""
+@dataclass(frozen=True)
+class RankThreshold:
+    """One threshold at an OUT false-positive count fixed a priori: k of the n_out OUT scores lie above it (ties
+    broken at random), "s ≥ threshold says IN"; fp and fn are the realised error counts there."""
+
+    n_out: int
+    n_in: int
+    k: int
+    threshold: float
+    fp: int
+    fn: int
+
+
+def at_rank(out: np.ndarray, inn: np.ndarray, fraction: float, seed: int = 0) -> RankThreshold:
+    """The threshold leaving k = ⌊fraction · n_out⌋ OUT scores above it, in the attack's own order, ties broken
+    at random as in :func:`cp_both_tails` (`seed`). Its FPR lies below V ~ Beta(k + 1, n_out − k)
+    (:func:`mix_nodes` with the count k): the one-count test of :func:`cp_at_rank` and of
+    :func:`audit.stats.estimators.node_fit.fit_at_share`. `fraction` must not depend on these scores."""
     if not 0.0 <= fraction < 1.0:
         raise ValueError(f"the a-priori false-positive fraction must be in [0, 1), got {fraction!r}")
     key_out, key_in, boundary = _tie_broken(out, inn, seed)
@@ -197,8 +209,19 @@ def cp_at_rank(out: np.ndarray, inn: np.ndarray, delta: float, beta: float, frac
     k = min(int(math.floor(fraction * n0)), n0 - 1)
     threshold = np.nextafter(np.sort(key_out)[n0 - 1 - k], np.inf)
     fp, fn = (int(c[0]) for c in _rates_at(key_out, key_in, np.array([threshold])))
-    eps = float(mix_eps(np.array([n1 - fn]), np.array([k]), n0, n1, delta, beta)[0])
-    return eps, boundary(threshold), fp, fn
+    return RankThreshold(int(n0), int(n1), k, boundary(threshold), fp, fn)
+
+
+def cp_at_rank(out: np.ndarray, inn: np.ndarray, delta: float, beta: float, fraction: float, seed: int = 0
+               ) -> tuple[float, float, int, int]:
+    """:func:`cp_grid`'s test at one count fixed before any score is seen (:func:`at_rank`): k = ⌊fraction · n_out⌋
+    OUT false positives, the attack's own order ("s ≥ t says IN"), the whole β on that one test (no grid, no
+    reversed order to pay for). Returns (ε lower bound, threshold as a score, FP, FN). Valid for any `fraction`
+    that does not depend on these scores (cp_grid's argument with |K| = 1); a fraction picked on them is not
+    (tests/test_cp_at_rank.py)."""
+    r = at_rank(out, inn, fraction, seed)
+    eps = float(mix_eps(np.array([r.n_in - r.fn]), np.array([r.k]), r.n_out, r.n_in, delta, beta)[0])
+    return eps, r.threshold, r.fp, r.fn
 
 
 def cp_grid_max(n_out: int, n_in: int, delta: float, beta: float) -> float:

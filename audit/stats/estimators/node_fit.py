@@ -27,12 +27,11 @@ duality's lower bound on a finite ε grid, its δ with the truncated tail added 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 import audit.stats.estimators.core as _e
-from attacks.metrics import rates_at
 from audit.stats.estimators import cp_every_trial as _cp
 from audit.stats import node_curve
 from audit.stats.estimators import subsampled_fit as _fit
@@ -87,28 +86,21 @@ def fit_at_share(scores_out: Sequence[float], scores_in: Sequence[float], *, del
     check_delta(delta)
     beta = 1.0 - _e.check_confidence(confidence)
     _check_law(q, t, p, steps)
-    if not 0.0 <= fraction < 1.0:
-        raise ValueError(f"the a-priori false-positive fraction must be in [0, 1), got {fraction!r}")
-    key_out, key_in, boundary = _cp._tie_broken(out, inn, seed)
-    n0, n1 = key_out.size, key_in.size
-    k = min(int(math.floor(fraction * n0)), n0 - 1)
-    threshold = np.nextafter(np.sort(key_out)[n0 - 1 - k], np.inf)
-    fp, fn = (int(c[0]) for c in rates_at(key_out, key_in, np.array([threshold])))
-    w, v = _cp.mix_nodes(n0, (k,))
+    r = _cp.at_rank(out, inn, fraction, seed)
+    w, v = _cp.mix_nodes(r.n_out, (r.k,))
     curve_of = curve_family(q, int(t), p, int(steps))
 
-    def rejected(sigma: float) -> bool:
-        return float(_cp.binomial_tail_mix(1.0 - curve_of(sigma)(v[0])[None, :], np.array([n1 - fn]), n1, w)[0]) \
-            <= beta
+    def rejects(tp: int) -> Callable[[float], bool]:  # σ ↦ whether the joint test rejects σ at `tp` true positives
+        return lambda sigma: float(_cp.binomial_tail_mix(
+            1.0 - curve_of(sigma)(v[0])[None, :], np.array([tp]), r.n_in, w)[0]) <= beta
 
-    sig = _fit.smallest_rejected(rejected, refine=_REFINE)
+    sig = _fit.smallest_rejected(rejects(r.n_in - r.fn), refine=_REFINE)
     eps = 0.0 if sig is None else epsilon_at(sig, q, int(t), p, int(steps), delta)
-    counts = {"n_out": int(n0), "n_in": int(n1), "fp": fp, "fn": fn, "fp_fraction": float(fraction),
+    counts = {"n_out": r.n_out, "n_in": r.n_in, "fp": r.fp, "fn": r.fn, "fp_fraction": float(fraction),
               "steps": int(steps), "sigma_hat": sig, "q": [q, q], "node_law": {"t": int(t), "p": float(p)}}
-    perfect = _fit.smallest_rejected(lambda sigma: float(_cp.binomial_tail_mix(
-        1.0 - curve_of(sigma)(v[0])[None, :], np.array([n1]), n1, w)[0]) <= beta, refine=_REFINE)
+    perfect = _fit.smallest_rejected(rejects(r.n_in), refine=_REFINE)  # no error at the threshold: the ceiling
     ceiling = 0.0 if perfect is None else epsilon_at(perfect, q, int(t), p, int(steps), delta)
-    return _e.Estimate(eps, (eps, math.inf), METHOD_AT_SHARE, float(boundary(threshold)), ceiling, confidence, delta,
+    return _e.Estimate(eps, (eps, math.inf), METHOD_AT_SHARE, float(r.threshold), ceiling, confidence, delta,
                        counts=counts, assumption=ASSUMPTION, direction=_e.HIGHER)
 
 
