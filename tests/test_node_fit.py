@@ -64,7 +64,8 @@ class NodeCheck(SizeLimits):
 
 
 class NodeShareCheck(NodeCheck):
-    """:func:`node_fit.fit_at_share` at the share the declared law fixes for this size (no trial seen)."""
+    """:func:`node_fit.fit_at_share` at the share the declared law fixes for this size (no trial seen): the fit's own
+    (:func:`node_fit.prior_share`), as the default reads it."""
 
     def __init__(self, sigma: float = 3.0, n: int = 20_000, reps: int = 80, confidence: float = 0.8,
                  fitted_q: float = LAW["q"], delta: float = DELTA):
@@ -74,8 +75,8 @@ class NodeShareCheck(NodeCheck):
     def run(self, name: str) -> int:
         exact = node_curve.epsilon(noise_std=self.sigma, magnitude=1.0, q=LAW["q"], t=LAW["t"], p=LAW["p"],
                                    steps=LAW["steps"], delta=self.delta)[0]
-        fraction = pair_prior.prior_fraction(_record(self.sigma, self.fitted_q), LAW["steps"], self.n, self.n,
-                                             self.delta, self.confidence)[0]
+        fraction = node_fit.prior_share(sigma=self.sigma, n_out=self.n, n_in=self.n, delta=self.delta,
+                                        confidence=self.confidence, **{**LAW, "q": self.fitted_q})[0]
         seed = stable_seed("size-node-fit-at-share", name)
 
         def draw(r: int) -> tuple[float, float]:
@@ -248,7 +249,7 @@ def test_a_failed_k_law_check_refuses_the_fit_and_cp_certifies():
     from audit.play.run_spec import AuditSpec
     from audit.stats import estimators, node_family
 
-    law = node_family.NodeLaw(0.5, LAW["t"], LAW["p"])
+    law = node_family.NodeLaw(0.5, LAW["t"], LAW["p"], HP_SIGMA)
     failed = node_family.NodeScales(3, law, 400, ("node scale: the recorded k_t do not follow the declared law",))
     out, inn = pair_prior.law_scores(_record(HP_SIGMA), LAW["steps"], n=2000, seed=5)
     rows = [(i, 0, float(s)) for i, s in enumerate(out)] + [(2000 + i, 1, float(s)) for i, s in enumerate(inn)]
@@ -258,12 +259,44 @@ def test_a_failed_k_law_check_refuses_the_fit_and_cp_certifies():
     est, why, record = estimation.node_estimate(spec, claim, failed, rows, cp, "auto", 0.2)
     assert est is cp and "whole-node fit refused: node scale" in why and record["node_scales"]["ok"] is False
     with pytest.raises(ValueError, match="refused"):
-        node_family.certify(out, inn, failed, fraction=0.2, delta=HP_DELTA, confidence=0.95, seed=0)
+        node_family.certify(out, inn, failed, delta=HP_DELTA, confidence=0.95, seed=0)
     passed = node_family.NodeScales(3, law, 400, ())
     est, why, record = estimation.node_estimate(spec, claim, passed, rows, cp, "auto", 0.2)
-    assert est.method == node_fit.METHOD_AT_SHARE and est.eps_lb >= cp.eps_lb - 1e-6 and "checked on 400" in why
+    share = node_family.fit_share(passed, 2000, 2000, delta=HP_DELTA, confidence=0.95)
+    assert est.method == node_fit.METHOD_AT_SHARE and est.counts["fp_fraction"] == share and "checked on 400" in why
+    assert record["cp_share"] == 0.2 and record["cp"]["eps_lb"] == cp.eps_lb
     undeclared = node_family.NodeScales.undeclared("no whole node")
     est, why, record = estimation.node_estimate(spec, claim, undeclared, rows, cp, "auto", 0.2)
     assert est is cp and "no whole node" in why and record["node_scales"]["q"] is None
     with pytest.raises(ValueError, match="no whole node"):
-        node_family.certify(out, inn, undeclared, fraction=0.2, delta=HP_DELTA, confidence=0.95, seed=0)
+        node_family.certify(out, inn, undeclared, delta=HP_DELTA, confidence=0.95, seed=0)
+
+
+def test_the_fits_share_is_its_own_optimum_at_expected_counts():
+    """prior_share reads the declared law and the counts alone; at each of its shares the fit's bound at expected
+    counts is at most the one it returns, and on the played pair at 197,660 a world it lies well above cp's share
+    (the fit gains from a central share that cp's line does not)."""
+    kw = dict(sigma=HP_SIGMA, delta=HP_DELTA, **LAW)
+    share, expected = node_fit.prior_share(n_out=197_660, n_in=197_660, **kw)
+    assert share in node_fit.SHARES and expected > 0
+    cp_share = pair_prior.prior_fraction(_record(HP_SIGMA), LAW["steps"], 197_660, 197_660, HP_DELTA, 0.95)[0]
+    assert share > 2 * cp_share
+    small, _ = node_fit.prior_share(n_out=7_000, n_in=7_000, **kw)
+    assert small in node_fit.SHARES
+    with pytest.raises(ValueError):
+        node_fit.prior_share(n_out=100, n_in=100, **{**kw, "q": 0.0})
+
+
+@pytest.mark.slow
+def test_on_the_played_pair_the_fits_share_beats_cps():
+    """16 draws of the played pair at 197,660 a world (the 400,000-trial budget): the fit at its own share has a
+    higher median bound than at cp's share, on the same draws."""
+    n = 197_660
+    share = node_fit.prior_share(sigma=HP_SIGMA, n_out=n, n_in=n, delta=HP_DELTA, **LAW)[0]
+    cp_share = pair_prior.prior_fraction(_record(HP_SIGMA), LAW["steps"], n, n, HP_DELTA, 0.95)[0]
+    own, cps = [], []
+    for r in range(16):
+        out, inn = pair_prior.law_scores(_record(HP_SIGMA), LAW["steps"], n=n, seed=7000 + r)
+        own.append(node_fit.fit_at_share(out, inn, delta=HP_DELTA, fraction=share, seed=r, **LAW).eps_lb)
+        cps.append(node_fit.fit_at_share(out, inn, delta=HP_DELTA, fraction=cp_share, seed=r, **LAW).eps_lb)
+    assert np.median(own) > np.median(cps)

@@ -102,7 +102,7 @@ def test_the_run_reports_the_pairs_exact_epsilon(csbm):
 def test_the_default_on_the_whole_node_pair_stays_within_its_size(tmp_path, monkeypatch):
     """The portfolio with its pool cut to the whole node's candidates (every score on the dirac-node pair),
     on the correct target, 10 seeds at 4,000 trials: it picks gradient-lrt by the pair's exact ε and
-    certifies with the whole-node fit at the a-priori share, its k_t law checked, cp at that share beside it
+    certifies with the whole-node fit at its a-priori share, its k_t law checked, cp at its own share beside it
     (where no pilot certifies by chance); ε_lb above that exact ε (or a VIOLATION) no more often than the binomial limit at
     β = 0.05 (2 of 10: P(≥ 3) = 0.012 at the nominal rate)."""
     from scipy.stats import binom
@@ -129,7 +129,9 @@ def test_the_default_on_the_whole_node_pair_stays_within_its_size(tmp_path, monk
             assert "fixed before any trial" in r.estimator_choice
             fit = r.extra["family_fit"]
             assert r.method == node_fit.METHOD_AT_SHARE and fit["node_scales"]["ok"], fit
-            assert fit["cp"]["eps_lb"] <= r.eps_lb + 1e-9 and "k_t check" in r.extra["portfolio"]["estimator_why"]
+            assert fit["cp_share"] == r.extra["portfolio"]["prior_fp_fraction"]  # cp beside, at its own share
+            assert r.estimate["counts"]["fp_fraction"] in node_fit.SHARES  # the fit at its own (node_fit.prior_share)
+            assert "k_t check" in r.extra["portfolio"]["estimator_why"]
         chosen += r.attack == "gradient-lrt" and r.method in ("cp", node_fit.METHOD_AT_SHARE)
         over += r.verdict == "VIOLATION" or r.eps_lb > exact
         assert over <= allowed, f"ε_lb above the pair's exact ε in {over} of {seed + 1} seeds"

@@ -66,21 +66,24 @@ def measure_node_scales(spec: AuditSpec, target: targets.Target, pair: Any, rele
 
 
 def node_estimate(spec: AuditSpec, claim: targets.Claim, scales: NodeScales, rows: list[Any], cp: estimators.Estimate,
-                  why: str, fraction: float) -> tuple[estimators.Estimate, str, dict[str, Any]]:
-    """The run's estimate by the whole-node fit at the a-priori share where the k_t check passed, with cp at that
-    share (`cp`, on the same trials) beside it; cp itself, and why the fit was refused, where it was not."""
+                  why: str, fraction: float | None) -> tuple[estimators.Estimate, str, dict[str, Any]]:
+    """The run's estimate by the whole-node fit at its a-priori share where the k_t check passed, with cp at its own
+    a-priori share `fraction` (`cp`, on the same trials) beside it; cp itself, and why the fit was refused, where
+    it was not."""
     from audit.stats import node_family
 
     record: dict[str, Any] = {"family": "whole node", "cp": cp.to_dict(), "node_scales": scales.to_dict()}
     if scales.refusal:
         record["refused"] = scales.refusal
         return cp, f"{why}; the whole-node fit refused: {scales.refusal}", record
-    fit = node_family.certify(*worlds(rows), scales, fraction=fraction, delta=claim.delta,
-                              confidence=spec.confidence, seed=spec.seed)
+    out_s, in_s = worlds(rows)
+    fit = node_family.certify(out_s, in_s, scales, delta=claim.delta, confidence=spec.confidence, seed=spec.seed)
+    record["cp_share"] = fraction
     law = scales.law
-    return fit, (f"the whole-node family fit at the same share (T = {scales.steps} steps, k_t = 1 w.p. q = {law.q:g} "
-                 f"else 2·Bin({law.t}, q·{law.p:.4g}), checked on {scales.releases:,} releases); cp at that share "
-                 f"on the same trials {cp.eps_lb:.4g}"), record
+    return fit, (f"the whole-node family fit at its a-priori share {fit.counts['fp_fraction']:.3g} (T = {scales.steps} "
+                 f"steps, k_t = 1 w.p. q = {law.q:g} else 2·Bin({law.t}, q·{law.p:.4g}), checked on "
+                 f"{scales.releases:,} releases); cp" + (f" at its share {fraction:.3g}" if fraction is not None else "")
+                 + f" on the same trials {cp.eps_lb:.4g}"), record
 
 
 def plan_estimator(spec: AuditSpec, claim: targets.Claim, attack: Any, probe: Callable[[], Any], pair: Any,

@@ -8,9 +8,10 @@ at the same a-priori share beside it.
   declared check or sampler check uses), give the k_t every step records (``TraceStep.canary_scale``);
   :func:`audit.stats.sampler_check.check_node_scales` tests them against the declared law. Where it fails, or the
   trace records no k_t, the fit is refused and the run says why; cp certifies.
-* **The certificate.** On every trial, at the OUT false-positive share the pair's declared law fixed before any
-  trial (:func:`audit.stats.pair_prior.prior_fraction`); cp_at_rank at that share on the same trials is the
-  assumption-free floor reported beside it.
+* **The certificate.** On every trial, at the OUT false-positive share the pair's declared law and the trial
+  counts fix before any trial for the fit (:func:`fit_share`); cp_at_rank at cp's own a-priori share
+  (:func:`audit.stats.pair_prior.prior_fraction`) on the same trials is the assumption-free floor reported beside
+  it.
 
 Which runs use it is the portfolio's rule: an exact loss chosen by its whole-node pair's exact ε.
 """
@@ -41,11 +42,13 @@ _NAMESPACE = 0x40DE5C  # seeds of the check's releases: apart from every trial's
 
 @dataclass(frozen=True)
 class NodeLaw:
-    """The whole node's declared k_t law: q, t and p of :func:`audit.stats.node_curve.scale_law`."""
+    """The whole node's declared k_t law: q, t and p of :func:`audit.stats.node_curve.scale_law`; and the declared
+    noise scale σ = std / canary norm, which fixes the fit's a-priori share (:func:`fit_share`)."""
 
     q: float
     t: int
     p: float
+    sigma: float
 
 
 def law_of(record: dict[str, Any] | None) -> NodeLaw | None:
@@ -53,7 +56,7 @@ def law_of(record: dict[str, Any] | None) -> NodeLaw | None:
     law = pair_prior.declared(record, 1)
     if law is None or law.node is None or not law.q < 1.0:
         return None
-    return NodeLaw(law.q, *law.node)
+    return NodeLaw(law.q, *law.node, sigma=law.std / law.magnitude)
 
 
 @dataclass(frozen=True)
@@ -83,7 +86,7 @@ class NodeScales:
     def to_dict(self) -> dict[str, Any]:
         law = self.law
         return {"steps": self.steps, "q": law and law.q, "t": law and law.t, "p": law and law.p,
-                "releases": self.releases, "failures": list(self.failures), "ok": self.ok}
+                "sigma": law and law.sigma, "releases": self.releases, "failures": list(self.failures), "ok": self.ok}
 
 
 def measure(target: Any, pair: Any, law: NodeLaw, *, seed: int, releases: int) -> NodeScales:
@@ -101,13 +104,24 @@ def measure(target: Any, pair: Any, law: NodeLaw, *, seed: int, releases: int) -
     return NodeScales(steps, law, releases, check_node_scales(scales, values=values, probs=probs))
 
 
-def certify(out_s: np.ndarray, in_s: np.ndarray, scales: NodeScales, *, fraction: float, delta: float,
-            confidence: float, seed: int) -> estimators.Estimate:
-    """The whole-node fit's estimate at the a-priori share (cp at that share, on the same trials, is the run's own
-    estimate and is reported beside it by the caller). The k_t check must have passed."""
+def fit_share(scales: NodeScales, n_out: int, n_in: int, *, delta: float, confidence: float) -> float:
+    """The fit's OUT false-positive share, fixed before any trial from the declared law and the trial counts alone
+    (:func:`audit.stats.estimators.node_fit.prior_share`: the fit's own optimum, not cp's)."""
+    law = scales.law
+    if law is None:
+        raise ValueError(f"the whole-node fit is refused: {scales.refusal}")
+    return node_fit.prior_share(sigma=law.sigma, q=law.q, t=law.t, p=law.p, steps=scales.steps, n_out=n_out,
+                                n_in=n_in, delta=delta, confidence=confidence)[0]
+
+
+def certify(out_s: np.ndarray, in_s: np.ndarray, scales: NodeScales, *, delta: float, confidence: float,
+            seed: int) -> estimators.Estimate:
+    """The whole-node fit's estimate at its a-priori share (:func:`fit_share`); cp at its own share, on the same
+    trials, is the run's own estimate and is reported beside it by the caller. The k_t check must have passed."""
     if not scales.ok:
         raise ValueError(f"the whole-node fit is refused: {scales.refusal}")
     law = scales.law
     assert law is not None  # scales.ok
+    share = fit_share(scales, len(out_s), len(in_s), delta=delta, confidence=confidence)
     return node_fit.fit_at_share(out_s, in_s, delta=delta, steps=scales.steps, q=law.q, t=law.t, p=law.p,
-                                 fraction=fraction, confidence=confidence, seed=seed)
+                                 fraction=share, confidence=confidence, seed=seed)
