@@ -120,8 +120,8 @@ def _run(spec: game.AuditSpec, budget: Budget, *, out: str | Path, jobs: int, pr
         if by_exact and not family and node_family.law_of(_row_of(piloted, winner)["record"]["canary"]) is not None:
             node_releases, refused = meter.node_releases(target.trial_cost(Level.TRACE))
             estimator_why += f"; {refused}" if refused else (
-                "; the whole-node family fit at the a-priori share where the node's k_t check passes, cp at that "
-                "share beside it")
+                "; the whole-node family fit at its own a-priori share where the node's k_t check passes, cp at "
+                "its share beside it")
         trials, sizing = trial_sizing.certification_trials(meter, winner, piloted, claim, spec)
         # that pair's declared law fixes, before any trial, the one false-positive share cp tests at this size
         prior = _prior_fraction(piloted, winner, claim, trials, spec, shared, probes) if by_exact and not family \

@@ -80,8 +80,8 @@ def node_estimate(spec: AuditSpec, claim: targets.Claim, scales: NodeScales, row
     fit = node_family.certify(out_s, in_s, scales, delta=claim.delta, confidence=spec.confidence, seed=spec.seed)
     record["cp_share"] = fraction
     law = scales.law
-    return fit, (f"the whole-node family fit at its a-priori share {fit.counts['fp_fraction']:.3g} (T = {scales.steps} "
-                 f"steps, k_t = 1 w.p. q = {law.q:g} else 2·Bin({law.t}, q·{law.p:.4g}), checked on "
+    return fit, (f"the whole-node family fit at its share {fit.counts['fp_fraction']:.3g}, fixed before any trial from "
+                 f"the declared law and the trial counts (T = {scales.steps} steps, k_t = 1 w.p. q = {law.q:g} else 2·Bin({law.t}, q·{law.p:.4g}), checked on "
                  f"{scales.releases:,} releases); cp" + (f" at its share {fraction:.3g}" if fraction is not None else "")
                  + f" on the same trials {cp.eps_lb:.4g}"), record
 
