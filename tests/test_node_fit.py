@@ -212,6 +212,14 @@ def test_at_a_share_size_on_heterpoissons_played_pair(n):
 
 
 @pytest.mark.slow
+def test_at_a_share_declared_q_trusted_fails():
+    """The declared q = 0.25 trusted on a pair whose q is 0.5, at the share that law fixes: 26 of the first 28 draws
+    exceed the true ε (measured). At cp's share it did not fail (30 % at β = 0.2); at the fit's own it does."""
+    with pytest.raises(AssertionError, match="exceeded the true ε"):
+        NodeShareCheck(fitted_q=0.25).run("sigma=3")
+
+
+@pytest.mark.slow
 def test_at_a_share_inflated_bound_fails(monkeypatch):
     inflate_bound(monkeypatch, node_fit.METHOD_AT_SHARE, 1.1)
     with pytest.raises(AssertionError, match="exceeded the true ε"):
@@ -228,10 +236,10 @@ def test_at_a_share_the_plug_in_fails(monkeypatch, check):
 
 
 def test_the_defaults_k_law_check_refuses_twice_the_declared_q():
-    """At the share, the declared q = 0.25 trusted on a pair of q = 0.5 exceeds the truth on 30% of draws at β = 0.2
-    (30 draws at σ = 3): anti-conservative, but under the size check's limit (31%). The default never fits without
-    the k_t check, which refuses that law on the fewest releases it reads (and passes the true law); half the
-    declared p is refused too."""
+    """The declared q = 0.25 trusted on a pair of q = 0.5 fails the fit's size check
+    (:func:`test_at_a_share_declared_q_trusted_fails`), and the default never fits without the k_t check, which
+    refuses that law on the fewest releases it reads (and passes the true law); half the declared p is refused
+    too."""
     from audit.stats import node_family
 
     n = node_family.MIN_NODE_RELEASES
