@@ -26,6 +26,7 @@ duality's lower bound on a finite ε grid, its δ with the truncated tail added 
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 
@@ -87,12 +88,10 @@ def fit_at_share(scores_out: Sequence[float], scores_in: Sequence[float], *, del
     beta = 1.0 - _e.check_confidence(confidence)
     _check_law(q, t, p, steps)
     r = _cp.at_rank(out, inn, fraction, seed)
-    w, v = _cp.mix_nodes(r.n_out, (r.k,))
     curve_of = curve_family(q, int(t), p, int(steps))
 
-    def rejects(tp: int) -> Callable[[float], bool]:  # σ ↦ whether the joint test rejects σ at `tp` true positives
-        return lambda sigma: float(_cp.binomial_tail_mix(
-            1.0 - curve_of(sigma)(v[0])[None, :], np.array([tp]), r.n_in, w)[0]) <= beta
+    def rejects(tp: int) -> Callable[[float], bool]:
+        return _joint_test(curve_of, r.k, r.n_out, tp, r.n_in, beta)
 
     sig = _fit.smallest_rejected(rejects(r.n_in - r.fn), refine=_REFINE)
     eps = 0.0 if sig is None else epsilon_at(sig, q, int(t), p, int(steps), delta)
@@ -119,26 +118,26 @@ def prior_share(*, sigma: float, q: float, t: int, p: float, steps: int, n_out: 
     bound is 0.79 of the exact ε at cp's share (0.09) and 0.85 at 0.35 (benchmarks/heterpoisson_power.md §10)."""
     _check_law(q, t, p, steps)
     beta = 1.0 - _e.check_confidence(confidence)
-    family = curve_family(q, int(t), p, int(steps))
-    curves: dict[float, Callable[[np.ndarray], np.ndarray]] = {}
-
-    def curve(s: float) -> Callable[[np.ndarray], np.ndarray]:
-        if s not in curves:
-            curves[s] = family(s)
-        return curves[s]
-
+    curve = functools.lru_cache(maxsize=None)(curve_family(q, int(t), p, int(steps)))  # one curve per σ, all shares
     tpr = 1.0 - curve(float(sigma))(SHARES)
     best = (float(SHARES[0]), -1.0)
     for share, rate in zip(SHARES, tpr):
         k = min(int(math.floor(share * n_out)), n_out - 1)
-        w, v = _cp.mix_nodes(n_out, (k,))
         tp = int(round(float(rate) * n_in))
-        sig = _fit.smallest_rejected(lambda s: float(_cp.binomial_tail_mix(
-            1.0 - curve(s)(v[0])[None, :], np.array([tp]), n_in, w)[0]) <= beta)  # grid σ only: a choice, not a bound
+        sig = _fit.smallest_rejected(_joint_test(curve, k, n_out, tp, n_in, beta))  # grid σ only: a choice, not a bound
         eps = 0.0 if sig is None else epsilon_at(sig, q, int(t), p, int(steps), delta)
         if eps > best[1]:
             best = (float(share), eps)
     return best
+
+
+def _joint_test(curve_of: _fit.CurveOf, k: int, n_out: int, tp: int, n_in: int, beta: float
+                ) -> Callable[[float], bool]:
+    """σ ↦ whether :func:`fit_at_share`'s exact joint test rejects σ at k OUT false positives (the FPR below
+    V ~ Beta(k + 1, n_out − k)) and `tp` of `n_in` true positives, at level β."""
+    w, v = _cp.mix_nodes(n_out, (k,))
+    return lambda sigma: float(_cp.binomial_tail_mix(
+        1.0 - curve_of(sigma)(v[0])[None, :], np.array([tp]), n_in, w)[0]) <= beta
 
 
 def _check_law(q: float, t: int, p: float, steps: int) -> None:
