@@ -60,6 +60,22 @@ def test_subsampled_rdp_is_below_full_batch():
     assert np.all(acc.subsampled_gaussian_rdp(orders, 0.0, 1.0, 100) == 0)
 
 
+
+def test_subsampled_rdp_memo_is_the_accountant_and_safe_to_mutate():
+    """The memoised curve equals a fresh dp_accounting composition, and a caller writing into the returned
+    array does not change what the next caller reads."""
+    from dp_accounting import dp_event
+    from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
+
+    orders = [1.5, 2, 4, 8.5, 32]
+    fresh = rdp_lib.RdpAccountant(orders)
+    fresh.compose(dp_event.SelfComposedDpEvent(
+        dp_event.PoissonSampledDpEvent(0.2, dp_event.GaussianDpEvent(1.3)), 7))
+    first = acc.subsampled_gaussian_rdp(np.array(orders), 0.2, 1.3, 7)
+    assert np.array_equal(first, np.asarray(fresh._rdp, float))
+    first[:] = -1.0
+    assert np.array_equal(acc.subsampled_gaussian_rdp(orders, 0.2, 1.3, 7), np.asarray(fresh._rdp, float))
+
 @settings(max_examples=25, deadline=None)
 @given(target=st.floats(0.1, 20))
 def test_calibration_never_overshoots(target):
