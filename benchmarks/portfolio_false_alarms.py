@@ -81,12 +81,23 @@ def main() -> None:
 
 
 def _family(r) -> dict:
-    """Where the run certified with the subsampled-Gaussian fit: cp beside it, σ̂ and the sampler's verdict."""
+    """Where the run certified with a family fit: cp beside it, and the subsampled-Gaussian fit's σ̂ and sampler
+    verdict, or the whole-node fit's share; where the winner scored an exact loss, its pair's exact ε."""
+    p = r.extra.get("portfolio") or {}
+    w = p.get("winner") or {}
+    row = next((c for c in p.get("candidates", []) if (c.get("level"), c.get("attack"), c.get("canary")) ==
+                (w.get("level"), w.get("attack"), w.get("canary"))), {})
+    out = {"pair_exact_eps": row["pair_exact_eps"]} if row.get("pair_exact_eps") is not None else {}
     fam = r.extra.get("family_fit")
     if not fam:
-        return {}
-    return {"cp_eps_lb": fam["cp"]["eps_lb"], "sigma_hat": (r.estimate.get("counts") or {}).get("sigma_hat"),
-            "sampler_ok": fam["sampler"]["ok"], "refused": fam.get("refused")}
+        return out
+    out.update({"family": fam.get("family", "subsampled Gaussian"), "cp_eps_lb": fam["cp"]["eps_lb"],
+                "refused": fam.get("refused")})
+    if "sampler" in fam:
+        out.update({"sigma_hat": (r.estimate.get("counts") or {}).get("sigma_hat"), "sampler_ok": fam["sampler"]["ok"]})
+    if "cp_share" in fam:
+        out["cp_share"] = fam["cp_share"]
+    return out
 
 
 if __name__ == "__main__":
