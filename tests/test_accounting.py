@@ -60,7 +60,6 @@ def test_subsampled_rdp_is_below_full_batch():
     assert np.all(acc.subsampled_gaussian_rdp(orders, 0.0, 1.0, 100) == 0)
 
 
-
 def test_subsampled_rdp_memo_is_the_accountant_and_safe_to_mutate():
     """The memoised curve equals a fresh dp_accounting composition, and a caller writing into the returned
     array does not change what the next caller reads."""
@@ -75,6 +74,7 @@ def test_subsampled_rdp_memo_is_the_accountant_and_safe_to_mutate():
     assert np.array_equal(first, np.asarray(fresh._rdp, float))
     first[:] = -1.0
     assert np.array_equal(acc.subsampled_gaussian_rdp(orders, 0.2, 1.3, 7), np.asarray(fresh._rdp, float))
+
 
 @settings(max_examples=25, deadline=None)
 @given(target=st.floats(0.1, 20))
