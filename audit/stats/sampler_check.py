@@ -5,21 +5,26 @@ size), over the IN world's trials.
 * **Inclusion rate**: a two-sided Clopper–Pearson interval at level β_q for the rate at which the
   canary was included. The subsampled-Gaussian fit (:mod:`audit.stats.estimators.subsampled_fit`) pays for
   it; a declared q outside it is said.
-* **Batch-size variance**: under Poisson(q) sampling of N other examples the batch size is
-  Binomial(N, q), variance Nq(1 − q); fixed-size or shuffled batches have none. The sample variance
-  is tested against the χ² law of (n − 1)s²/(Nq(1 − q)) (normal approximation of the binomial), both
-  tails at level α, and fails only where it fails for every q in q's interval.
-* **Independence of inclusions across steps**: under Poisson sampling the canary's count of
-  inclusions over a run's T steps is Binomial(T, q); shuffled batches (each example once per epoch)
-  make it nearly constant. The dispersion statistic Σ(K_i − T p̂)²/(T p̂(1 − p̂)) ~ χ²(n − 1) is
-  tested, both tails at level α, beside the lag-1 correlation of inclusions.
+* **Batch-size variance**: under Poisson(q) sampling of N other examples the batch sizes are i.i.d.
+  Binomial(N, q); fixed-size or shuffled batches have no variance. Given their total (sufficient for
+  q) the batch sizes are multivariate hypergeometric whatever q is, so Σ size² is tested against that
+  conditional law, exactly, both tails at level α.
+* **Independence of inclusions across steps**: under Poisson sampling the canary's counts of
+  inclusions over a run's T steps are i.i.d. Binomial(T, q); shuffled batches (each example once per
+  epoch) make them nearly constant. Σ count² is tested, both tails at level α, against the same
+  conditional law given the total number of inclusions.
+
+Both tests are exact conditional tests with Monte Carlo p-values (:func:`mc_p_values`), not χ²
+approximations: near q = 1 (GAP's B = N − 1) exclusions are rare events, and the χ² law of a
+dispersion statistic refuses true Poisson samplers many times more often than α (issue #45).
+``dispersion`` is still reported, as the χ² statistic Σ(K_i − T q̂)²/(T q̂(1 − q̂)), for reading only.
 
 A failed check refuses the family fit (``failures`` says which); the checks only decide whether the
 fit may run, so α is small (false refusals cost power, never validity).
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +33,12 @@ from scipy.stats import chi2
 from audit.stats.estimators import subsampled_fit
 
 ALPHA = 1e-3
+#: Besag–Clifford sequential Monte Carlo: a tail's draws stop at its H-th exceedance (p = H / draws)
+EXCEEDANCES = 20
+#: numpy's multivariate hypergeometric draws need fewer balls than this; above it the conditional law is
+#: replaced by a parametric bootstrap at q̂ (said in the check's notes)
+_MAX_BALLS = 10 ** 9
+_MC_SEED = 0x5A3F1F  # the Monte Carlo draws' seed: a check is a function of its records
 
 
 @dataclass(frozen=True)
@@ -49,9 +60,60 @@ class SamplerCheck:
         return not self.failures
 
 
-def _two_sided(stat: float, df: int, alpha: float) -> bool:
-    """Whether a χ²(df) statistic lies in either tail at total level α."""
-    return bool(chi2.sf(stat, df) < alpha / 2 or chi2.cdf(stat, df) < alpha / 2)
+def mc_p_values(observed: float, draw: Callable[[np.random.Generator, int], np.ndarray], *, alpha: float,
+                rng: np.random.Generator) -> tuple[float, float]:
+    """(P(S ≤ observed), P(S ≥ observed)) for S drawn by ``draw(rng, m)`` (m statistics under the null), each
+    by Besag & Clifford's sequential Monte Carlo p-value: draws stop at the :data:`EXCEEDANCES`-th draw at
+    least as extreme, p = H/l after l draws, else (g + 1)/M after M − 1 draws with g such draws. Either
+    is a valid p-value, P(p ≤ u) ≤ u; M = ⌈10/α⌉ lets a two-sided level-α test reject at p ≤ α/10."""
+    most = int(np.ceil(10 / alpha))
+    drawn, seen, p = 0, [0, 0], [None, None]
+    chunk = 64
+    while drawn < most - 1 and None in p:
+        m = min(chunk, most - 1 - drawn)
+        stats = draw(rng, m)
+        tol = 1e-9 * max(1.0, abs(observed))  # ties count as at least as extreme
+        for tail, hit in enumerate((stats <= observed + tol, stats >= observed - tol)):
+            if p[tail] is None:
+                cum = seen[tail] + np.cumsum(hit)
+                reached = np.flatnonzero(cum >= EXCEEDANCES)
+                if reached.size:
+                    p[tail] = EXCEEDANCES / (drawn + int(reached[0]) + 1)
+                else:
+                    seen[tail] = int(cum[-1])
+        drawn, chunk = drawn + m, min(2 * chunk, 4096)
+    return tuple(float(x) if x is not None else (seen[k] + 1) / most for k, x in enumerate(p))
+
+
+def conditional_binomial_test(counts: np.ndarray, capacity: int, *, alpha: float,
+                              rng: np.random.Generator) -> tuple[float, float, str | None]:
+    """Both tails' p-values of Σ x² for `counts`, cells i.i.d. Binomial(capacity, q) with q unknown, under
+    their law given the total (multivariate hypergeometric: exact whatever q is), and a note where the
+    balls are too many for that law and a parametric bootstrap at q̂ stands in. (1, 1) where the total
+    is 0 or every ball: the law is then a point."""
+    x = np.asarray(counts, dtype=np.int64).ravel()
+    cells, total = x.size, int(x.sum())
+    if total in (0, cells * capacity) or cells < 2:
+        return 1.0, 1.0, None
+    if cells * capacity < _MAX_BALLS:
+        colors = np.full(cells, capacity, dtype=np.int64)
+
+        def draw(g: np.random.Generator, m: int) -> np.ndarray:
+            y = g.multivariate_hypergeometric(colors, total, size=m, method="marginals")
+            return (y.astype(np.float64) ** 2).sum(axis=1)
+
+        low, high = mc_p_values(float((x.astype(np.float64) ** 2).sum()), draw, alpha=alpha, rng=rng)
+        return low, high, None
+    q_hat = total / (cells * capacity)
+
+    def spread(y: np.ndarray) -> np.ndarray:
+        return ((y - y.mean(axis=-1, keepdims=True)) ** 2).sum(axis=-1)
+
+    low, high = mc_p_values(float(spread(x.astype(np.float64))),
+                            lambda g, m: spread(g.binomial(capacity, q_hat, (m, cells)).astype(np.float64)),
+                            alpha=alpha, rng=rng)
+    return low, high, (f"{cells} cells of {capacity}: too many for the exact conditional law, the variance "
+                       f"is tested by a parametric bootstrap at q̂ = {q_hat:.6g}")
 
 
 def check_sampler(canary_in: Sequence[Sequence[bool]], batch_size: Sequence[Sequence[int]], *, population: int,
@@ -72,19 +134,32 @@ def check_sampler(canary_in: Sequence[Sequence[bool]], batch_size: Sequence[Sequ
     q = inc.mean()
     expected = population * q * (1 - q)
     var = float(sizes.var(ddof=1))
-    # against every q in the interval, not the plug-in q̂ alone: near q = 1 (GAP's B = N − 1) q(1 − q) moves by
-    # tens of percent across the interval, and a plug-in test refuses true Poisson batches (level ≤ α + β_q)
-    ends = [population * x * (1 - x) for x in (lo, hi, *((0.5,) if lo < 0.5 < hi else ()))]
-    low, high, df = min(ends), max(ends), sizes.size - 1
-    if (high > 0 and chi2.sf(df * var / high, df) < alpha / 2) or (low > 0 and chi2.cdf(df * var / low, df) < alpha / 2) \
-            or (high == 0 and var > 0):
-        failures.append(f"batch-size variance {var:.4g} is not Binomial(N = {population}, q)'s {low:.4g}-{high:.4g} "
-                        f"for any q in [{lo:.4g}, {hi:.4g}]: the batches are not Poisson samples")
+    rng = np.random.default_rng(_MC_SEED)
+    if population > 0 and sizes.size > 1:
+        if not np.allclose(sizes, np.round(sizes)) or sizes.min() < 0 or sizes.max() > population:
+            failures.append(f"batch sizes outside 0..N = {population}: the batches are not Poisson samples of the N "
+                            f"other examples")
+        else:
+            low, high, note = conditional_binomial_test(np.round(sizes), population, alpha=alpha, rng=rng)
+            notes += [note] if note else []
+            rate = float(sizes.mean()) / population
+            if min(low, high) < alpha / 2:
+                failures.append(f"batch-size variance {var:.4g} is not Binomial(N = {population}, q)'s for any q "
+                                f"(Binomial at the batches' rate {rate:.4g} has {population * rate * (1 - rate):.4g}; "
+                                f"exact conditional test: p = {min(low, high):.2g} in the "
+                                f"{'lower' if low < high else 'upper'} tail, level {alpha:g}): the batches are not "
+                                f"Poisson samples")
+            if not lo <= rate <= hi:
+                notes.append(f"the other examples' rate {rate:.4g} (mean batch size / N) is outside the canary's "
+                             f"interval [{lo:.4g}, {hi:.4g}]")
     counts = inc.sum(axis=1)
     dispersion = float(((counts - steps * q) ** 2).sum() / (steps * q * (1 - q))) if 0 < q < 1 else 0.0
-    if steps > 1 and 0 < q < 1 and _two_sided(dispersion, n - 1, alpha):
-        failures.append(f"the canary's inclusions are not independent across steps (dispersion {dispersion:.4g} "
-                        f"on {n - 1} degrees of freedom)")
+    if steps > 1 and 0 < q < 1:
+        low, high, _ = conditional_binomial_test(counts, steps, alpha=alpha, rng=rng)
+        if min(low, high) < alpha / 2:
+            failures.append(f"the canary's inclusions are not independent across steps (dispersion {dispersion:.4g} "
+                            f"on {n - 1} degrees of freedom; exact conditional test: p = {min(low, high):.2g} in the "
+                            f"{'lower' if low < high else 'upper'} tail, level {alpha:g})")
     return SamplerCheck((lo, hi), q_level, n, steps, var, expected, dispersion, tuple(failures), tuple(notes))
 
 
@@ -125,8 +200,15 @@ def check_node_scales(scales: Sequence[Sequence[float]], *, values: np.ndarray, 
     steps = k.shape[1]
     if steps > 1 and 0.0 < p_in < 1.0 and k.shape[0] > 1:
         per_run = (k != 0).sum(axis=1)
-        stat = float(((per_run - steps * p_in) ** 2).sum() / (steps * p_in * (1 - p_in)))
-        if _two_sided(stat, k.shape[0], alpha):  # p known: χ²(n)
+        scale = steps * p_in * (1 - p_in)
+        stat = float(((per_run - steps * p_in) ** 2).sum() / scale)
+
+        def draw(g: np.random.Generator, m: int) -> np.ndarray:  # p declared: the law of the counts is known
+            return ((g.binomial(steps, p_in, (m, per_run.size)) - steps * p_in) ** 2).sum(axis=1) / scale
+
+        low, high = mc_p_values(stat, draw, alpha=alpha, rng=np.random.default_rng(_MC_SEED))
+        if min(low, high) < alpha / 2:
             failures.append(f"node scale: the steps holding z are not independent across steps (dispersion "
-                            f"{stat:.1f} on {k.shape[0]} df)")
+                            f"{stat:.1f} on {k.shape[0]} df; Monte Carlo p = {min(low, high):.2g} in the "
+                            f"{'lower' if low < high else 'upper'} tail)")
     return tuple(failures)
