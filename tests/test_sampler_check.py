@@ -134,3 +134,13 @@ def test_monte_carlo_p_values_are_valid_and_reach_below_the_level():
 def test_a_check_is_a_function_of_its_records():
     inc, sizes = poisson(np.random.default_rng(3))
     assert check_sampler(inc, sizes, population=N) == check_sampler(inc, sizes, population=N)
+
+
+def test_above_numpys_ball_limit_a_bootstrap_stands_in_says_so_and_holds_its_size(monkeypatch):
+    from audit.stats import sampler_check
+    monkeypatch.setattr(sampler_check, "_MAX_BALLS", 1000)   # 120 × 4 cells of 400: over the limit
+    reps, alpha = 300, 0.05
+    assert _refusals(conditional_binomial_test, (120, 4), 400, 0.5, alpha=alpha, reps=reps) <= binom.ppf(0.999, reps, alpha)
+    rng = np.random.default_rng(0)
+    low, high, note = conditional_binomial_test(np.full((120, 4), 200), 400, alpha=ALPHA, rng=rng)
+    assert "parametric bootstrap" in note and low < ALPHA / 2   # fixed sizes: still refused, in the lower tail
