@@ -35,7 +35,7 @@ def chi2_dispersion_refuses(inc: np.ndarray, alpha: float) -> bool:
 
 
 def chi2_batch_refuses(inc: np.ndarray, sizes: np.ndarray, population: int, q_level: float, alpha: float) -> bool:
-    """The batch-size test before the fix: (n − 1)s²/(Nq(1 − q)) against χ², for every q in the canary's interval."""
+    """The batch-size test before the fix: (n − 1)s²/(Nq(1 − q)) against χ², for every q in q's interval."""
     from audit.stats.estimators import subsampled_fit
     lo, hi = subsampled_fit.inclusion_interval(inc, q_level)
     var, df = float(sizes.var(ddof=1)), sizes.size - 1

@@ -140,7 +140,8 @@ def test_above_numpys_ball_limit_a_bootstrap_stands_in_says_so_and_holds_its_siz
     from audit.stats import sampler_check
     monkeypatch.setattr(sampler_check, "_MAX_BALLS", 1000)   # 120 × 4 cells of 400: over the limit
     reps, alpha = 300, 0.05
-    assert _refusals(conditional_binomial_test, (120, 4), 400, 0.5, alpha=alpha, reps=reps) <= binom.ppf(0.999, reps, alpha)
+    got = _refusals(conditional_binomial_test, (120, 4), 400, 0.5, alpha=alpha, reps=reps)
+    assert got <= binom.ppf(0.999, reps, alpha), got
     rng = np.random.default_rng(0)
     low, high, note = conditional_binomial_test(np.full((120, 4), 200), 400, alpha=ALPHA, rng=rng)
     assert "parametric bootstrap" in note and low < ALPHA / 2   # fixed sizes: still refused, in the lower tail
