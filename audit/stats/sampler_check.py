@@ -68,11 +68,10 @@ def mc_p_values(observed: float, draw: Callable[[np.random.Generator, int], np.n
     is a valid p-value, P(p ≤ u) ≤ u; M = ⌈10/α⌉ lets a two-sided level-α test reject at p ≤ α/10."""
     most = int(np.ceil(10 / alpha))
     drawn, seen, p = 0, [0, 0], [None, None]
-    chunk = 64
+    chunk, tol = 64, 1e-9 * max(1.0, abs(observed))  # ties count as at least as extreme
     while drawn < most - 1 and None in p:
         m = min(chunk, most - 1 - drawn)
         stats = draw(rng, m)
-        tol = 1e-9 * max(1.0, abs(observed))  # ties count as at least as extreme
         for tail, hit in enumerate((stats <= observed + tol, stats >= observed - tol)):
             if p[tail] is None:
                 cum = seen[tail] + np.cumsum(hit)
@@ -83,6 +82,13 @@ def mc_p_values(observed: float, draw: Callable[[np.random.Generator, int], np.n
                     seen[tail] = int(cum[-1])
         drawn, chunk = drawn + m, min(2 * chunk, 4096)
     return tuple(float(x) if x is not None else (seen[k] + 1) / most for k, x in enumerate(p))
+
+
+def _refusal(low: float, high: float, alpha: float) -> str | None:
+    """The p-value and tail that refuse at two-sided level α (e.g. "p = 0.0001 in the lower tail"), or None."""
+    if min(low, high) >= alpha / 2:
+        return None
+    return f"p = {min(low, high):.2g} in the {'lower' if low < high else 'upper'} tail"
 
 
 def conditional_binomial_test(counts: np.ndarray, capacity: int, *, alpha: float,
@@ -143,11 +149,10 @@ def check_sampler(canary_in: Sequence[Sequence[bool]], batch_size: Sequence[Sequ
             low, high, note = conditional_binomial_test(np.round(sizes), population, alpha=alpha, rng=rng)
             notes += [note] if note else []
             rate = float(sizes.mean()) / population
-            if min(low, high) < alpha / 2:
+            if refused := _refusal(low, high, alpha):
                 failures.append(f"batch-size variance {var:.4g} is not Binomial(N = {population}, q)'s for any q "
                                 f"(Binomial at the batches' rate {rate:.4g} has {population * rate * (1 - rate):.4g}; "
-                                f"exact conditional test: p = {min(low, high):.2g} in the "
-                                f"{'lower' if low < high else 'upper'} tail, level {alpha:g}): the batches are not "
+                                f"exact conditional test: {refused}, level {alpha:g}): the batches are not "
                                 f"Poisson samples")
             if not lo <= rate <= hi:
                 notes.append(f"the other examples' rate {rate:.4g} (mean batch size / N) is outside the canary's "
@@ -156,10 +161,9 @@ def check_sampler(canary_in: Sequence[Sequence[bool]], batch_size: Sequence[Sequ
     dispersion = float(((counts - steps * q) ** 2).sum() / (steps * q * (1 - q))) if 0 < q < 1 else 0.0
     if steps > 1 and 0 < q < 1:
         low, high, _ = conditional_binomial_test(counts, steps, alpha=alpha, rng=rng)
-        if min(low, high) < alpha / 2:
+        if refused := _refusal(low, high, alpha):
             failures.append(f"the canary's inclusions are not independent across steps (dispersion {dispersion:.4g} "
-                            f"on {n - 1} degrees of freedom; exact conditional test: p = {min(low, high):.2g} in the "
-                            f"{'lower' if low < high else 'upper'} tail, level {alpha:g})")
+                            f"on {n - 1} degrees of freedom; exact conditional test: {refused}, level {alpha:g})")
     return SamplerCheck((lo, hi), q_level, n, steps, var, expected, dispersion, tuple(failures), tuple(notes))
 
 
@@ -206,9 +210,7 @@ def check_node_scales(scales: Sequence[Sequence[float]], *, values: np.ndarray, 
         def draw(g: np.random.Generator, m: int) -> np.ndarray:  # p declared: the law of the counts is known
             return ((g.binomial(steps, p_in, (m, per_run.size)) - steps * p_in) ** 2).sum(axis=1) / scale
 
-        low, high = mc_p_values(stat, draw, alpha=alpha, rng=np.random.default_rng(_MC_SEED))
-        if min(low, high) < alpha / 2:
+        if refused := _refusal(*mc_p_values(stat, draw, alpha=alpha, rng=np.random.default_rng(_MC_SEED)), alpha):
             failures.append(f"node scale: the steps holding z are not independent across steps (dispersion "
-                            f"{stat:.1f} on {k.shape[0]} df; Monte Carlo p = {min(low, high):.2g} in the "
-                            f"{'lower' if low < high else 'upper'} tail)")
+                            f"{stat:.1f} on {k.shape[0]} df; Monte Carlo {refused})")
     return tuple(failures)
